@@ -1,0 +1,1 @@
+//! agentshim (see crates/README.md).

@@ -1,0 +1,1 @@
+//! vs-agent (see crates/README.md).

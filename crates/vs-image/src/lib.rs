@@ -1,0 +1,1 @@
+//! vs-image (see crates/README.md).

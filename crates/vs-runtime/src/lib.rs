@@ -1,0 +1,1 @@
+//! vs-runtime (see crates/README.md).

@@ -1,0 +1,1 @@
+//! vs-sandbox (see crates/README.md).
