@@ -1,1 +1,4 @@
-//! vs-sandbox (see crates/README.md).
+//! vs-sandbox: the one project path policy, host resources, operator
+//! controls, the confinement trait with its backends, and command runners.
+
+pub mod runner;

@@ -1,0 +1,1 @@
+//! Command runners: execute one command, return a bounded result.
