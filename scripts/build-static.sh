@@ -57,14 +57,26 @@ else
     fi
 fi
 
-# C code compiled by build scripts (cc crate) should use musl-gcc when present.
+# C code built by build scripts (the cc crate: zstd-sys, ...) needs a C
+# compiler for musl; a glibc gcc would link glibc-only symbols. The cc crate
+# looks for <arch>-linux-musl-gcc (Debian's musl-tools installs it).
 cc_var="CC_$(echo "$target" | tr '-' '_')"
-if [ -z "${!cc_var:-}" ] && command -v musl-gcc >/dev/null 2>&1; then
-    export "$cc_var=musl-gcc"
+musl_cc="${target%%-*}-linux-musl-gcc"
+if [ -z "${!cc_var:-}" ] && grep -q '^name = "cc"$' "$repo/Cargo.lock" 2>/dev/null; then
+    if command -v "$musl_cc" >/dev/null 2>&1; then
+        :
+    elif command -v musl-gcc >/dev/null 2>&1 && [ "${target%%-*}" = "$(uname -m)" ]; then
+        export "$cc_var=musl-gcc"
+    else
+        echo "build-static.sh: error: no C compiler for $target ($musl_cc or musl-gcc) to build" \
+            "the C code of dependencies; install musl-tools (Debian/Ubuntu:" \
+            "\`apt-get install musl-tools\`) or set $cc_var" >&2
+        exit 1
+    fi
 fi
 
 echo "build-static.sh: cargo build --profile $profile --target $target -p vibesys (target dir $target_dir)" >&2
-CARGO_TARGET_DIR=$target_dir cargo build --locked --profile "$profile" --target "$target" -p vibesys >&2
+CARGO_TARGET_DIR=$target_dir cargo build --profile "$profile" --target "$target" -p vibesys >&2
 
 # cargo puts the `dev` profile in a directory named `debug`.
 profile_dir=$profile

@@ -19,6 +19,7 @@
 #   file             to check that the host binary is static
 #   musl target      x86_64-unknown-linux-musl, for the static vibesys that
 #                    is the image derivation's builder
+#   musl-tools       x86_64-linux-musl-gcc, for C code of dependencies (zstd)
 #   docker           the Engine the image is loaded into; this kind of
 #                    machine starts it, so it is only checked here
 #
@@ -31,6 +32,7 @@ ci_setup_nix() {
     command -v nix-build >/dev/null 2>&1 || pkgs+=(nix-bin)
     [ -x /bin/busybox ] || pkgs+=(busybox-static)
     command -v file >/dev/null 2>&1 || pkgs+=(file)
+    command -v x86_64-linux-musl-gcc >/dev/null 2>&1 || pkgs+=(musl-tools)
     if [ ${#pkgs[@]} -gt 0 ]; then
         echo "ci-setup-nix: apt-get install ${pkgs[*]}" >&2
         apt-get update -qq >&2 || { echo "ci-setup-nix: apt-get update failed" >&2; return 1; }
