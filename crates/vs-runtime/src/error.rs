@@ -1,0 +1,177 @@
+//! The one error type of vs-runtime.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Result alias of vs-runtime.
+pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in vs-runtime; each variant names its cause.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// An identifier (run id, candidate id) does not match its grammar.
+    #[error("invalid {what} {value:?}: {reason} (expected ^[a-z0-9][a-z0-9._-]{{0,127}}$)")]
+    InvalidId {
+        /// Which kind of identifier.
+        what: &'static str,
+        /// The rejected value.
+        value: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// An I/O operation on a path failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done ("read", "create directory", ...).
+        op: &'static str,
+        /// The path concerned.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// The project directory does not exist or is not a directory.
+    #[error("project directory {path} does not exist or is not a directory")]
+    ProjectNotADirectory {
+        /// The project path as given.
+        path: PathBuf,
+    },
+    /// A state path that must be a real directory is something else.
+    #[error("{path} must be a directory, found {found}; refusing to use it")]
+    NotADirectory {
+        /// The offending path.
+        path: PathBuf,
+        /// What was found instead ("symlink", "file", ...).
+        found: &'static str,
+    },
+    /// A state file that must be a regular file is something else.
+    #[error("{path} must be a regular file, found {found}; refusing to use it")]
+    NotAFile {
+        /// The offending path.
+        path: PathBuf,
+        /// What was found instead.
+        found: &'static str,
+    },
+    /// A file is larger than vibesys will read.
+    #[error("{path} is larger than the limit of {limit} bytes")]
+    TooLarge {
+        /// The offending path.
+        path: PathBuf,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// `project.json` exists but is not a valid project record.
+    #[error("invalid project record {path}: {reason}")]
+    InvalidProjectRecord {
+        /// The record path.
+        path: PathBuf,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// Private files can be recovered from the project's git history.
+    #[error(
+        "refusing to initialize run state: private files can be recovered from git history: {}; purge them from every ref and the reflog first",
+        paths.join(", ")
+    )]
+    PrivateFilesInHistory {
+        /// Repository-relative paths, sorted.
+        paths: Vec<String>,
+    },
+    /// git could not be started.
+    #[error("cannot run git: {source}; install git")]
+    GitUnavailable {
+        /// The spawn error.
+        #[source]
+        source: io::Error,
+    },
+    /// A git command failed.
+    #[error("git {args} in {dir} failed ({status}): {stderr}")]
+    Git {
+        /// Where git ran.
+        dir: PathBuf,
+        /// The git arguments.
+        args: String,
+        /// The exit status.
+        status: String,
+        /// git's standard error (truncated).
+        stderr: String,
+    },
+    /// A git revision given by the caller is not acceptable.
+    #[error("invalid git revision {rev:?}: {reason}")]
+    InvalidRevision {
+        /// The rejected revision.
+        rev: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// `.vibesys/state` has not been initialized.
+    #[error("run state is not initialized in {project}; run `vibesys state init` first")]
+    StateNotInitialized {
+        /// The project root.
+        project: PathBuf,
+    },
+    /// A candidate worktree already exists.
+    #[error("candidate worktree {path} already exists")]
+    WorktreeExists {
+        /// The worktree path.
+        path: PathBuf,
+    },
+    /// A protected path lies outside the project.
+    #[error("protected path {path} is outside the project {project}")]
+    OutsideProject {
+        /// The path as given.
+        path: PathBuf,
+        /// The project root.
+        project: PathBuf,
+    },
+    /// A protected path does not exist when the baseline is recorded.
+    #[error("protected path {path} does not exist")]
+    ProtectedPathMissing {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// No protected path was given.
+    #[error("nothing to protect: pass --protect PATH or set [gate] protect in vibesys.toml")]
+    NothingProtected,
+    /// A path or symlink target is not valid UTF-8 and cannot be recorded.
+    #[error("{path} is not valid UTF-8 and cannot be recorded")]
+    NonUtf8Path {
+        /// The path (lossily shown).
+        path: PathBuf,
+    },
+    /// No gate baseline exists for the run.
+    #[error("no gate baseline for run {run} at {path}; run `vibesys gate baseline` first")]
+    BaselineMissing {
+        /// The run id.
+        run: String,
+        /// Where the baseline was expected.
+        path: PathBuf,
+    },
+    /// The gate baseline exists but is invalid.
+    #[error("invalid gate baseline {path}: {reason}")]
+    InvalidBaseline {
+        /// The baseline path.
+        path: PathBuf,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// `vibesys.toml` is invalid where vs-runtime reads it.
+    #[error("invalid {path}: {reason}")]
+    InvalidConfig {
+        /// The configuration file.
+        path: PathBuf,
+        /// Why it is invalid.
+        reason: String,
+    },
+}
+
+impl RuntimeError {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Self::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! Small filesystem helpers: atomic writes, bounded reads, symlink-safe
+//! directory creation.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{Result, RuntimeError};
+
+/// Describes a file type for error messages.
+pub(crate) fn kind_name(ft: &fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_symlink() {
+        "symlink"
+    } else if ft.is_dir() {
+        "directory"
+    } else if ft.is_file() {
+        "regular file"
+    } else if ft.is_fifo() {
+        "fifo"
+    } else if ft.is_socket() {
+        "socket"
+    } else if ft.is_block_device() {
+        "block device"
+    } else if ft.is_char_device() {
+        "character device"
+    } else {
+        "unknown file type"
+    }
+}
+
+/// Writes `bytes` to `path` atomically: a temp file in the same directory
+/// (`.<name>.<pid>.<n>.tmp`), fsync, rename over `path`, fsync the directory.
+/// Readers see the old content or the new one, never a partial file.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
+    let result = (|| -> io::Result<()> {
+        let mut file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        Ok(())
+    })();
+    if let Err(source) = result {
+        let _ = fs::remove_file(&tmp);
+        return Err(RuntimeError::io("write", &tmp, source));
+    }
+    if let Err(source) = fs::rename(&tmp, path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(RuntimeError::io("rename into", path, source));
+    }
+    // Persist the rename; a failure here leaves a complete file in place.
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Reads a regular file (never through a final symlink) of at most `limit`
+/// bytes. Returns `Ok(None)` when it does not exist.
+pub(crate) fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(RuntimeError::io("inspect", path, e)),
+    };
+    if !meta.file_type().is_file() {
+        return Err(RuntimeError::NotAFile {
+            path: path.to_path_buf(),
+            found: kind_name(&meta.file_type()),
+        });
+    }
+    let file = open_nofollow(path).map_err(|e| RuntimeError::io("open", path, e))?;
+    let mut buf = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| RuntimeError::io("read", path, e))?;
+    if buf.len() as u64 > limit {
+        return Err(RuntimeError::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+        });
+    }
+    Ok(Some(buf))
+}
+
+/// Opens a file for reading without following a final symlink and without
+/// blocking on a fifo.
+pub(crate) fn open_nofollow(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+}
+
+/// Makes `root/rel` exist as a chain of real directories. Every component
+/// below `root` must be a directory (not a symlink, not a file); missing ones
+/// are created. `rel` must be relative and free of `..`.
+pub(crate) fn ensure_dir_chain(root: &Path, rel: &Path) -> Result<PathBuf> {
+    let mut cur = root.to_path_buf();
+    for comp in rel.components() {
+        match comp {
+            Component::Normal(c) => cur.push(c),
+            Component::CurDir => continue,
+            _ => {
+                return Err(RuntimeError::io(
+                    "resolve",
+                    rel,
+                    io::Error::new(io::ErrorKind::InvalidInput, "not a plain relative path"),
+                ));
+            }
+        }
+        match fs::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_dir() => {}
+            Ok(m) => {
+                return Err(RuntimeError::NotADirectory {
+                    path: cur,
+                    found: kind_name(&m.file_type()),
+                });
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::create_dir(&cur) {
+                Ok(()) => {}
+                // Lost a race: accept it only if it is a real directory.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    let m = fs::symlink_metadata(&cur)
+                        .map_err(|e| RuntimeError::io("inspect", &cur, e))?;
+                    if !m.file_type().is_dir() {
+                        return Err(RuntimeError::NotADirectory {
+                            path: cur,
+                            found: kind_name(&m.file_type()),
+                        });
+                    }
+                }
+                Err(e) => return Err(RuntimeError::io("create directory", &cur, e)),
+            },
+            Err(e) => return Err(RuntimeError::io("inspect", &cur, e)),
+        }
+    }
+    Ok(cur)
+}
+
+/// Fills `buf` from the system random source.
+pub(crate) fn random_bytes(buf: &mut [u8]) -> Result<()> {
+    let path = Path::new("/dev/urandom");
+    let mut f = File::open(path).map_err(|e| RuntimeError::io("open", path, e))?;
+    f.read_exact(buf)
+        .map_err(|e| RuntimeError::io("read", path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.json");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn dir_chain_refuses_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(other.path(), dir.path().join("a")).unwrap();
+        let err = ensure_dir_chain(dir.path(), Path::new("a/b")).unwrap_err();
+        assert!(matches!(err, RuntimeError::NotADirectory { .. }), "{err}");
+        assert!(!other.path().join("b").exists());
+    }
+
+    #[test]
+    fn bounded_read_limits() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        fs::write(&p, b"12345").unwrap();
+        assert!(read_bounded(&p, 5).unwrap().is_some());
+        assert!(matches!(
+            read_bounded(&p, 4),
+            Err(RuntimeError::TooLarge { .. })
+        ));
+        assert!(read_bounded(&dir.path().join("nope"), 5).unwrap().is_none());
+    }
+}

@@ -1,0 +1,625 @@
+//! The accuracy gate: a trusted sha256 baseline of every protected path,
+//! recorded before the agent runs and compared afterwards.
+//!
+//! The baseline lives in the hidden run record
+//! (`.vibesys/state/runs/<run-id>/gate-baseline.json`), written atomically.
+//! Directories are walked without following symlinks; a symlink is recorded
+//! as a symlink with its target. Files are hashed in parallel (rayon) with a
+//! fixed buffer per worker, so files of any size are streamed.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs;
+use std::io::{self, Read};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Component, Path, PathBuf};
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Result, RuntimeError};
+use crate::fsutil::{kind_name, open_nofollow, read_bounded, write_atomic};
+use crate::id::RunId;
+use crate::state::{STATE_DIR, StateLayout};
+use crate::time;
+
+/// File name of the baseline inside the run record directory.
+pub const BASELINE_FILE: &str = "gate-baseline.json";
+
+/// Version of the baseline schema.
+pub const BASELINE_SCHEMA_VERSION: u32 = 1;
+
+/// Read buffer of each hashing worker.
+pub const HASH_BUFFER_BYTES: usize = 256 * 1024;
+
+/// Largest baseline vibesys loads.
+const BASELINE_LIMIT: u64 = 512 * 1024 * 1024;
+
+/// Largest `vibesys.toml` vibesys reads.
+const CONFIG_LIMIT: u64 = 1024 * 1024;
+
+/// The project configuration file.
+pub const CONFIG_FILE: &str = "vibesys.toml";
+
+/// What a protected path was when it was scanned.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum GateEntry {
+    /// A regular file.
+    File {
+        /// Size in bytes (as hashed).
+        size: u64,
+        /// Lowercase hex sha256 of the content.
+        sha256: String,
+        /// Whether any execute bit is set.
+        executable: bool,
+    },
+    /// A symlink, not followed.
+    Symlink {
+        /// The link target as stored in the link.
+        target: String,
+    },
+    /// A directory (its children are entries of their own).
+    Directory,
+    /// A fifo, socket, device, or a root reached through a non-directory.
+    Special {
+        /// What it is.
+        kind: String,
+    },
+    /// A name or link target that is not UTF-8 (only ever seen by a check;
+    /// a baseline refuses it), so it always counts as a difference.
+    Unrepresentable,
+}
+
+/// How a path differs from the baseline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Change {
+    /// Present in both, with different type or content.
+    Changed,
+    /// Present now, not in the baseline.
+    Added,
+    /// In the baseline, gone now.
+    Removed,
+}
+
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Change::Changed => "changed",
+            Change::Added => "added",
+            Change::Removed => "removed",
+        })
+    }
+}
+
+/// One differing path.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GateDifference {
+    /// How it differs.
+    pub change: Change,
+    /// Project-relative path, `/`-separated.
+    pub path: String,
+}
+
+/// The result of comparing the protected paths against a baseline.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GateReport {
+    /// The run checked.
+    pub run_id: RunId,
+    /// Number of paths in the baseline.
+    pub baseline_entries: usize,
+    /// Number of paths found now.
+    pub current_entries: usize,
+    /// Every difference, sorted by path.
+    pub differences: Vec<GateDifference>,
+}
+
+impl GateReport {
+    /// True when nothing differs.
+    pub fn is_clean(&self) -> bool {
+        self.differences.is_empty()
+    }
+}
+
+/// The protected paths of a project: project-relative, `/`-separated, with
+/// nested duplicates dropped. `.` is the whole project.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProtectedSet {
+    roots: Vec<String>,
+}
+
+impl ProtectedSet {
+    /// Resolves requested paths (relative to the project, or absolute) for
+    /// a new baseline. Each must exist and lie inside the project once
+    /// symlinks in its parent are resolved; the last component is kept as
+    /// is, so a protected symlink is recorded as a symlink.
+    pub fn resolve(layout: &StateLayout, requested: &[PathBuf]) -> Result<Self> {
+        if requested.is_empty() {
+            return Err(RuntimeError::NothingProtected);
+        }
+        let project = layout.project();
+        let mut roots = Vec::with_capacity(requested.len());
+        for p in requested {
+            let abs = if p.is_absolute() {
+                p.clone()
+            } else {
+                project.join(p)
+            };
+            let missing = || RuntimeError::ProtectedPathMissing { path: p.clone() };
+            let full = match (abs.file_name(), abs.parent()) {
+                (Some(name), Some(parent)) if !abs.ends_with("..") => {
+                    let parent = fs::canonicalize(parent).map_err(|_| missing())?;
+                    parent.join(name)
+                }
+                _ => fs::canonicalize(&abs).map_err(|_| missing())?,
+            };
+            let rel = full
+                .strip_prefix(project)
+                .map_err(|_| RuntimeError::OutsideProject {
+                    path: p.clone(),
+                    project: project.to_path_buf(),
+                })?;
+            if full.symlink_metadata().is_err() {
+                return Err(missing());
+            }
+            roots.push(rel_to_key(rel)?);
+        }
+        Ok(Self::normalized(roots))
+    }
+
+    /// The paths listed in `vibesys.toml` under `[gate] protect`, relative
+    /// to the project. Empty when the file or the key is absent.
+    pub fn configured(layout: &StateLayout) -> Result<Vec<PathBuf>> {
+        let path = layout.project().join(CONFIG_FILE);
+        let Some(bytes) = read_bounded(&path, CONFIG_LIMIT)? else {
+            return Ok(Vec::new());
+        };
+        let invalid = |reason: String| RuntimeError::InvalidConfig {
+            path: path.clone(),
+            reason,
+        };
+        let text = String::from_utf8(bytes).map_err(|_| invalid("not UTF-8".to_owned()))?;
+        let value: toml::Table = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+        let Some(gate) = value.get("gate") else {
+            return Ok(Vec::new());
+        };
+        let gate = gate
+            .as_table()
+            .ok_or_else(|| invalid("[gate] must be a table".to_owned()))?;
+        let Some(protect) = gate.get("protect") else {
+            return Ok(Vec::new());
+        };
+        let list = protect
+            .as_array()
+            .ok_or_else(|| invalid("gate.protect must be an array of strings".to_owned()))?;
+        list.iter()
+            .map(|v| {
+                v.as_str()
+                    .map(PathBuf::from)
+                    .ok_or_else(|| invalid("gate.protect must be an array of strings".to_owned()))
+            })
+            .collect()
+    }
+
+    fn normalized(mut roots: Vec<String>) -> Self {
+        roots.sort();
+        roots.dedup();
+        if roots.iter().any(|r| r == ".") {
+            return Self {
+                roots: vec![".".to_owned()],
+            };
+        }
+        let mut kept: Vec<String> = Vec::with_capacity(roots.len());
+        for r in roots {
+            let nested = kept.iter().any(|k| {
+                r.strip_prefix(k.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'))
+            });
+            if !nested {
+                kept.push(r);
+            }
+        }
+        Self { roots: kept }
+    }
+
+    /// The protected roots.
+    pub fn roots(&self) -> &[String] {
+        &self.roots
+    }
+}
+
+/// A project-relative path as a `/`-separated key; `.` for the root.
+fn rel_to_key(rel: &Path) -> Result<String> {
+    let mut parts = Vec::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(s) => {
+                parts.push(s.to_str().ok_or_else(|| RuntimeError::NonUtf8Path {
+                    path: rel.to_path_buf(),
+                })?)
+            }
+            Component::CurDir => {}
+            _ => {
+                return Err(RuntimeError::NonUtf8Path {
+                    path: rel.to_path_buf(),
+                });
+            }
+        }
+    }
+    if parts.is_empty() {
+        Ok(".".to_owned())
+    } else {
+        Ok(parts.join("/"))
+    }
+}
+
+/// Whether a stored key is a plain relative path (no `..`, no empty or `.`
+/// components, not absolute), or `.`.
+fn valid_key(key: &str) -> bool {
+    key == "."
+        || (!key.is_empty()
+            && key
+                .split('/')
+                .all(|c| !c.is_empty() && c != "." && c != ".." && !c.contains('\0')))
+}
+
+fn join_key(parent: &str, name: &str) -> String {
+    if parent == "." {
+        name.to_owned()
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+/// The trusted record of the protected paths of one run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateBaseline {
+    schema_version: u32,
+    run_id: RunId,
+    created_at: String,
+    protect: Vec<String>,
+    entries: BTreeMap<String, GateEntry>,
+}
+
+impl GateBaseline {
+    /// Where the baseline of `run` lives.
+    pub fn path(layout: &StateLayout, run: &RunId) -> PathBuf {
+        layout.run_dir(run).join(BASELINE_FILE)
+    }
+
+    /// Hashes every protected path and writes the baseline of `run`
+    /// atomically into the hidden run record, replacing an earlier one.
+    pub fn record(layout: &StateLayout, run: &RunId, protect: &ProtectedSet) -> Result<Self> {
+        let dir = layout.ensure_run_dir(run)?;
+        let entries = scan(layout.project(), protect.roots(), run, true)?;
+        let baseline = Self {
+            schema_version: BASELINE_SCHEMA_VERSION,
+            run_id: run.clone(),
+            created_at: time::now_rfc3339(),
+            protect: protect.roots().to_vec(),
+            entries,
+        };
+        let path = dir.join(BASELINE_FILE);
+        let mut json = serde_json::to_vec(&baseline)
+            .map_err(|e| RuntimeError::io("encode", &path, io::Error::other(e)))?;
+        json.push(b'\n');
+        write_atomic(&path, &json)?;
+        Ok(baseline)
+    }
+
+    /// Loads and validates the baseline of `run`.
+    pub fn load(layout: &StateLayout, run: &RunId) -> Result<Self> {
+        let path = Self::path(layout, run);
+        let Some(bytes) = read_bounded(&path, BASELINE_LIMIT)? else {
+            return Err(RuntimeError::BaselineMissing {
+                run: run.to_string(),
+                path,
+            });
+        };
+        let invalid = |reason: String| RuntimeError::InvalidBaseline {
+            path: path.clone(),
+            reason,
+        };
+        let b: Self = serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
+        if b.schema_version != BASELINE_SCHEMA_VERSION {
+            return Err(invalid(format!(
+                "schema_version {} is not supported (expected {BASELINE_SCHEMA_VERSION})",
+                b.schema_version
+            )));
+        }
+        if &b.run_id != run {
+            return Err(invalid(format!("it belongs to run {}", b.run_id)));
+        }
+        if b.protect.is_empty() {
+            return Err(invalid("it protects nothing".to_owned()));
+        }
+        if let Some(bad) = b
+            .protect
+            .iter()
+            .chain(b.entries.keys())
+            .find(|k| !valid_key(k))
+        {
+            return Err(invalid(format!(
+                "path {bad:?} is not a plain relative path"
+            )));
+        }
+        Ok(b)
+    }
+
+    /// Scans the protected paths again and reports every difference.
+    pub fn check(&self, layout: &StateLayout) -> Result<GateReport> {
+        let current = scan(layout.project(), &self.protect, &self.run_id, false)?;
+        Ok(GateReport {
+            run_id: self.run_id.clone(),
+            baseline_entries: self.entries.len(),
+            current_entries: current.len(),
+            differences: diff(&self.entries, &current),
+        })
+    }
+
+    /// The run this baseline belongs to.
+    pub fn run_id(&self) -> &RunId {
+        &self.run_id
+    }
+
+    /// When it was recorded (RFC 3339 UTC).
+    pub fn created_at(&self) -> &str {
+        &self.created_at
+    }
+
+    /// The protected roots.
+    pub fn protect(&self) -> &[String] {
+        &self.protect
+    }
+
+    /// Every recorded path.
+    pub fn entries(&self) -> &BTreeMap<String, GateEntry> {
+        &self.entries
+    }
+}
+
+fn diff(
+    before: &BTreeMap<String, GateEntry>,
+    after: &BTreeMap<String, GateEntry>,
+) -> Vec<GateDifference> {
+    let mut out = Vec::new();
+    for (path, old) in before {
+        match after.get(path) {
+            None => out.push(GateDifference {
+                change: Change::Removed,
+                path: path.clone(),
+            }),
+            Some(new) if new != old || *new == GateEntry::Unrepresentable => {
+                out.push(GateDifference {
+                    change: Change::Changed,
+                    path: path.clone(),
+                })
+            }
+            Some(_) => {}
+        }
+    }
+    for path in after.keys() {
+        if !before.contains_key(path) {
+            out.push(GateDifference {
+                change: Change::Added,
+                path: path.clone(),
+            });
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path).then(a.change.cmp(&b.change)));
+    out
+}
+
+/// Walks the roots without following symlinks and hashes every regular
+/// file in parallel. `strict` (recording) refuses non-UTF-8 names; a check
+/// records them as [`GateEntry::Unrepresentable`].
+fn scan(
+    project: &Path,
+    roots: &[String],
+    run: &RunId,
+    strict: bool,
+) -> Result<BTreeMap<String, GateEntry>> {
+    let own_dir = format!("{STATE_DIR}/runs/{run}/");
+    let is_own_record = |key: &str| {
+        key.strip_prefix(own_dir.as_str()).is_some_and(|name| {
+            name == BASELINE_FILE || name.starts_with(&format!(".{BASELINE_FILE}."))
+        })
+    };
+    let mut entries = BTreeMap::new();
+    let mut files: Vec<(String, PathBuf)> = Vec::new();
+    for root in roots {
+        let abs = if root == "." {
+            project.to_path_buf()
+        } else {
+            project.join(root)
+        };
+        if !ancestors_are_dirs(project, root) {
+            entries.insert(
+                root.clone(),
+                GateEntry::Special {
+                    kind: "path through a symlink or non-directory".to_owned(),
+                },
+            );
+            continue;
+        }
+        let meta = match fs::symlink_metadata(&abs) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(RuntimeError::io("inspect", &abs, e)),
+        };
+        let mut stack = vec![(root.clone(), abs, meta)];
+        while let Some((key, path, meta)) = stack.pop() {
+            let ft = meta.file_type();
+            if ft.is_symlink() {
+                let target =
+                    fs::read_link(&path).map_err(|e| RuntimeError::io("read link", &path, e))?;
+                let entry = match target.to_str() {
+                    Some(t) => GateEntry::Symlink {
+                        target: t.to_owned(),
+                    },
+                    None if strict => return Err(RuntimeError::NonUtf8Path { path: target }),
+                    None => GateEntry::Unrepresentable,
+                };
+                entries.insert(key, entry);
+            } else if ft.is_dir() {
+                let rd = fs::read_dir(&path)
+                    .map_err(|e| RuntimeError::io("read directory", &path, e))?;
+                for child in rd {
+                    let child = child.map_err(|e| RuntimeError::io("read directory", &path, e))?;
+                    let name = child.file_name();
+                    let Some(name) = name.to_str() else {
+                        if strict {
+                            return Err(RuntimeError::NonUtf8Path { path: child.path() });
+                        }
+                        let lossy = join_key(&key, &child.file_name().to_string_lossy());
+                        entries.insert(lossy, GateEntry::Unrepresentable);
+                        continue;
+                    };
+                    let child_key = join_key(&key, name);
+                    if is_own_record(&child_key) {
+                        continue;
+                    }
+                    // DirEntry::metadata does not follow symlinks.
+                    let child_meta = child
+                        .metadata()
+                        .map_err(|e| RuntimeError::io("inspect", child.path(), e))?;
+                    stack.push((child_key, child.path(), child_meta));
+                }
+                entries.insert(key, GateEntry::Directory);
+            } else if ft.is_file() {
+                files.push((key, path));
+            } else {
+                entries.insert(
+                    key,
+                    GateEntry::Special {
+                        kind: kind_name(&ft).to_owned(),
+                    },
+                );
+            }
+        }
+    }
+    let hashed: Vec<(String, Result<GateEntry>)> = files
+        .into_par_iter()
+        .map_init(
+            || vec![0u8; HASH_BUFFER_BYTES],
+            |buf, (key, path)| {
+                let entry = hash_file(&path, buf);
+                (key, entry)
+            },
+        )
+        .collect();
+    for (key, entry) in hashed {
+        entries.insert(key, entry?);
+    }
+    Ok(entries)
+}
+
+/// Whether every component of `root` above its last one is a real
+/// directory below `project`.
+fn ancestors_are_dirs(project: &Path, root: &str) -> bool {
+    if root == "." {
+        return true;
+    }
+    let mut cur = project.to_path_buf();
+    let parts: Vec<&str> = root.split('/').collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        cur.push(part);
+        match fs::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_dir() => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// Streams one file through sha256 with the worker's buffer. Opens without
+/// following symlinks or blocking on fifos; whatever is opened is described
+/// by its own `fstat`, so a file swapped after the walk is still reported
+/// truthfully.
+fn hash_file(path: &Path, buf: &mut [u8]) -> Result<GateEntry> {
+    let mut file = match open_nofollow(path) {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Ok(GateEntry::Special {
+                kind: "symlink (replaced during scan)".to_owned(),
+            });
+        }
+        Err(e) => return Err(RuntimeError::io("open", path, e)),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| RuntimeError::io("inspect", path, e))?;
+    if !meta.file_type().is_file() {
+        return Ok(GateEntry::Special {
+            kind: kind_name(&meta.file_type()).to_owned(),
+        });
+    }
+    let mut hasher = Sha256::new();
+    let mut size: u64 = 0;
+    loop {
+        match file.read(buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                hasher.update(&buf[..n]);
+                size += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(RuntimeError::io("read", path, e)),
+        }
+    }
+    Ok(GateEntry::File {
+        size,
+        sha256: hex::encode(hasher.finalize()),
+        executable: meta.permissions().mode() & 0o111 != 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn nested_roots_collapse() {
+        let s = ProtectedSet::normalized(vec![
+            "a/b".into(),
+            "a".into(),
+            "ab".into(),
+            "a".into(),
+            "c/d".into(),
+        ]);
+        assert_eq!(s.roots(), ["a", "ab", "c/d"]);
+        let s = ProtectedSet::normalized(vec!["x".into(), ".".into()]);
+        assert_eq!(s.roots(), ["."]);
+    }
+
+    #[test]
+    fn keys() {
+        assert!(valid_key("a/b.c"));
+        assert!(valid_key("."));
+        for bad in ["", "/a", "a//b", "a/../b", "./a", "a/"] {
+            assert!(!valid_key(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sha256_of_known_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        fs::write(&p, b"abc").unwrap();
+        let mut buf = vec![0u8; 4];
+        let e = hash_file(&p, &mut buf).unwrap();
+        assert_eq!(
+            e,
+            GateEntry::File {
+                size: 3,
+                sha256: "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+                    .to_owned(),
+                executable: false
+            }
+        );
+    }
+}

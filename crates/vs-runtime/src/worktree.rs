@@ -1,0 +1,182 @@
+//! Candidate isolation: one git worktree per candidate.
+//!
+//! Each candidate is checked out with real git (`git worktree add --detach`)
+//! under `.vibesys/state/local/candidates/<run-id>/<candidate-id>`, inside
+//! the hidden `local/` directory and ignored by git. Its own hidden state
+//! directories are prepared so confinement can hide them there too.
+
+use std::ffi::OsStr;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Result, RuntimeError};
+use crate::fsutil::ensure_dir_chain;
+use crate::git;
+use crate::id::{CandidateId, RunId};
+use crate::state::StateLayout;
+
+/// Longest revision text accepted.
+const MAX_REV_LEN: usize = 256;
+
+/// A linked git worktree for one candidate; removed by [`remove`] or, on a
+/// best-effort basis, when dropped.
+///
+/// [`remove`]: CandidateWorktree::remove
+#[derive(Debug)]
+pub struct CandidateWorktree {
+    project: PathBuf,
+    path: PathBuf,
+    run_id: RunId,
+    candidate_id: CandidateId,
+    commit: String,
+    removed: bool,
+}
+
+fn validate_rev(rev: &str) -> Result<()> {
+    let err = |reason| RuntimeError::InvalidRevision {
+        rev: rev.chars().take(MAX_REV_LEN).collect(),
+        reason,
+    };
+    if rev.is_empty() {
+        return Err(err("it is empty"));
+    }
+    if rev.len() > MAX_REV_LEN {
+        return Err(err("it is longer than 256 bytes"));
+    }
+    if rev.starts_with('-') {
+        return Err(err("it must not start with '-'"));
+    }
+    if rev.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(err("it must not contain whitespace or control characters"));
+    }
+    Ok(())
+}
+
+impl CandidateWorktree {
+    /// Creates the worktree of `candidate` in `run` at revision `rev` of the
+    /// project's repository. The run state must be initialized (so that
+    /// `local/` is ignored by git).
+    pub fn create(
+        layout: &StateLayout,
+        run: &RunId,
+        candidate: &CandidateId,
+        rev: &str,
+    ) -> Result<Self> {
+        validate_rev(rev)?;
+        layout.require_initialized()?;
+        let project = layout.project().to_path_buf();
+        let spec = format!("{rev}^{{commit}}");
+        let out = git::run(
+            &project,
+            &[
+                OsStr::new("rev-parse"),
+                OsStr::new("--verify"),
+                OsStr::new("--end-of-options"),
+                OsStr::new(&spec),
+            ],
+        )?;
+        let commit = String::from_utf8_lossy(&out).trim().to_owned();
+        let parent = ensure_dir_chain(&project, &StateLayout::candidates_rel(run))?;
+        let path = parent.join(candidate.as_str());
+        if path.symlink_metadata().is_ok() {
+            return Err(RuntimeError::WorktreeExists { path });
+        }
+        git::run(
+            &project,
+            &[
+                OsStr::new("worktree"),
+                OsStr::new("add"),
+                OsStr::new("--detach"),
+                OsStr::new("--quiet"),
+                OsStr::new("--end-of-options"),
+                path.as_os_str(),
+                OsStr::new(&commit),
+            ],
+        )?;
+        let wt = Self {
+            project,
+            path,
+            run_id: run.clone(),
+            candidate_id: candidate.clone(),
+            commit,
+            removed: false,
+        };
+        // On failure `wt` is dropped, which removes the worktree again.
+        StateLayout::prepare(&wt.path)?;
+        Ok(wt)
+    }
+
+    /// The worktree directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The full commit id checked out.
+    pub fn commit(&self) -> &str {
+        &self.commit
+    }
+
+    /// The run this candidate belongs to.
+    pub fn run_id(&self) -> &RunId {
+        &self.run_id
+    }
+
+    /// The candidate id.
+    pub fn candidate_id(&self) -> &CandidateId {
+        &self.candidate_id
+    }
+
+    /// Removes the worktree (`git worktree remove --force`, then prune).
+    pub fn remove(mut self) -> Result<()> {
+        self.removed = true;
+        remove_worktree(&self.project, &self.path)
+    }
+}
+
+fn remove_worktree(project: &Path, path: &Path) -> Result<()> {
+    let removed = git::run(
+        project,
+        &[
+            OsStr::new("worktree"),
+            OsStr::new("remove"),
+            OsStr::new("--force"),
+            OsStr::new("--force"),
+            OsStr::new("--end-of-options"),
+            path.as_os_str(),
+        ],
+    );
+    if removed.is_err() {
+        // git no longer knows it, or it is damaged: delete the directory and
+        // let prune drop the administrative files.
+        match fs::remove_dir_all(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(RuntimeError::io("remove", path, e)),
+        }
+    }
+    git::run(project, &[OsStr::new("worktree"), OsStr::new("prune")])?;
+    Ok(())
+}
+
+impl Drop for CandidateWorktree {
+    fn drop(&mut self) {
+        if !self.removed {
+            let _ = remove_worktree(&self.project, &self.path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revisions() {
+        assert!(validate_rev("HEAD").is_ok());
+        assert!(validate_rev("main~2").is_ok());
+        assert!(validate_rev("").is_err());
+        assert!(validate_rev("--output=/x").is_err());
+        assert!(validate_rev("a b").is_err());
+    }
+}
