@@ -33,7 +33,7 @@ struct BaselineArgs {
     #[arg(long, value_name = "DIR", default_value = ".")]
     project: PathBuf,
     /// Run id (^[a-z0-9][a-z0-9._-]{0,127}$).
-    #[arg(long = "run", value_name = "RUN_ID")]
+    #[arg(long = "run", value_name = "RUN_ID", allow_hyphen_values = true)]
     run: String,
     /// A path to protect, inside the project (repeatable); added to
     /// `[gate] protect` of vibesys.toml.
@@ -50,7 +50,7 @@ struct CheckArgs {
     #[arg(long, value_name = "DIR", default_value = ".")]
     project: PathBuf,
     /// Run id whose baseline to check against.
-    #[arg(long = "run", value_name = "RUN_ID")]
+    #[arg(long = "run", value_name = "RUN_ID", allow_hyphen_values = true)]
     run: String,
     /// Print stable JSON instead of text.
     #[arg(long)]
@@ -145,5 +145,9 @@ fn check(a: &CheckArgs) -> anyhow::Result<u8> {
             report.differences.len()
         );
     }
-    Ok(if report.is_clean() { 0 } else { EXIT_GATE_DIFFERS })
+    Ok(if report.is_clean() {
+        0
+    } else {
+        EXIT_GATE_DIFFERS
+    })
 }

@@ -72,8 +72,16 @@ fn init(a: &CommonArgs) -> anyhow::Result<u8> {
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
     } else {
-        let verb = if created { "initialized" } else { "already initialized" };
-        writeln!(out, "{STATE_DIR}: {verb}, project id {}", project.project_id)?;
+        let verb = if created {
+            "initialized"
+        } else {
+            "already initialized"
+        };
+        writeln!(
+            out,
+            "{STATE_DIR}: {verb}, project id {}",
+            project.project_id
+        )?;
         if gitignore_updated {
             writeln!(out, "{STATE_DIR}/.gitignore: added /local/")?;
         }
@@ -115,7 +123,11 @@ fn show(a: &CommonArgs) -> anyhow::Result<u8> {
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
     } else {
         match &record {
-            Some(r) => writeln!(out, "project id {} (created {})", r.project_id, r.created_at)?,
+            Some(r) => writeln!(
+                out,
+                "project id {} (created {})",
+                r.project_id, r.created_at
+            )?,
             None => writeln!(out, "not initialized: run `vibesys state init`")?,
         }
         for e in &entries {
@@ -124,7 +136,11 @@ fn show(a: &CommonArgs) -> anyhow::Result<u8> {
                 "{:<32} {:<10} {:<9} {}",
                 e["path"].as_str().unwrap_or_default(),
                 e["access"].as_str().unwrap_or_default(),
-                if e["present"].as_bool().unwrap_or(false) { "present" } else { "missing" },
+                if e["present"].as_bool().unwrap_or(false) {
+                    "present"
+                } else {
+                    "missing"
+                },
                 e["purpose"].as_str().unwrap_or_default(),
             )?;
         }

@@ -1,0 +1,342 @@
+//! `vibesys gate baseline` / `gate check` against real files.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn vibesys(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vibesys"))
+        .args(args)
+        .arg("--project")
+        .arg(dir)
+        .env_remove("VIBESYS_LOG")
+        .output()
+        .unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn ok(out: Output) -> Output {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout {} stderr {}",
+        stdout(&out),
+        stderr(&out)
+    );
+    out
+}
+
+/// A project with an evaluator, task inputs and initialized run state.
+fn project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    fs::create_dir_all(p.join("eval/lib")).unwrap();
+    fs::write(p.join("eval/score.py"), "print('score')\n").unwrap();
+    fs::write(p.join("eval/lib/util.py"), "X = 1\n").unwrap();
+    fs::write(p.join("eval/remove-me.txt"), "bye\n").unwrap();
+    fs::write(p.join("eval/becomes-link.txt"), "plain\n").unwrap();
+    fs::create_dir_all(p.join("inputs")).unwrap();
+    fs::write(p.join("inputs/data.csv"), "a,b\n1,2\n").unwrap();
+    fs::write(p.join("agent-edits-this.rs"), "fn main() {}\n").unwrap();
+    ok(vibesys(p, &["state", "init"]));
+    dir
+}
+
+fn baseline(p: &Path, run: &str, protect: &[&str]) {
+    let mut args = vec!["gate", "baseline", "--run", run];
+    for x in protect {
+        args.extend(["--protect", x]);
+    }
+    ok(vibesys(p, &args));
+}
+
+#[test]
+fn unchanged_tree_passes_and_agent_writes_elsewhere_do_not_matter() {
+    let dir = project();
+    let p = dir.path();
+    baseline(p, "r1", &["eval", "inputs", ".vibesys/state/runs"]);
+    fs::write(p.join("agent-edits-this.rs"), "fn main() { evil() }\n").unwrap();
+    let out = ok(vibesys(p, &["gate", "check", "--run", "r1"]));
+    assert!(stdout(&out).contains("ok"), "{}", stdout(&out));
+    // The baseline lives in the hidden run record and is not itself checked.
+    assert!(
+        p.join(".vibesys/state/runs/r1/gate-baseline.json")
+            .is_file()
+    );
+}
+
+#[test]
+fn changed_added_removed_and_type_changed_paths_are_named_sorted() {
+    let dir = project();
+    let p = dir.path();
+    baseline(p, "r1", &["eval", "inputs"]);
+
+    fs::write(p.join("eval/score.py"), "print('always 100')\n").unwrap();
+    fs::write(p.join("eval/lib/injected.py"), "").unwrap();
+    fs::remove_file(p.join("eval/remove-me.txt")).unwrap();
+    fs::remove_file(p.join("eval/becomes-link.txt")).unwrap();
+    symlink("score.py", p.join("eval/becomes-link.txt")).unwrap();
+
+    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "changed: eval/becomes-link.txt\n\
+         added: eval/lib/injected.py\n\
+         removed: eval/remove-me.txt\n\
+         changed: eval/score.py\n"
+    );
+    assert!(
+        stderr(&out).contains("4 protected paths differ"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = vibesys(p, &["gate", "check", "--run", "r1", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["run_id"], "r1");
+    assert_eq!(v["differences"][0]["change"], "changed");
+    assert_eq!(v["differences"][0]["path"], "eval/becomes-link.txt");
+    assert_eq!(v["differences"].as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn directory_replaced_by_file_and_mode_change() {
+    let dir = project();
+    let p = dir.path();
+    baseline(p, "r1", &["eval"]);
+    fs::remove_dir_all(p.join("eval/lib")).unwrap();
+    fs::write(p.join("eval/lib"), "now a file").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(p.join("eval/score.py"), fs::Permissions::from_mode(0o755)).unwrap();
+    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stdout(&out),
+        "changed: eval/lib\nremoved: eval/lib/util.py\nchanged: eval/score.py\n"
+    );
+}
+
+#[test]
+fn symlinks_are_recorded_not_followed() {
+    let dir = project();
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("target.txt"), "v1").unwrap();
+    let p = dir.path();
+    symlink(outside.path().join("target.txt"), p.join("eval/ext-link")).unwrap();
+    symlink(outside.path(), p.join("eval/ext-dir")).unwrap();
+    baseline(p, "r1", &["eval"]);
+    let b = fs::read_to_string(p.join(".vibesys/state/runs/r1/gate-baseline.json")).unwrap();
+    assert!(
+        !b.contains("\"eval/ext-dir/target.txt\""),
+        "followed a symlink: {b}"
+    );
+    // Content behind the link is not ours to protect; the link itself is.
+    fs::write(outside.path().join("target.txt"), "v2").unwrap();
+    ok(vibesys(p, &["gate", "check", "--run", "r1"]));
+    fs::remove_file(p.join("eval/ext-link")).unwrap();
+    symlink("/etc/hostname", p.join("eval/ext-link")).unwrap();
+    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out), "changed: eval/ext-link\n");
+}
+
+#[test]
+fn empty_and_large_files_are_hashed_exactly() {
+    let dir = project();
+    let p = dir.path();
+    fs::write(p.join("inputs/empty"), b"").unwrap();
+    let big: Vec<u8> = (0..(3 * 1024 * 1024 + 17) as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    fs::write(p.join("inputs/big.bin"), &big).unwrap();
+    let out = ok(vibesys(
+        p,
+        &[
+            "gate",
+            "baseline",
+            "--run",
+            "r1",
+            "--protect",
+            "inputs",
+            "--json",
+        ],
+    ));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["files"], 3);
+    assert_eq!(v["bytes"], big.len() as u64 + 8);
+
+    // The recorded digests agree with coreutils' sha256sum.
+    let b: serde_json::Value = serde_json::from_slice(
+        &fs::read(p.join(".vibesys/state/runs/r1/gate-baseline.json")).unwrap(),
+    )
+    .unwrap();
+    for name in ["empty", "big.bin"] {
+        let sum = Command::new("sha256sum")
+            .arg(p.join("inputs").join(name))
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("this test needs sha256sum (apt-get install coreutils): {e}")
+            });
+        let want = String::from_utf8_lossy(&sum.stdout)[..64].to_owned();
+        let entry = &b["entries"][format!("inputs/{name}")];
+        assert_eq!(entry["type"], "file");
+        assert_eq!(entry["sha256"], want.as_str(), "{name}");
+    }
+    assert_eq!(b["entries"]["inputs/empty"]["size"], 0);
+
+    // Flip the last byte of the big file; grow the empty one.
+    let mut changed = big.clone();
+    *changed.last_mut().unwrap() ^= 1;
+    fs::write(p.join("inputs/big.bin"), &changed).unwrap();
+    fs::write(p.join("inputs/empty"), b"\0").unwrap();
+    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stdout(&out),
+        "changed: inputs/big.bin\nchanged: inputs/empty\n"
+    );
+}
+
+#[test]
+fn paths_outside_the_project_are_refused() {
+    let dir = project();
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("f"), "x").unwrap();
+    let p = dir.path();
+    symlink(outside.path(), p.join("escape")).unwrap();
+    let abs = outside.path().to_str().unwrap().to_owned();
+    for bad in [
+        abs.as_str(),
+        "../",
+        "eval/../../x",
+        "escape/f",
+        "/etc/passwd",
+    ] {
+        let out = vibesys(p, &["gate", "baseline", "--run", "r1", "--protect", bad]);
+        assert_eq!(out.status.code(), Some(125), "{bad}: {}", stdout(&out));
+        let err = stderr(&out);
+        assert!(
+            err.starts_with("vibesys: error: ") && err.contains("outside the project"),
+            "{bad}: {err}"
+        );
+    }
+    assert!(!p.join(".vibesys/state/runs/r1/gate-baseline.json").exists());
+    // An absolute path inside the project is fine.
+    let inside = p.join("eval");
+    baseline(p, "r1", &[inside.to_str().unwrap()]);
+}
+
+#[test]
+fn gate_errors_exit_125() {
+    let dir = project();
+    let p = dir.path();
+    for bad in ["../x", "R1", "", "-x", "a/b", &"a".repeat(129)] {
+        let out = vibesys(p, &["gate", "check", "--run", bad]);
+        assert_eq!(out.status.code(), Some(125), "{bad:?}");
+        assert!(
+            stderr(&out).contains("invalid run id"),
+            "{bad:?}: {}",
+            stderr(&out)
+        );
+    }
+    let out = vibesys(p, &["gate", "check", "--run", "never-recorded"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("no gate baseline"),
+        "{}",
+        stderr(&out)
+    );
+    let out = vibesys(p, &["gate", "baseline", "--run", "r1", "--protect", "nope"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
+    let out = vibesys(p, &["gate", "baseline", "--run", "r1"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("nothing to protect"),
+        "{}",
+        stderr(&out)
+    );
+    // A tampered baseline is an error, not a pass.
+    baseline(p, "r2", &["eval"]);
+    let path = p.join(".vibesys/state/runs/r2/gate-baseline.json");
+    let text = fs::read_to_string(&path)
+        .unwrap()
+        .replace("\"eval\"", "\"../eval\"");
+    fs::write(&path, text).unwrap();
+    let out = vibesys(p, &["gate", "check", "--run", "r2"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stdout(&out));
+}
+
+#[test]
+fn protect_list_from_vibesys_toml() {
+    let dir = project();
+    let p = dir.path();
+    fs::write(
+        p.join("vibesys.toml"),
+        "[sandbox]\nhidden = [\"secret\"]\n\n[gate]\nprotect = [\"inputs\"]\n",
+    )
+    .unwrap();
+    let out = ok(vibesys(
+        p,
+        &[
+            "gate",
+            "baseline",
+            "--run",
+            "r1",
+            "--protect",
+            "eval/score.py",
+            "--json",
+        ],
+    ));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["protect"], serde_json::json!(["eval/score.py", "inputs"]));
+    fs::write(p.join("inputs/data.csv"), "a,b\n1,3\n").unwrap();
+    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out), "changed: inputs/data.csv\n");
+
+    fs::write(p.join("vibesys.toml"), "[gate]\nprotect = \"inputs\"\n").unwrap();
+    let out = vibesys(p, &["gate", "baseline", "--run", "r1"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(stderr(&out).contains("vibesys.toml"), "{}", stderr(&out));
+}
+
+#[test]
+fn hostile_names_cannot_forge_report_lines() {
+    let dir = project();
+    let p = dir.path();
+    baseline(p, "r1", &["eval"]);
+    fs::write(p.join("eval/x\nchanged: fake"), "").unwrap();
+    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out), "added: \"eval/x\\nchanged: fake\"\n");
+}
+
+#[test]
+fn non_utf8_name_added_after_the_baseline_fails_the_check() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = project();
+    let p = dir.path();
+    baseline(p, "r1", &["eval"]);
+    let name = std::ffi::OsStr::from_bytes(b"bad-\xff");
+    fs::write(p.join("eval").join(name), "").unwrap();
+    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("added: eval/bad-"),
+        "{}",
+        stdout(&out)
+    );
+}
