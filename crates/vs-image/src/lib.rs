@@ -1,1 +1,42 @@
-//! vs-image (see crates/README.md).
+//! vs-image: the reproducible OCI image builder.
+//!
+//! An image is declared by an [`ImageSpec`] (`images/*.toml`, read by Rust
+//! and by Nix's `builtins.fromTOML`) and built from a closure: the
+//! references graph Nix writes, host paths, or a root directory. The output
+//! is bit-for-bit reproducible (sorted tar entries, clamped mtimes, uid/gid
+//! 0, fixed compression, canonical JSON) and comes as an OCI layout
+//! directory, an oci-archive, a docker-archive, the default hybrid archive
+//! (both at once) or a squashfs rootfs.
+//!
+//! [`inspect`] reads any of the image formats back and, with verification,
+//! re-hashes every blob. [`Lock`] is `images/images.lock`; [`Lock::check_found`]
+//! is the call a loader uses to refuse an image that does not match its pin.
+
+mod archive;
+mod build;
+mod cache;
+mod digest;
+mod error;
+mod graph;
+mod input;
+mod json;
+mod layer;
+mod lock;
+mod oci;
+mod read;
+mod spec;
+mod squashfs;
+mod tarw;
+
+pub use build::{
+    BuildOptions, BuildReport, BuiltLayer, Compression, OutputFormat, Progress, Source, build,
+};
+pub use digest::Digest;
+pub use error::Error;
+pub use graph::{ReferencesGraph, StorePathInfo};
+pub use lock::{FoundImage, IdKind, Lock, LockedArchive, LockedImage, relative_to};
+pub use read::{InspectReport, LayerReport, SbomSummary, inspect};
+pub use spec::{ExtraFile, FileKind, HostSource, ImageConfig, ImageSpec, NixSource};
+
+/// Result alias of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,473 @@
+//! `build`: spec + inputs -> layers -> documents -> output format.
+
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::cache::{Cache, link_or_copy};
+use crate::input::{self, Entry, Group, Kind};
+use crate::layer::{LayerMeta, LayerPlan};
+use crate::oci::{self, Descriptor, media};
+use crate::spec::{FileKind, normalize_abs};
+use crate::{Digest, Error, ImageSpec, ReferencesGraph, archive, squashfs};
+
+/// Output format of a build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutputFormat {
+    /// One tar that is both an oci-archive and a docker-archive (default).
+    Archive,
+    /// An OCI image layout directory.
+    Oci,
+    /// An OCI image layout as a tar.
+    OciArchive,
+    /// A Docker `docker save` style tar.
+    DockerArchive,
+    /// A flattened rootfs as a squashfs image (needs `mksquashfs`).
+    Squashfs,
+}
+
+impl OutputFormat {
+    /// The CLI name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Archive => "archive",
+            Self::Oci => "oci",
+            Self::OciArchive => "oci-archive",
+            Self::DockerArchive => "docker-archive",
+            Self::Squashfs => "squashfs",
+        }
+    }
+}
+
+/// Layer compression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    /// Plain tar (default; fastest to build and load locally).
+    None,
+    /// gzip level 6 (pure-Rust miniz_oxide backend, pinned).
+    Gzip,
+    /// zstd level 3, single-threaded.
+    Zstd,
+}
+
+impl Compression {
+    /// The CLI name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Gzip => "gzip",
+            Self::Zstd => "zstd",
+        }
+    }
+
+    pub(crate) fn media_type(self) -> &'static str {
+        match self {
+            Self::None => media::LAYER,
+            Self::Gzip => media::LAYER_GZIP,
+            Self::Zstd => media::LAYER_ZSTD,
+        }
+    }
+}
+
+/// Where the contents come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The spec's `[host]` section.
+    Spec,
+    /// A root directory whose tree becomes `/`.
+    Root(PathBuf),
+    /// Absolute host paths kept at their location.
+    Paths(Vec<String>),
+    /// A Nix `exportReferencesGraph` file: every store path it lists.
+    ReferencesGraph(PathBuf),
+}
+
+/// Everything a build needs, resolved and validated by the caller.
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    /// The image spec.
+    pub spec: ImageSpec,
+    /// Output path (file, or directory for `oci`).
+    pub out: PathBuf,
+    /// Output format.
+    pub format: OutputFormat,
+    /// Contents.
+    pub source: Source,
+    /// Layer compression.
+    pub compression: Compression,
+    /// Timestamp of every entry and document (`SOURCE_DATE_EPOCH`).
+    pub source_date_epoch: u64,
+    /// Layer cache directory; `None` disables the cache.
+    pub cache: Option<PathBuf>,
+}
+
+/// Build progress, reported from worker threads.
+pub trait Progress: Sync {
+    /// The build will write `layers` layers holding `bytes` of file content.
+    fn begin(&self, layers: usize, bytes: u64) {
+        let _ = (layers, bytes);
+    }
+    /// One layer is done (`bytes` of content; `cached` if reused).
+    fn layer_done(&self, bytes: u64, cached: bool) {
+        let _ = (bytes, cached);
+    }
+}
+
+impl Progress for () {}
+
+/// One layer of a finished build.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BuiltLayer {
+    /// Blob digest.
+    pub digest: Digest,
+    /// Uncompressed digest (`rootfs.diff_ids`).
+    pub diff_id: Digest,
+    /// Blob size in bytes.
+    pub size: u64,
+    /// Whether the layer came from the cache.
+    pub cached: bool,
+    /// The groups (store paths, host trees, `extra files`) in the layer.
+    pub groups: Vec<String>,
+}
+
+/// What a build produced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BuildReport {
+    /// Image name.
+    pub name: String,
+    /// Image tag.
+    pub tag: String,
+    /// Output format.
+    pub format: OutputFormat,
+    /// Output path.
+    pub out: PathBuf,
+    /// Image manifest digest (none for squashfs).
+    pub manifest_digest: Option<Digest>,
+    /// Image config digest, the Docker image ID with the classic store
+    /// (none for squashfs).
+    pub config_digest: Option<Digest>,
+    /// SBOM document digest (none for squashfs).
+    pub sbom_digest: Option<Digest>,
+    /// Layers, bottom first.
+    pub layers: Vec<BuiltLayer>,
+    /// Digest of the output file (archives and squashfs).
+    pub archive_digest: Option<Digest>,
+}
+
+/// Name of the group holding the spec's extra files.
+pub(crate) const EXTRA_GROUP: &str = "extra files";
+
+fn extra_group(spec: &ImageSpec) -> Result<Option<Group>, Error> {
+    if spec.files.is_empty() {
+        return Ok(None);
+    }
+    let mut entries = Vec::new();
+    let mut parents: Vec<Entry> = Vec::new();
+    for f in &spec.files {
+        let rel = normalize_abs(&f.path).ok_or_else(|| Error::SpecInvalid {
+            field: format!("files[{}]", f.path),
+            reason: "not normalised".to_owned(),
+        })?;
+        let mode = f.mode_bits()?;
+        let kind = match f.kind {
+            FileKind::File => Kind::Inline(f.content.clone().unwrap_or_default().into_bytes()),
+            FileKind::Dir => Kind::Dir,
+            FileKind::Symlink => {
+                let t = f.target.clone().unwrap_or_default();
+                input::check_symlink(&rel, &t)?;
+                Kind::Symlink(t)
+            }
+        };
+        let comps: Vec<&str> = rel.split('/').collect();
+        for i in 1..comps.len() {
+            let p = comps[..i].join("/");
+            if !parents.iter().any(|e| e.path == p) {
+                parents.push(Entry::dir(p, 0o755));
+            }
+        }
+        entries.push(Entry {
+            path: rel,
+            kind,
+            mode,
+            stamp: input::Stamp::default(),
+        });
+    }
+    Ok(Some(Group {
+        name: EXTRA_GROUP.to_owned(),
+        parents,
+        entries,
+        size: 0,
+    }))
+}
+
+fn groups_of(opts: &BuildOptions) -> Result<Vec<Group>, Error> {
+    let spec = &opts.spec;
+    let allow = spec.allow_setuid;
+    match &opts.source {
+        Source::Root(r) => input::scan_root(r, allow),
+        Source::Paths(p) => input::scan_paths(p, allow, true),
+        Source::ReferencesGraph(f) => {
+            let g = ReferencesGraph::load(f)?;
+            let order: Vec<String> = g.by_popularity().into_iter().map(|(p, _)| p).collect();
+            input::scan_paths(&order, allow, false)
+        }
+        Source::Spec => {
+            if let Some(r) = &spec.host.root {
+                input::scan_root(Path::new(r), allow)
+            } else if !spec.host.paths.is_empty() {
+                input::scan_paths(&spec.host.paths, allow, true)
+            } else if !spec.files.is_empty() {
+                Ok(Vec::new())
+            } else {
+                Err(Error::SpecInvalid {
+                    field: "host".to_owned(),
+                    reason: "no contents: give --root, --path or --references-graph, or host.paths / host.root".to_owned(),
+                })
+            }
+        }
+    }
+}
+
+/// Splits groups into at most `cap` layers: one per group, the remainder
+/// merged into the last, extra files on top.
+fn plan(groups: Vec<Group>, extra: Option<Group>, cap: u32) -> Result<Vec<LayerPlan>, Error> {
+    let slots = (cap as usize)
+        .saturating_sub(usize::from(extra.is_some()))
+        .max(1);
+    let mut plans = Vec::new();
+    let mut it = groups.into_iter();
+    let mut n = 0;
+    for g in it.by_ref() {
+        n += 1;
+        if n == slots {
+            let mut last = vec![g];
+            last.extend(it.by_ref());
+            plans.push(LayerPlan::new(last)?);
+            break;
+        }
+        plans.push(LayerPlan::new(vec![g])?);
+    }
+    if let Some(e) = extra {
+        plans.push(LayerPlan::new(vec![e])?);
+    }
+    Ok(plans)
+}
+
+/// Builds an image as described by `opts`.
+pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport, Error> {
+    opts.spec.validate()?;
+    let groups = groups_of(opts)?;
+    let plans = plan(groups, extra_group(&opts.spec)?, opts.spec.layer_cap)?;
+    let epoch = opts.source_date_epoch;
+    if opts.format == OutputFormat::Squashfs {
+        return squashfs::build(opts, &plans, progress);
+    }
+    let out_dir = parent_of(&opts.out);
+    let stage = tempfile::Builder::new()
+        .prefix(&format!(".{}.tmp-", file_name(&opts.out)))
+        .tempdir_in(&out_dir)
+        .map_err(|e| Error::io("create temporary directory in", &out_dir, e))?;
+    let blobs = stage.path().join("blobs").join("sha256");
+    std::fs::create_dir_all(&blobs).map_err(|e| Error::io("create", &blobs, e))?;
+    let cache = opts.cache.as_deref().and_then(Cache::open);
+
+    progress.begin(plans.len(), plans.iter().map(LayerPlan::size).sum());
+    let built: Vec<(LayerMeta, PathBuf, bool)> = plans
+        .par_iter()
+        .map(|p| {
+            let key = p.cache_key(opts.compression, epoch);
+            if let Some(c) = &cache {
+                if let Some((meta, path)) = c.lookup(&key) {
+                    tracing::debug!("layer {} from cache", meta.digest);
+                    progress.layer_done(p.size(), true);
+                    return Ok((meta, path, true));
+                }
+            }
+            let (meta, path) = p.write(&blobs, opts.compression, epoch)?;
+            if let Some(c) = &cache {
+                c.store(&key, &meta, &path);
+            }
+            progress.layer_done(p.size(), false);
+            Ok((meta, path, false))
+        })
+        .collect::<Result<_, Error>>()?;
+
+    let layer_media = opts.compression.media_type();
+    let layers: Vec<Descriptor> = built
+        .iter()
+        .map(|(m, _, _)| Descriptor::new(layer_media, m.digest.clone(), m.size))
+        .collect();
+    let diff_ids: Vec<Digest> = built.iter().map(|(m, _, _)| m.diff_id.clone()).collect();
+    let history: Vec<String> = plans
+        .iter()
+        .map(|p| {
+            let first = p.groups.first().map(|g| g.name.as_str()).unwrap_or("");
+            match p.groups.len() {
+                0 | 1 => format!("vibesys image build: {first}"),
+                n => format!("vibesys image build: {first} and {} more", n - 1),
+            }
+        })
+        .collect();
+    let config = oci::config(&opts.spec, &diff_ids, &history, epoch)?;
+    let config = oci::write_blob(&blobs, media::CONFIG, &config)?;
+    let manifest = oci::manifest(&config, &layers, &opts.spec.annotations)?;
+    let mut manifest = oci::write_blob(&blobs, media::MANIFEST, &manifest)?;
+
+    let sbom_groups: Vec<oci::SbomGroup<'_>> = built
+        .iter()
+        .flat_map(|(m, _, _)| {
+            m.groups.iter().map(move |(n, d)| oci::SbomGroup {
+                name: n,
+                digest: d,
+                layer: &m.diff_id,
+            })
+        })
+        .collect();
+    let sbom = oci::sbom(&opts.spec, &config.digest, &sbom_groups, epoch)?;
+    let sbom = oci::write_blob(&blobs, media::SPDX, &sbom)?;
+    oci::write_blob(&blobs, media::EMPTY, oci::EMPTY_JSON)?;
+    let sbom_manifest = oci::sbom_manifest(&manifest, &sbom, epoch)?;
+    let mut sbom_manifest = oci::write_blob(&blobs, media::MANIFEST, &sbom_manifest)?;
+    sbom_manifest.artifact_type = Some(media::SPDX.to_owned());
+    manifest
+        .annotations
+        .insert(oci::REF_NAME.to_owned(), opts.spec.tag.clone());
+    manifest.annotations.insert(
+        oci::CONTAINERD_NAME.to_owned(),
+        format!("{}:{}", opts.spec.name, opts.spec.tag),
+    );
+    let index = oci::index(&manifest, Some(&sbom_manifest))?;
+
+    // Layers that came from the cache live outside the stage.
+    let mut blob_files: Vec<(Digest, PathBuf)> = Vec::new();
+    for (m, path, cached) in &built {
+        let dest = blobs.join(m.digest.hex());
+        if *cached && opts.format == OutputFormat::Oci && !dest.exists() {
+            link_or_copy(path, &dest).map_err(|e| Error::io("copy cached layer to", &dest, e))?;
+            blob_files.push((m.digest.clone(), dest));
+        } else {
+            blob_files.push((m.digest.clone(), path.clone()));
+        }
+    }
+    for d in [
+        &config.digest,
+        &manifest.digest,
+        &sbom.digest,
+        &sbom_manifest.digest,
+        &Digest::of(oci::EMPTY_JSON),
+    ] {
+        blob_files.push((d.clone(), blobs.join(d.hex())));
+    }
+    blob_files.sort();
+    blob_files.dedup_by(|a, b| a.0 == b.0);
+
+    let repo_tag = format!("{}:{}", opts.spec.name, opts.spec.tag);
+    let top = built
+        .last()
+        .map(|(m, _, _)| m.digest.clone())
+        .unwrap_or_else(|| config.digest.clone());
+    let archive_digest = match opts.format {
+        OutputFormat::Oci => {
+            write_file(stage.path(), "oci-layout", oci::OCI_LAYOUT)?;
+            write_file(stage.path(), "index.json", &index)?;
+            let stage = stage.keep();
+            replace_dir(&stage, &opts.out)?;
+            None
+        }
+        f => {
+            let docs = archive::Docs {
+                index: &index,
+                docker_manifest: &oci::docker_manifest(
+                    &config.digest.blob_path(),
+                    &repo_tag,
+                    &layers
+                        .iter()
+                        .map(|l| l.digest.blob_path())
+                        .collect::<Vec<_>>(),
+                )?,
+                docker_only_manifest: &oci::docker_manifest(
+                    &format!("{}.json", config.digest.hex()),
+                    &repo_tag,
+                    &layers
+                        .iter()
+                        .map(|l| format!("{}.tar", l.digest.hex()))
+                        .collect::<Vec<_>>(),
+                )?,
+                repositories: &oci::repositories(&opts.spec.name, &opts.spec.tag, &top)?,
+                config: &config.digest,
+                layers: &layers.iter().map(|l| l.digest.clone()).collect::<Vec<_>>(),
+            };
+            let d = archive::write(f, &opts.out, &blob_files, &docs, epoch)?;
+            drop(stage);
+            Some(d)
+        }
+    };
+
+    Ok(BuildReport {
+        name: opts.spec.name.clone(),
+        tag: opts.spec.tag.clone(),
+        format: opts.format,
+        out: opts.out.clone(),
+        manifest_digest: Some(manifest.digest),
+        config_digest: Some(config.digest),
+        sbom_digest: Some(sbom.digest),
+        layers: built
+            .iter()
+            .map(|(m, _, cached)| BuiltLayer {
+                digest: m.digest.clone(),
+                diff_id: m.diff_id.clone(),
+                size: m.size,
+                cached: *cached,
+                groups: m.groups.iter().map(|(n, _)| n.clone()).collect(),
+            })
+            .collect(),
+        archive_digest,
+    })
+}
+
+pub(crate) fn parent_of(p: &Path) -> PathBuf {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    }
+}
+
+pub(crate) fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "image".to_owned())
+}
+
+fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), Error> {
+    let dest = dir.join(name);
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| Error::io("create temporary file in", dir, e))?;
+    std::io::Write::write_all(&mut tmp, bytes).map_err(|e| Error::io("write", &dest, e))?;
+    tmp.persist(&dest)
+        .map_err(|e| Error::io("rename into place", &dest, e.error))?;
+    Ok(())
+}
+
+/// Moves the finished `stage` directory to `out`, replacing an existing
+/// directory only after the new one is complete.
+fn replace_dir(stage: &Path, out: &Path) -> Result<(), Error> {
+    match std::fs::symlink_metadata(out) {
+        Err(_) => std::fs::rename(stage, out).map_err(|e| Error::io("rename into place", out, e)),
+        Ok(m) if m.is_dir() => {
+            let old = stage.with_extension("old");
+            std::fs::rename(out, &old).map_err(|e| Error::io("move aside", out, e))?;
+            std::fs::rename(stage, out).map_err(|e| Error::io("rename into place", out, e))?;
+            std::fs::remove_dir_all(&old).map_err(|e| Error::io("remove", &old, e))
+        }
+        Ok(_) => {
+            let _ = std::fs::remove_dir_all(stage);
+            Err(Error::InputPath {
+                path: out.to_owned(),
+                reason: "exists and is not a directory".to_owned(),
+            })
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! The optional cache of built layers, keyed by their inputs.
+//!
+//! Layout: `<dir>/vs-image-v1/layers/<key>.json` (what the layer is) and
+//! `<dir>/vs-image-v1/blobs/sha256/<hex>`. Everything is best effort: an
+//! unwritable or damaged cache is skipped, never an error, so builds work
+//! in the Nix sandbox with no writable home.
+
+use std::path::{Path, PathBuf};
+
+use crate::Digest;
+use crate::layer::LayerMeta;
+
+const MAX_META: u64 = 1 << 20;
+
+pub(crate) struct Cache {
+    layers: PathBuf,
+    blobs: PathBuf,
+}
+
+impl Cache {
+    /// Opens (creating) the cache below `dir`; `None` when not writable.
+    pub(crate) fn open(dir: &Path) -> Option<Self> {
+        let base = dir.join("vs-image-v1");
+        let layers = base.join("layers");
+        let blobs = base.join("blobs").join("sha256");
+        for d in [&layers, &blobs] {
+            if let Err(e) = std::fs::create_dir_all(d) {
+                tracing::debug!("layer cache {} not usable: {e}", d.display());
+                return None;
+            }
+        }
+        // A read-only directory can exist; probe for writability.
+        match tempfile::tempfile_in(&layers) {
+            Ok(_) => Some(Self { layers, blobs }),
+            Err(e) => {
+                tracing::debug!("layer cache {} not writable: {e}", layers.display());
+                None
+            }
+        }
+    }
+
+    /// A cached layer for `key`, if its blob is present with the right size.
+    pub(crate) fn lookup(&self, key: &Digest) -> Option<(LayerMeta, PathBuf)> {
+        let meta_path = self.layers.join(format!("{}.json", key.hex()));
+        let m = std::fs::metadata(&meta_path).ok()?;
+        if m.len() > MAX_META {
+            return None;
+        }
+        let bytes = std::fs::read(&meta_path).ok()?;
+        let meta: LayerMeta = serde_json::from_slice(&bytes).ok()?;
+        let blob = self.blobs.join(meta.digest.hex());
+        let bm = std::fs::metadata(&blob).ok()?;
+        (bm.is_file() && bm.len() == meta.size).then_some((meta, blob))
+    }
+
+    /// Records a built layer; failures are logged and ignored.
+    pub(crate) fn store(&self, key: &Digest, meta: &LayerMeta, blob: &Path) {
+        if let Err(e) = self.try_store(key, meta, blob) {
+            tracing::debug!("not caching layer {}: {e}", meta.digest);
+        }
+    }
+
+    fn try_store(&self, key: &Digest, meta: &LayerMeta, blob: &Path) -> std::io::Result<()> {
+        let dest = self.blobs.join(meta.digest.hex());
+        if !dest.exists() {
+            link_or_copy(blob, &dest)?;
+        }
+        let bytes = serde_json::to_vec(meta).map_err(std::io::Error::other)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(&self.layers)?;
+        std::io::Write::write_all(&mut tmp, &bytes)?;
+        tmp.persist(self.layers.join(format!("{}.json", key.hex())))
+            .map_err(|e| e.error)?;
+        Ok(())
+    }
+}
+
+/// Hard-links `src` to `dest`, or copies through a temporary file when a
+/// link is not possible (another file system).
+pub(crate) fn link_or_copy(src: &Path, dest: &Path) -> std::io::Result<()> {
+    if std::fs::hard_link(src, dest).is_ok() {
+        return Ok(());
+    }
+    let dir = dest.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    let mut f = std::fs::File::open(src)?;
+    std::io::copy(&mut f, tmp.as_file_mut())?;
+    tmp.persist(dest).map_err(|e| e.error)?;
+    Ok(())
+}

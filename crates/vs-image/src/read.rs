@@ -1,0 +1,677 @@
+//! Reading an image back (OCI layout directory, hybrid archive,
+//! oci-archive, docker-archive) and verifying it: every blob re-hashed,
+//! every layer's uncompressed digest compared with the config's diff_ids,
+//! every layer entry checked for names and links that escape the root.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::digest::HashReader;
+use crate::oci::{self, Descriptor, media};
+use crate::{Digest, Error};
+
+const MAX_DOC: u64 = 16 << 20;
+
+/// One layer as found in an image.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LayerReport {
+    /// Blob digest.
+    pub digest: Digest,
+    /// Uncompressed digest from the config.
+    pub diff_id: Digest,
+    /// Blob size in bytes.
+    pub size: u64,
+    /// Media type (Docker archives: the OCI type matching the bytes).
+    pub media_type: String,
+}
+
+/// The SBOM attached to an image.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SbomSummary {
+    /// Digest of the SBOM artifact manifest.
+    pub manifest_digest: Digest,
+    /// Digest of the SPDX document.
+    pub digest: Digest,
+    /// `spdxVersion`.
+    pub spdx_version: String,
+    /// Number of packages listed (the image plus one per group).
+    pub packages: usize,
+}
+
+/// What `inspect` found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InspectReport {
+    /// The inspected path.
+    pub path: PathBuf,
+    /// `oci`, `archive` (hybrid), `oci-archive` or `docker-archive`.
+    pub format: String,
+    /// Image name (from the ref annotations or RepoTags).
+    pub name: Option<String>,
+    /// Image tag.
+    pub tag: Option<String>,
+    /// Image manifest digest (absent in a docker-archive).
+    pub manifest_digest: Option<Digest>,
+    /// Image config digest (the Docker image ID with the classic store).
+    pub config_digest: Digest,
+    /// Layers, bottom first.
+    pub layers: Vec<LayerReport>,
+    /// Sum of layer blob sizes.
+    pub total_layer_size: u64,
+    /// `architecture` / `os` of the config.
+    pub platform: String,
+    /// The config's `config` object (Entrypoint, Env, ...).
+    pub config: Value,
+    /// The attached SBOM, if any.
+    pub sbom: Option<SbomSummary>,
+    /// Whether every blob was re-hashed and every layer checked.
+    pub verified: bool,
+    /// sha256 of the archive file (archives, when verified).
+    pub archive_digest: Option<Digest>,
+}
+
+/// Where members come from: a directory or a tar file indexed by offset.
+enum Store {
+    Dir(PathBuf),
+    Tar {
+        path: PathBuf,
+        members: BTreeMap<String, (u64, u64)>,
+    },
+}
+
+impl Store {
+    fn open_path(path: &Path) -> Result<Self, Error> {
+        let m = std::fs::metadata(path).map_err(|e| Error::io("stat", path, e))?;
+        if m.is_dir() {
+            return Ok(Self::Dir(path.to_owned()));
+        }
+        let mut f = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let mut magic = [0u8; 4];
+        if f.read(&mut magic).map_err(|e| Error::io("read", path, e))? == 4 && &magic == b"hsqs" {
+            return Err(Error::malformed(
+                path,
+                "a squashfs image: mount it or use unsquashfs; inspect reads OCI and Docker images",
+            ));
+        }
+        f.seek(SeekFrom::Start(0))
+            .map_err(|e| Error::io("read", path, e))?;
+        let len = m.len();
+        let mut members = BTreeMap::new();
+        let mut ar = tar::Archive::new(f);
+        let entries = ar
+            .entries_with_seek()
+            .map_err(|e| Error::malformed(path, format!("not a tar archive: {e}")))?;
+        for e in entries {
+            let e =
+                e.map_err(|e| Error::malformed(path, format!("truncated or corrupt tar: {e}")))?;
+            let raw = String::from_utf8_lossy(&e.path_bytes()).into_owned();
+            let name = raw
+                .trim_start_matches("./")
+                .trim_end_matches('/')
+                .to_owned();
+            if name.is_empty() || name == "." {
+                continue;
+            }
+            if name.starts_with('/') || name.split('/').any(|c| c == ".." || c.is_empty()) {
+                return Err(Error::UnsafeEntry {
+                    layer: path.display().to_string(),
+                    entry: raw,
+                    reason: "escapes the archive root".to_owned(),
+                });
+            }
+            let ty = e.header().entry_type();
+            if ty.is_dir() {
+                continue;
+            }
+            if !(ty.is_file() || ty == tar::EntryType::Continuous) {
+                return Err(Error::UnsafeEntry {
+                    layer: path.display().to_string(),
+                    entry: raw,
+                    reason: "not a regular file".to_owned(),
+                });
+            }
+            let (pos, size) = (e.raw_file_position(), e.size());
+            if pos.saturating_add(size) > len {
+                return Err(Error::malformed(
+                    path,
+                    format!(
+                        "truncated: member {name} needs {size} bytes at offset {pos}, file has {len}"
+                    ),
+                ));
+            }
+            if members.insert(name.clone(), (pos, size)).is_some() {
+                return Err(Error::malformed(
+                    path,
+                    format!("member {name} appears twice"),
+                ));
+            }
+        }
+        Ok(Self::Tar {
+            path: path.to_owned(),
+            members,
+        })
+    }
+
+    fn path(&self) -> &Path {
+        match self {
+            Self::Dir(p) | Self::Tar { path: p, .. } => p,
+        }
+    }
+
+    fn size(&self, name: &str) -> Option<u64> {
+        match self {
+            Self::Dir(d) => std::fs::symlink_metadata(d.join(name))
+                .ok()
+                .filter(|m| m.is_file())
+                .map(|m| m.len()),
+            Self::Tar { members, .. } => members.get(name).map(|(_, s)| *s),
+        }
+    }
+
+    fn names(&self) -> Result<Vec<String>, Error> {
+        match self {
+            Self::Tar { members, .. } => Ok(members.keys().cloned().collect()),
+            Self::Dir(d) => {
+                let dir = d.join("blobs").join("sha256");
+                let mut out = Vec::new();
+                if let Ok(rd) = std::fs::read_dir(&dir) {
+                    for e in rd {
+                        let e = e.map_err(|e| Error::io("read directory", &dir, e))?;
+                        out.push(format!("blobs/sha256/{}", e.file_name().to_string_lossy()));
+                    }
+                }
+                out.sort();
+                Ok(out)
+            }
+        }
+    }
+
+    fn open(&self, name: &str) -> Result<Box<dyn Read + '_>, Error> {
+        match self {
+            Self::Dir(d) => {
+                let p = d.join(name);
+                Ok(Box::new(
+                    File::open(&p).map_err(|e| Error::io("open", &p, e))?,
+                ))
+            }
+            Self::Tar { path, members } => {
+                let (pos, size) = members
+                    .get(name)
+                    .ok_or_else(|| Error::malformed(path, format!("no member {name}")))?;
+                let mut f = File::open(path).map_err(|e| Error::io("open", path, e))?;
+                f.seek(SeekFrom::Start(*pos))
+                    .map_err(|e| Error::io("read", path, e))?;
+                Ok(Box::new(f.take(*size)))
+            }
+        }
+    }
+
+    fn read_doc(&self, name: &str, referenced_by: &str) -> Result<Vec<u8>, Error> {
+        let size = self.size(name).ok_or_else(|| Error::MissingBlob {
+            digest: name.to_owned(),
+            referenced_by: referenced_by.to_owned(),
+        })?;
+        if size > MAX_DOC {
+            return Err(Error::malformed(
+                self.path(),
+                format!("{name} is larger than 16 MiB"),
+            ));
+        }
+        let mut buf = Vec::with_capacity(size as usize);
+        self.open(name)?
+            .read_to_end(&mut buf)
+            .map_err(|e| Error::io("read", self.path().join(name), e))?;
+        Ok(buf)
+    }
+
+    /// Reads a small blob by descriptor and checks its digest and size.
+    fn read_blob(&self, d: &Descriptor, referenced_by: &str) -> Result<Vec<u8>, Error> {
+        let name = d.digest.blob_path();
+        if self.size(&name).is_none() {
+            return Err(Error::MissingBlob {
+                digest: d.digest.to_string(),
+                referenced_by: referenced_by.to_owned(),
+            });
+        }
+        let bytes = self.read_doc(&name, referenced_by)?;
+        check_blob(&d.digest, d.size, &Digest::of(&bytes), bytes.len() as u64)?;
+        Ok(bytes)
+    }
+}
+
+fn check_blob(
+    expected: &Digest,
+    expected_size: u64,
+    found: &Digest,
+    found_size: u64,
+) -> Result<(), Error> {
+    if found != expected {
+        return Err(Error::DigestMismatch {
+            blob: expected.to_string(),
+            expected: expected.to_string(),
+            found: found.to_string(),
+        });
+    }
+    if found_size != expected_size {
+        return Err(Error::SizeMismatch {
+            blob: expected.to_string(),
+            expected: expected_size,
+            found: found_size,
+        });
+    }
+    Ok(())
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(what: &str, bytes: &[u8]) -> Result<T, Error> {
+    serde_json::from_slice(bytes).map_err(|source| Error::Json {
+        what: what.to_owned(),
+        source,
+    })
+}
+
+#[derive(Deserialize)]
+struct Index {
+    manifests: Vec<Descriptor>,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+struct Manifest {
+    config: Descriptor,
+    layers: Vec<Descriptor>,
+    #[serde(default)]
+    subject: Option<Descriptor>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct DockerEntry {
+    config: String,
+    #[serde(default)]
+    repo_tags: Option<Vec<String>>,
+    layers: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct ConfigDoc {
+    #[serde(default)]
+    architecture: String,
+    #[serde(default)]
+    os: String,
+    #[serde(default)]
+    config: Value,
+    rootfs: RootFs,
+}
+
+#[derive(Deserialize)]
+struct RootFs {
+    diff_ids: Vec<Digest>,
+}
+
+fn split_ref(r: &str) -> (String, String) {
+    match r.rsplit_once(':') {
+        Some((n, t)) if !t.contains('/') => (n.to_owned(), t.to_owned()),
+        _ => (r.to_owned(), "latest".to_owned()),
+    }
+}
+
+/// Reads the image at `path`; with `verify`, re-hashes every blob and
+/// checks every layer's entries.
+pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
+    let store = Store::open_path(path)?;
+    let is_dir = matches!(store, Store::Dir(_));
+    let has_index = store.size("index.json").is_some();
+    let has_docker = store.size("manifest.json").is_some();
+    let format = match (is_dir, has_index, has_docker) {
+        (true, true, _) => "oci",
+        (false, true, true) => "archive",
+        (false, true, false) => "oci-archive",
+        (false, false, true) => "docker-archive",
+        _ => {
+            return Err(Error::malformed(
+                path,
+                "neither index.json nor manifest.json: not an OCI layout or Docker archive",
+            ));
+        }
+    };
+    let mut name = None;
+    let mut tag = None;
+    let mut manifest_digest = None;
+    let mut sbom = None;
+    let layers_desc: Vec<Descriptor>;
+    let config_desc: Descriptor;
+    if has_index {
+        let layout = store.read_doc("oci-layout", "the OCI layout")?;
+        let lv: Value = parse("oci-layout", &layout)?;
+        if lv.get("imageLayoutVersion").and_then(Value::as_str) != Some("1.0.0") {
+            return Err(Error::malformed(
+                path,
+                "oci-layout is not imageLayoutVersion 1.0.0",
+            ));
+        }
+        let index: Index = parse(
+            "index.json",
+            &store.read_doc("index.json", "the OCI layout")?,
+        )?;
+        let images: Vec<&Descriptor> = index
+            .manifests
+            .iter()
+            .filter(|d| d.media_type == media::MANIFEST || d.media_type == media::DOCKER_MANIFEST)
+            .filter(|d| d.artifact_type.is_none())
+            .collect();
+        let [m] = images.as_slice() else {
+            return Err(Error::malformed(
+                path,
+                format!(
+                    "index.json lists {} image manifests, expected 1",
+                    images.len()
+                ),
+            ));
+        };
+        if let Some(r) = m.annotations.get(oci::CONTAINERD_NAME) {
+            let (n, t) = split_ref(r);
+            name = Some(n);
+            tag = Some(t);
+        } else if let Some(t) = m.annotations.get(oci::REF_NAME) {
+            tag = Some(t.clone());
+        }
+        let mbytes = store.read_blob(m, "index.json")?;
+        let manifest: Manifest = parse(&format!("manifest {}", m.digest), &mbytes)?;
+        manifest_digest = Some(m.digest.clone());
+        config_desc = manifest.config;
+        layers_desc = manifest.layers;
+        if let Some(s) = index.annotations.get(oci::SBOM_ANNOTATION) {
+            let sd: Digest = s.parse()?;
+            let size = store
+                .size(&sd.blob_path())
+                .ok_or_else(|| Error::MissingBlob {
+                    digest: sd.to_string(),
+                    referenced_by: "index.json annotation".to_owned(),
+                })?;
+            let sm_bytes = store.read_blob(
+                &Descriptor::new(media::MANIFEST, sd.clone(), size),
+                "index.json",
+            )?;
+            let sm: Manifest = parse(&format!("sbom manifest {sd}"), &sm_bytes)?;
+            if sm.subject.as_ref().map(|s| &s.digest) != Some(&m.digest) {
+                return Err(Error::malformed(
+                    path,
+                    format!(
+                        "sbom manifest {sd} does not refer to image manifest {}",
+                        m.digest
+                    ),
+                ));
+            }
+            let doc = sm
+                .layers
+                .first()
+                .ok_or_else(|| Error::malformed(path, "sbom manifest has no layer"))?;
+            let sb = store.read_blob(doc, &format!("sbom manifest {sd}"))?;
+            let v: Value = parse("sbom", &sb)?;
+            sbom = Some(SbomSummary {
+                manifest_digest: sd,
+                digest: doc.digest.clone(),
+                spdx_version: v
+                    .get("spdxVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+                packages: v
+                    .get("packages")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len),
+            });
+        }
+    } else {
+        let (cfg, l) = docker_entry(&store)?;
+        let bytes = store.read_doc(&cfg, "manifest.json")?;
+        config_desc = Descriptor::new(media::CONFIG, Digest::of(&bytes), bytes.len() as u64);
+        let mut descs = Vec::new();
+        for member in &l {
+            let size = store.size(member).ok_or_else(|| Error::MissingBlob {
+                digest: member.clone(),
+                referenced_by: "manifest.json".to_owned(),
+            })?;
+            let (d, _) = HashReader::new(store.open(member)?)
+                .finish()
+                .map_err(|e| Error::io("read", path.join(member), e))?;
+            descs.push(Descriptor::new(media::LAYER, d, size));
+        }
+        layers_desc = descs;
+    }
+    if has_docker {
+        let (cfg, l) = docker_entry(&store)?;
+        if let Some(rt) = docker_repo_tag(&store)? {
+            let (n, t) = split_ref(&rt);
+            name = Some(n);
+            tag = Some(t);
+        }
+        if has_index {
+            let want: Vec<String> = layers_desc.iter().map(|d| d.digest.blob_path()).collect();
+            if cfg != config_desc.digest.blob_path() || l != want {
+                return Err(Error::malformed(
+                    path,
+                    "manifest.json and the OCI manifest name different blobs",
+                ));
+            }
+        }
+    }
+    let config_bytes = store.read_blob(&config_desc, "the image manifest")?;
+    let config: ConfigDoc = parse(&format!("config {}", config_desc.digest), &config_bytes)?;
+    if config.rootfs.diff_ids.len() != layers_desc.len() {
+        return Err(Error::malformed(
+            path,
+            format!(
+                "config lists {} diff_ids for {} layers",
+                config.rootfs.diff_ids.len(),
+                layers_desc.len()
+            ),
+        ));
+    }
+    for l in &layers_desc {
+        if store.size(&l.digest.blob_path()).is_none() && has_index {
+            return Err(Error::MissingBlob {
+                digest: l.digest.to_string(),
+                referenced_by: "the image manifest".to_owned(),
+            });
+        }
+    }
+
+    let mut archive_digest = None;
+    if verify {
+        let docker_layers = if has_index {
+            None
+        } else {
+            Some(docker_entry(&store)?.1)
+        };
+        for (i, (l, diff)) in layers_desc.iter().zip(&config.rootfs.diff_ids).enumerate() {
+            let member = docker_layers
+                .as_ref()
+                .map_or_else(|| l.digest.blob_path(), |d| d[i].clone());
+            let (digest, size, found_diff) = verify_layer(&store, &member, &l.digest)?;
+            check_blob(&l.digest, l.size, &digest, size)?;
+            if &found_diff != diff {
+                return Err(Error::DigestMismatch {
+                    blob: format!("{} (uncompressed)", l.digest),
+                    expected: diff.to_string(),
+                    found: found_diff.to_string(),
+                });
+            }
+        }
+        for n in store.names()? {
+            if let Some(hex) = n.strip_prefix("blobs/sha256/") {
+                let expected: Digest = format!("sha256:{hex}")
+                    .parse()
+                    .map_err(|_| Error::malformed(path, format!("stray member {n}")))?;
+                let (d, _) = HashReader::new(store.open(&n)?)
+                    .finish()
+                    .map_err(|e| Error::io("read", path.join(&n), e))?;
+                if d != expected {
+                    return Err(Error::DigestMismatch {
+                        blob: n,
+                        expected: expected.to_string(),
+                        found: d.to_string(),
+                    });
+                }
+            }
+        }
+        if !is_dir {
+            let f = File::open(path).map_err(|e| Error::io("open", path, e))?;
+            archive_digest = Some(
+                HashReader::new(f)
+                    .finish()
+                    .map_err(|e| Error::io("read", path, e))?
+                    .0,
+            );
+        }
+    }
+
+    let diff_ids = config.rootfs.diff_ids.clone();
+    Ok(InspectReport {
+        path: path.to_owned(),
+        format: format.to_owned(),
+        name,
+        tag,
+        manifest_digest,
+        config_digest: config_desc.digest,
+        total_layer_size: layers_desc.iter().map(|l| l.size).sum(),
+        layers: layers_desc
+            .into_iter()
+            .zip(diff_ids)
+            .map(|(l, diff_id)| LayerReport {
+                digest: l.digest,
+                diff_id,
+                size: l.size,
+                media_type: l.media_type,
+            })
+            .collect(),
+        platform: format!("{}/{}", config.os, config.architecture),
+        config: config.config,
+        sbom,
+        verified: verify,
+        archive_digest,
+    })
+}
+
+fn docker_entry(store: &Store) -> Result<(String, Vec<String>), Error> {
+    let entries: Vec<DockerEntry> = parse(
+        "manifest.json",
+        &store.read_doc("manifest.json", "the archive")?,
+    )?;
+    let [e] = entries.as_slice() else {
+        return Err(Error::malformed(
+            store.path(),
+            format!("manifest.json lists {} images, expected 1", entries.len()),
+        ));
+    };
+    let clean = |s: &str| s.trim_start_matches("./").to_owned();
+    Ok((
+        clean(&e.config),
+        e.layers.iter().map(|l| clean(l)).collect(),
+    ))
+}
+
+fn docker_repo_tag(store: &Store) -> Result<Option<String>, Error> {
+    let entries: Vec<DockerEntry> = parse(
+        "manifest.json",
+        &store.read_doc("manifest.json", "the archive")?,
+    )?;
+    Ok(entries
+        .first()
+        .and_then(|e| e.repo_tags.as_ref())
+        .and_then(|t| t.first())
+        .cloned())
+}
+
+/// Hashes a layer blob, decompresses it, hashes the tar and checks every
+/// entry. Returns (blob digest, blob size, uncompressed digest).
+fn verify_layer(
+    store: &Store,
+    member: &str,
+    digest: &Digest,
+) -> Result<(Digest, u64, Digest), Error> {
+    let layer = digest.to_string();
+    let io_err = |e: io::Error| Error::UnsafeEntry {
+        layer: layer.clone(),
+        entry: member.to_owned(),
+        reason: format!("unreadable: {e}"),
+    };
+    let mut raw = HashReader::new(store.open(member)?);
+    let diff = {
+        let mut br = BufReader::with_capacity(1 << 20, &mut raw);
+        let head = br.fill_buf().map_err(io_err)?;
+        let dec: Box<dyn Read + '_> = if head.starts_with(&[0x1f, 0x8b]) {
+            Box::new(flate2::bufread::MultiGzDecoder::new(br))
+        } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+            Box::new(zstd::stream::read::Decoder::with_buffer(br).map_err(io_err)?)
+        } else {
+            Box::new(br)
+        };
+        let mut un = HashReader::new(dec);
+        check_entries(&mut un, &layer)?;
+        un.finish()
+            .map_err(|e| Error::UnsafeEntry {
+                layer: layer.clone(),
+                entry: member.to_owned(),
+                reason: format!("corrupt data: {e}"),
+            })?
+            .0
+    };
+    let (d, size) = raw.finish().map_err(io_err)?;
+    Ok((d, size, diff))
+}
+
+fn check_entries(r: &mut impl Read, layer: &str) -> Result<(), Error> {
+    let unsafe_entry = |entry: &str, reason: String| Error::UnsafeEntry {
+        layer: layer.to_owned(),
+        entry: entry.to_owned(),
+        reason,
+    };
+    let mut ar = tar::Archive::new(r);
+    let entries = ar
+        .entries()
+        .map_err(|e| unsafe_entry("-", format!("not a tar stream: {e}")))?;
+    for e in entries {
+        let e = e.map_err(|e| unsafe_entry("-", format!("corrupt tar: {e}")))?;
+        let raw = String::from_utf8_lossy(&e.path_bytes()).into_owned();
+        let name = raw.trim_start_matches("./").trim_end_matches('/');
+        if raw.starts_with('/') {
+            return Err(unsafe_entry(&raw, "absolute path".to_owned()));
+        }
+        if name.split('/').any(|c| c == "..") {
+            return Err(unsafe_entry(&raw, "path contains '..'".to_owned()));
+        }
+        let ty = e.header().entry_type();
+        let link = e
+            .link_name_bytes()
+            .map(|l| String::from_utf8_lossy(&l).into_owned());
+        match ty {
+            tar::EntryType::Symlink => {
+                let t = link.unwrap_or_default();
+                crate::input::check_symlink(name, &t).map_err(|_| {
+                    unsafe_entry(&raw, format!("symlink target {t} escapes the root"))
+                })?;
+            }
+            tar::EntryType::Link => {
+                let t = link.unwrap_or_default();
+                let tn = t.trim_start_matches("./");
+                if t.starts_with('/') || tn.split('/').any(|c| c == "..") || tn.is_empty() {
+                    return Err(unsafe_entry(
+                        &raw,
+                        format!("hardlink target {t} escapes the root"),
+                    ));
+                }
+            }
+            tar::EntryType::Block | tar::EntryType::Char | tar::EntryType::Fifo => {
+                return Err(unsafe_entry(&raw, "device or fifo".to_owned()));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
