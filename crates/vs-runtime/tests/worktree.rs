@@ -1,0 +1,150 @@
+//! Candidate worktrees and state preparation with the real git.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use vs_runtime::{CandidateId, CandidateWorktree, RunId, RuntimeError, StateLayout};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args([
+            "-c",
+            "commit.gpgsign=false",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .unwrap_or_else(|e| panic!("this test needs git (apt-get install git): {e}"));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A git project with two commits and initialized run state.
+fn repo() -> (tempfile::TempDir, StateLayout) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    git(p, &["init", "-q"]);
+    fs::write(p.join("solution.rs"), "v1").unwrap();
+    git(p, &["add", "-A"]);
+    git(p, &["commit", "-q", "-m", "one"]);
+    fs::write(p.join("solution.rs"), "v2").unwrap();
+    git(p, &["commit", "-q", "-am", "two"]);
+    let layout = StateLayout::open(p).unwrap();
+    layout.init().unwrap();
+    (dir, layout)
+}
+
+#[test]
+fn each_candidate_gets_its_own_worktree_and_it_is_removed() {
+    let (dir, layout) = repo();
+    let run = RunId::new("run-1").unwrap();
+    let a = CandidateWorktree::create(&layout, &run, &CandidateId::new("a").unwrap(), "HEAD~1")
+        .unwrap();
+    let b =
+        CandidateWorktree::create(&layout, &run, &CandidateId::new("b").unwrap(), "HEAD").unwrap();
+
+    let expected = layout
+        .project()
+        .join(".vibesys/state/local/candidates/run-1/a");
+    assert_eq!(a.path(), expected);
+    assert_eq!(
+        fs::read_to_string(a.path().join("solution.rs")).unwrap(),
+        "v1"
+    );
+    assert_eq!(
+        fs::read_to_string(b.path().join("solution.rs")).unwrap(),
+        "v2"
+    );
+    assert_eq!(a.commit().len(), 40);
+
+    // Hidden state directories exist inside each worktree, ready to be hidden.
+    for rel in StateLayout::hidden_paths() {
+        assert!(a.path().join(&rel).is_dir(), "{}", rel.display());
+    }
+    // Candidates do not share files.
+    fs::write(a.path().join("solution.rs"), "a's edit").unwrap();
+    assert_eq!(
+        fs::read_to_string(b.path().join("solution.rs")).unwrap(),
+        "v2"
+    );
+    // The worktrees never show up in the project's git status.
+    let status = git(
+        dir.path(),
+        &["status", "--porcelain", "--untracked-files=all"],
+    );
+    assert!(!status.contains("candidates"), "{status}");
+
+    let list = git(dir.path(), &["worktree", "list", "--porcelain"]);
+    assert!(list.contains("candidates/run-1/a"), "{list}");
+    let (pa, pb) = (a.path().to_path_buf(), b.path().to_path_buf());
+    a.remove().unwrap();
+    drop(b);
+    assert!(!pa.exists() && !pb.exists());
+    let list = git(dir.path(), &["worktree", "list", "--porcelain"]);
+    assert!(!list.contains("candidates"), "{list}");
+}
+
+#[test]
+fn a_candidate_id_is_used_once() {
+    let (_dir, layout) = repo();
+    let run = RunId::new("r").unwrap();
+    let c = CandidateId::new("c").unwrap();
+    let first = CandidateWorktree::create(&layout, &run, &c, "HEAD").unwrap();
+    let err = CandidateWorktree::create(&layout, &run, &c, "HEAD").unwrap_err();
+    assert!(matches!(err, RuntimeError::WorktreeExists { .. }), "{err}");
+    first.remove().unwrap();
+}
+
+#[test]
+fn worktrees_need_initialized_state_and_a_sane_revision() {
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "-q"]);
+    git(dir.path(), &["commit", "-q", "--allow-empty", "-m", "e"]);
+    let layout = StateLayout::open(dir.path()).unwrap();
+    let run = RunId::new("r").unwrap();
+    let c = CandidateId::new("c").unwrap();
+    let err = CandidateWorktree::create(&layout, &run, &c, "HEAD").unwrap_err();
+    assert!(
+        matches!(err, RuntimeError::StateNotInitialized { .. }),
+        "{err}"
+    );
+
+    layout.init().unwrap();
+    for bad in ["--output=/tmp/x", "", "a b"] {
+        let err = CandidateWorktree::create(&layout, &run, &c, bad).unwrap_err();
+        assert!(
+            matches!(err, RuntimeError::InvalidRevision { .. }),
+            "{bad}: {err}"
+        );
+    }
+    let err = CandidateWorktree::create(&layout, &run, &c, "no-such-branch").unwrap_err();
+    assert!(matches!(err, RuntimeError::Git { .. }), "{err}");
+}
+
+#[test]
+fn prepare_makes_hidden_paths_and_refuses_symlinks() {
+    let ws = tempfile::tempdir().unwrap();
+    StateLayout::prepare(ws.path()).unwrap();
+    assert!(ws.path().join(".vibesys/state/runs").is_dir());
+    assert!(ws.path().join(".vibesys/state/local").is_dir());
+    StateLayout::prepare(ws.path()).unwrap();
+
+    let ws2 = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    fs::create_dir_all(ws2.path().join(".vibesys/state")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), ws2.path().join(".vibesys/state/runs")).unwrap();
+    let err = StateLayout::prepare(ws2.path()).unwrap_err();
+    assert!(matches!(err, RuntimeError::NotADirectory { .. }), "{err}");
+}
