@@ -5,8 +5,14 @@
 //! exit status. When vibesys itself fails it prints `vibesys: error: ...`
 //! and exits 125; otherwise a confined command's own status passes through.
 
+mod doctor_cmd;
+mod exec_cmd;
 mod gate_cmd;
 mod image_cmd;
+mod internal_cmd;
+mod output;
+mod policy_cmd;
+mod project;
 mod state_cmd;
 
 use std::process::ExitCode;
@@ -26,18 +32,54 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a command confined to the project (bwrap, Landlock or Docker).
+    Exec(exec_cmd::ExecArgs),
+    /// Show the project's policy and the plan each backend applies.
+    Policy(policy_cmd::PolicyCmdArgs),
+    /// Report which confinement mechanisms work on this host.
+    Doctor(doctor_cmd::DoctorArgs),
     /// Build, inspect, load, pin and verify OCI images.
     Image(image_cmd::ImageArgs),
     /// Create and inspect the run state below `.vibesys/state/`.
     State(state_cmd::StateArgs),
     /// The accuracy gate: record and check protected paths.
     Gate(gate_cmd::GateArgs),
+    /// Internal: realise a bwrap plan's descriptors and execute bwrap.
+    #[command(name = "internal-launch", hide = true)]
+    InternalLaunch {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
+    /// Internal: apply Landlock rules and execute the command.
+    #[command(name = "internal-landlock", hide = true)]
+    InternalLandlock {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // --help and --version print and succeed; a usage error is a
+            // vibesys failure like any other (the command did not run).
+            let code = if err.use_stderr() {
+                EXIT_VIBESYS_ERROR
+            } else {
+                0
+            };
+            let _ = err.print();
+            return ExitCode::from(code);
+        }
+    };
     init_logging();
     let result = match cli.command {
+        Command::Exec(args) => exec_cmd::run(args),
+        Command::Policy(args) => policy_cmd::run(args),
+        Command::Doctor(args) => doctor_cmd::run(args),
+        Command::InternalLaunch { args } => return ExitCode::from(internal_cmd::launch(args)),
+        Command::InternalLandlock { args } => return ExitCode::from(internal_cmd::landlock(args)),
         Command::Image(args) => image_cmd::run(args),
         Command::State(args) => state_cmd::run(args),
         Command::Gate(args) => gate_cmd::run(args),
@@ -59,6 +101,7 @@ fn init_logging() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .without_time()
         .try_init();
 }

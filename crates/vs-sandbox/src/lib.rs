@@ -1,4 +1,30 @@
 //! vs-sandbox: the one project path policy, host resources, operator
 //! controls, the confinement trait with its backends, and command runners.
+//!
+//! Flow: build a [`ProjectPathPolicy`] (lexical rules), resolve it against
+//! a [`Workspace`] (file-system rules), gather [`HostResources`], then
+//! lower it with one backend ([`HostSandbox`], [`LandlockSandbox`],
+//! [`SeatbeltSandbox`]) into a plan that can be printed or run.
 
+pub mod bwrap;
+pub mod config;
+pub mod confinement;
+pub mod controls;
+pub mod error;
+pub mod landlock;
+pub mod launch;
+#[cfg(target_os = "linux")]
+mod linux;
+pub mod policy;
+pub mod resources;
 pub mod runner;
+pub mod seatbelt;
+
+pub use bwrap::{BwrapOptions, BwrapPlan, HostSandbox};
+pub use confinement::{Confinement, EnforcementReport, PathEnforcement};
+pub use controls::{Enforcement, SandboxMode, SandboxUnavailableError};
+pub use error::{PolicyError, SandboxError};
+pub use landlock::{LandlockOptions, LandlockPlan, LandlockSandbox};
+pub use policy::{Access, ProjectPathPolicy, ResolvedPolicy, Workspace, WorkspaceRelPath};
+pub use resources::HostResources;
+pub use seatbelt::{SeatbeltPlan, SeatbeltSandbox};

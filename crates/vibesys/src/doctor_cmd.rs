@@ -1,0 +1,168 @@
+//! `vibesys doctor`: which confinement mechanisms work here, and why not.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use clap::Args;
+use serde::Serialize;
+
+/// Arguments of `vibesys doctor`.
+#[derive(Debug, Args)]
+#[command(after_help = "Exit status: 0 when the default mechanism (bwrap on Linux) works, 1 otherwise.")]
+pub struct DoctorArgs {
+    /// Print JSON: {"checks": [{"name", "ok", "detail", "fix"}]}.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One mechanism and whether it works.
+#[derive(Debug, Serialize)]
+struct Check {
+    name: &'static str,
+    ok: bool,
+    detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fix: Option<String>,
+}
+
+/// Runs `vibesys doctor`.
+pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
+    let checks = vec![check_bwrap(), check_landlock(), check_docker(), check_nix()];
+    let default_ok = checks.first().is_some_and(|c| c.ok);
+    if args.json {
+        crate::output::print_json(&serde_json::json!({ "checks": checks }))?;
+    } else {
+        let mut text = String::new();
+        for c in &checks {
+            text.push_str(&format!(
+                "{:<9} {:<4} {}\n",
+                c.name,
+                if c.ok { "ok" } else { "FAIL" },
+                c.detail
+            ));
+            if let Some(fix) = &c.fix {
+                text.push_str(&format!("               fix: {fix}\n"));
+            }
+        }
+        crate::output::print_text(&text)?;
+    }
+    Ok(if default_ok { 0 } else { 1 })
+}
+
+fn check_bwrap() -> Check {
+    let program = match vs_sandbox::bwrap::find_bwrap(std::env::var_os("PATH").as_deref()) {
+        Ok(p) => p,
+        Err(e) => {
+            return Check {
+                name: "bwrap",
+                ok: false,
+                detail: e.reason,
+                fix: Some(e.fix),
+            };
+        }
+    };
+    let version = Command::new(&program)
+        .arg("--version")
+        .stderr(Stdio::null())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    match vs_sandbox::launch::probe_bwrap(&program) {
+        Ok(()) => Check {
+            name: "bwrap",
+            ok: true,
+            detail: format!("{version} at {}; creates user namespaces", program.display()),
+            fix: None,
+        },
+        Err(e) => Check {
+            name: "bwrap",
+            ok: false,
+            detail: e.reason,
+            fix: Some(e.fix),
+        },
+    }
+}
+
+fn check_landlock() -> Check {
+    let abi = vs_sandbox::launch::landlock_abi();
+    Check {
+        name: "landlock",
+        ok: abi >= 1,
+        detail: if abi >= 1 {
+            format!("kernel ABI {abi} (read-only and hidden paths are not enforced by this backend)")
+        } else {
+            "the kernel does not support Landlock (or it is disabled)".into()
+        },
+        fix: (abi < 1).then(|| "use Linux 5.13+ with landlock in the lsm= list".into()),
+    }
+}
+
+fn docker_socket() -> PathBuf {
+    match std::env::var("DOCKER_HOST") {
+        Ok(h) if h.starts_with("unix://") => PathBuf::from(&h["unix://".len()..]),
+        _ => PathBuf::from("/var/run/docker.sock"),
+    }
+}
+
+fn check_docker() -> Check {
+    let sock = docker_socket();
+    let attempt = || -> std::io::Result<String> {
+        let mut s = std::os::unix::net::UnixStream::connect(&sock)?;
+        s.set_read_timeout(Some(Duration::from_secs(3)))?;
+        s.set_write_timeout(Some(Duration::from_secs(3)))?;
+        s.write_all(b"GET /version HTTP/1.0\r\nHost: docker\r\n\r\n")?;
+        let mut buf = Vec::new();
+        s.take(64 * 1024).read_to_end(&mut buf)?;
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    };
+    match attempt() {
+        Ok(resp) if resp.starts_with("HTTP/1.0 200") || resp.starts_with("HTTP/1.1 200") => {
+            let version = resp
+                .split("\"Version\":\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .unwrap_or("unknown");
+            Check {
+                name: "docker",
+                ok: true,
+                detail: format!("Engine {version} answers at {}", sock.display()),
+                fix: None,
+            }
+        }
+        Ok(resp) => Check {
+            name: "docker",
+            ok: false,
+            detail: format!(
+                "{} answered: {}",
+                sock.display(),
+                resp.lines().next().unwrap_or("")
+            ),
+            fix: Some("check that this user may use the Docker Engine".into()),
+        },
+        Err(e) => Check {
+            name: "docker",
+            ok: false,
+            detail: format!("no Engine at {}: {e}", sock.display()),
+            fix: Some("start the Docker Engine, or use the host environment (bwrap)".into()),
+        },
+    }
+}
+
+fn check_nix() -> Check {
+    match Command::new("nix").arg("--version").stderr(Stdio::null()).output() {
+        Ok(o) if o.status.success() => Check {
+            name: "nix",
+            ok: true,
+            detail: String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+            fix: None,
+        },
+        _ => Check {
+            name: "nix",
+            ok: false,
+            detail: "nix was not found in PATH".into(),
+            fix: Some("install Nix (Debian: apt-get install nix-bin) to build images with the flake".into()),
+        },
+    }
+}

@@ -1,0 +1,142 @@
+//! `vibesys exec`: run one command confined to the project.
+
+use std::ffi::OsString;
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use vs_sandbox::bwrap::find_bwrap;
+use vs_sandbox::controls::{SANDBOX_ENV, allow_unconfined};
+use vs_sandbox::launch;
+use vs_sandbox::{
+    BwrapOptions, Confinement, Enforcement, HostSandbox, LandlockOptions, LandlockSandbox,
+    SandboxMode,
+};
+
+use crate::project::{PolicyArgs, chdir_in, helper_exe};
+
+/// The `--confine` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ConfineArg {
+    /// Follow VIBESYS_AGENT_SANDBOX (default: bubblewrap).
+    Auto,
+    /// bubblewrap: namespaces, read-only host, masked hidden paths.
+    Bwrap,
+    /// Landlock: weaker; read-only and hidden paths are NOT enforced.
+    Landlock,
+    /// A Docker container from the pinned editor image.
+    Docker,
+    /// No confinement (needs --no-require-enforcement).
+    None,
+}
+
+/// Arguments of `vibesys exec`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Exit status: the command's own status (128+N when killed by signal N); 125 when vibesys
+itself fails (invalid policy, sandbox unavailable, bad operator value): the command did not run.
+
+The policy comes from vibesys.toml ([sandbox] read_only, hidden, allow, network), the flags,
+and the run-state paths when .vibesys/state exists.")]
+pub struct ExecArgs {
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// The confinement mechanism; `auto` follows VIBESYS_AGENT_SANDBOX.
+    #[arg(long, value_enum, default_value_t = ConfineArg::Auto)]
+    confine: ConfineArg,
+    /// The image for --confine docker (a pinned digest).
+    #[arg(long, value_name = "REF")]
+    image: Option<String>,
+    /// Allow running unconfined when confinement is disabled (a library
+    /// embedder's choice; every run entry point requires enforcement).
+    #[arg(long = "no-require-enforcement")]
+    no_require_enforcement: bool,
+    /// The command and its arguments.
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
+    command: Vec<OsString>,
+}
+
+/// Resolves the mechanism: an explicit `--confine` wins, `auto` reads the
+/// environment variable (an unknown value is an error either way).
+pub fn resolve_mode(confine: ConfineArg) -> anyhow::Result<SandboxMode> {
+    let env_mode = SandboxMode::from_env_value(std::env::var_os(SANDBOX_ENV).as_deref())?;
+    Ok(match confine {
+        ConfineArg::Auto => env_mode,
+        ConfineArg::Bwrap => SandboxMode::Bwrap,
+        ConfineArg::Landlock => SandboxMode::Landlock,
+        ConfineArg::Docker => SandboxMode::Docker,
+        ConfineArg::None => SandboxMode::Off,
+    })
+}
+
+/// Runs `vibesys exec`.
+pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
+    let mode = resolve_mode(args.confine)?;
+    let enforcement = if args.no_require_enforcement {
+        Enforcement::Optional
+    } else {
+        Enforcement::Required
+    };
+    let project = args.policy.resolve()?;
+    if allow_unconfined(mode, enforcement)? {
+        let (program, rest) = args
+            .command
+            .split_first()
+            .context("the command is empty")?;
+        let status = std::process::Command::new(program)
+            .args(rest)
+            .current_dir(chdir_in(&project.workspace).unwrap_or_else(|| project.workspace.root().to_path_buf()))
+            .status()
+            .with_context(|| format!("cannot run {program:?}"))?;
+        return Ok(launch::exit_code(status) as u8);
+    }
+    let resources = project.resources(&args.command[0], &args.policy.allow);
+    match mode {
+        SandboxMode::Auto | SandboxMode::Bwrap => {
+            if cfg!(target_os = "macos") && mode == SandboxMode::Auto {
+                bail!("the seatbelt backend is planned but `vibesys exec` runs it only on macOS builds");
+            }
+            let path_var = std::env::var_os("PATH");
+            let options = BwrapOptions {
+                program: find_bwrap(path_var.as_deref())?,
+                network: project.network,
+                chdir: chdir_in(&project.workspace),
+                helper: helper_exe()?,
+            };
+            let sandbox = HostSandbox::new(&project.resolved, &resources, &options)?;
+            let code = launch::run_bwrap(sandbox.plan(), &args.command)?;
+            Ok(code as u8)
+        }
+        SandboxMode::Landlock => {
+            let options = LandlockOptions {
+                network: project.network,
+                helper: helper_exe()?,
+            };
+            let sandbox = LandlockSandbox::new(&project.resolved, &resources, &options)?;
+            debug_assert_eq!(sandbox.backend(), "landlock");
+            if let Some(dir) = chdir_in(&project.workspace).or_else(|| Some(project.workspace.root().to_path_buf())) {
+                std::env::set_current_dir(&dir)
+                    .with_context(|| format!("cannot enter {}", dir.display()))?;
+            }
+            // Applies the rules to this process and replaces it; returns only
+            // on failure, and then nothing ran.
+            let (code, err) = launch::landlock_exec(sandbox.plan(), &args.command);
+            if code == launch::EXIT_CONFINE_FAILED {
+                return Err(err.into());
+            }
+            eprintln!("vibesys: {err}");
+            Ok(code as u8)
+        }
+        SandboxMode::Docker => {
+            let _ = args.image;
+            bail!(
+                "sandbox unavailable: docker: `vibesys exec --confine docker` is not available in this build yet; use --confine bwrap"
+            )
+        }
+        SandboxMode::Off => unreachable_off(),
+    }
+}
+
+fn unreachable_off() -> anyhow::Result<u8> {
+    bail!("internal error: disabled confinement reached the backend dispatch")
+}
+

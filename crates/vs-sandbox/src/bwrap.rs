@@ -1,0 +1,281 @@
+//! `HostSandbox`: the policy lowered to a bubblewrap command line.
+//!
+//! The plan is pure data: the exact bwrap argv plus the file descriptors
+//! it reads (the seccomp program and empty mask files), numbered from 3.
+//! [`crate::launch`] realises those descriptors and runs bwrap.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::confinement::{Confinement, EnforcementReport};
+use crate::controls::SandboxUnavailableError;
+use crate::error::SandboxError;
+use crate::policy::{Access, PathKind, ResolvedPolicy, metadata_paths};
+use crate::resources::HostResources;
+
+/// A descriptor bwrap reads, created by the launcher right before exec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FdSlot {
+    /// The seccomp BPF program (`--seccomp`).
+    Seccomp,
+    /// An empty stream, the content of a hidden file (`--ro-bind-data`).
+    Empty,
+}
+
+impl FdSlot {
+    /// The name used on the helper's command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Seccomp => "seccomp",
+            Self::Empty => "empty",
+        }
+    }
+
+    /// Parses a name written by [`FdSlot::name`].
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "seccomp" => Some(Self::Seccomp),
+            "empty" => Some(Self::Empty),
+            _ => None,
+        }
+    }
+}
+
+/// The first descriptor number a plan uses.
+pub const FIRST_SLOT_FD: i32 = 3;
+
+/// Options of the bubblewrap backend.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BwrapOptions {
+    /// The bwrap executable.
+    pub program: PathBuf,
+    /// Keep the host network (the default: agents reach their model API).
+    pub network: bool,
+    /// The directory the command starts in (inside the workspace), or the
+    /// workspace root when `None`.
+    pub chdir: Option<PathBuf>,
+    /// The executable that realises the plan's descriptors (`vibesys`).
+    pub helper: PathBuf,
+}
+
+/// The exact bubblewrap invocation for a policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BwrapPlan {
+    /// The bwrap executable.
+    pub program: PathBuf,
+    /// Arguments before `--` and the command.
+    pub args: Vec<String>,
+    /// Descriptors the arguments refer to, numbered from 3 in order.
+    pub fds: Vec<FdSlot>,
+}
+
+impl BwrapPlan {
+    /// Lowers a resolved policy and resources into a bwrap command line.
+    pub fn new(policy: &ResolvedPolicy, resources: &HostResources, options: &BwrapOptions) -> Self {
+        let mut b = PlanBuilder::default();
+        b.args(["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]);
+        b.arg("--unshare-cgroup-try");
+        if !options.network {
+            b.arg("--unshare-net");
+        }
+        b.args(["--die-with-parent", "--new-session", "--disable-userns", "--cap-drop", "ALL"]);
+        let seccomp = b.slot(FdSlot::Seccomp);
+        b.arg("--seccomp");
+        b.arg(seccomp.to_string());
+
+        for res in resources.iter() {
+            let path = res.path.display().to_string();
+            match &res.symlink_target {
+                Some(target) => {
+                    b.args(["--symlink".to_owned(), target.display().to_string(), path]);
+                }
+                None => b.args(["--ro-bind-try".to_owned(), path.clone(), path]),
+            }
+        }
+        b.args(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
+
+        let ws = policy.workspace().root().display().to_string();
+        b.args(["--bind".to_owned(), ws.clone(), ws.clone()]);
+        // Metadata dirs become mount points: renaming them away fails.
+        for meta in metadata_paths(policy.workspace()) {
+            let m = meta.display().to_string();
+            b.args(["--bind".to_owned(), m.clone(), m]);
+        }
+        for entry in policy.entries() {
+            let host = entry.host.display().to_string();
+            match (entry.access, entry.kind) {
+                (Access::ReadOnly, _) => b.args(["--ro-bind".to_owned(), host.clone(), host]),
+                (Access::Hidden, PathKind::Directory) => {
+                    b.args(["--perms", "0555", "--tmpfs"]);
+                    b.arg(host.clone());
+                    b.args(["--remount-ro".to_owned(), host]);
+                }
+                (Access::Hidden, PathKind::File) => {
+                    let fd = b.slot(FdSlot::Empty);
+                    b.args(["--perms", "0444", "--ro-bind-data"]);
+                    b.args([fd.to_string(), host]);
+                }
+            }
+        }
+        let chdir = options
+            .chdir
+            .as_deref()
+            .filter(|c| c.starts_with(policy.workspace().root()))
+            .unwrap_or(policy.workspace().root());
+        b.args(["--chdir".to_owned(), chdir.display().to_string()]);
+        BwrapPlan {
+            program: options.program.clone(),
+            args: b.args,
+            fds: b.fds,
+        }
+    }
+
+    /// The full argv: bwrap, its arguments, `--`, the command.
+    pub fn argv(&self, command: &[OsString]) -> Vec<OsString> {
+        let mut argv = Vec::with_capacity(self.args.len() + command.len() + 2);
+        argv.push(self.program.clone().into_os_string());
+        argv.extend(self.args.iter().map(OsString::from));
+        argv.push("--".into());
+        argv.extend(command.iter().cloned());
+        argv
+    }
+}
+
+#[derive(Default)]
+struct PlanBuilder {
+    args: Vec<String>,
+    fds: Vec<FdSlot>,
+}
+
+impl PlanBuilder {
+    fn arg(&mut self, a: impl Into<String>) {
+        self.args.push(a.into());
+    }
+    fn args<S: Into<String>>(&mut self, list: impl IntoIterator<Item = S>) {
+        self.args.extend(list.into_iter().map(Into::into));
+    }
+    fn slot(&mut self, slot: FdSlot) -> i32 {
+        self.fds.push(slot);
+        FIRST_SLOT_FD + self.fds.len() as i32 - 1
+    }
+}
+
+/// Agent confinement with bubblewrap: namespaces, a read-only host, the
+/// workspace read-write, read-only paths re-bound, hidden paths masked.
+#[derive(Debug, Clone)]
+pub struct HostSandbox {
+    plan: BwrapPlan,
+    helper: PathBuf,
+    report: EnforcementReport,
+}
+
+impl HostSandbox {
+    /// Plans confinement for a resolved policy. Fails with
+    /// [`SandboxUnavailableError`] when bwrap cannot be found.
+    pub fn new(
+        policy: &ResolvedPolicy,
+        resources: &HostResources,
+        options: &BwrapOptions,
+    ) -> Result<Self, SandboxError> {
+        if !is_executable_file(&options.program) {
+            return Err(bwrap_missing(&options.program).into());
+        }
+        let plan = BwrapPlan::new(policy, resources, options);
+        Ok(Self {
+            plan,
+            helper: options.helper.clone(),
+            report: bwrap_report(policy, options),
+        })
+    }
+
+    /// The exact plan this sandbox applies.
+    pub fn plan(&self) -> &BwrapPlan {
+        &self.plan
+    }
+}
+
+/// The report of what the bwrap backend enforces.
+pub fn bwrap_report(policy: &ResolvedPolicy, options: &BwrapOptions) -> EnforcementReport {
+    let mut report = EnforcementReport::for_policy("bwrap", policy, |access| match access {
+        Access::ReadOnly => (true, "re-bound read-only (--ro-bind)".into()),
+        Access::Hidden => (
+            true,
+            "masked by an empty read-only directory (tmpfs, remounted read-only) or empty read-only file".into(),
+        ),
+    });
+    report.outside = "only host resources, read-only; a private /tmp, fresh /proc and /dev".into();
+    report.hardening = vec![
+        "new user, pid, ipc, uts and cgroup namespaces".into(),
+        "all capabilities dropped; nested user namespaces disabled".into(),
+        "--die-with-parent, --new-session (no TIOCSTI terminal injection)".into(),
+        "seccomp denies ptrace, process_vm_readv/writev, io_uring, keyctl, bpf, userfaultfd and the TIOCSTI/TIOCLINUX ioctls".into(),
+        "no descriptors inherited beyond 0, 1, 2".into(),
+        "metadata directories (.git, .hg, .svn, .jj) are mount points: they cannot be renamed away".into(),
+    ];
+    report.hardening.push(if options.network {
+        "network: shared with the host (agents reach their model API)".into()
+    } else {
+        "network: unshared (loopback only)".into()
+    });
+    if options.network {
+        report.gaps.push(
+            "with the host network, abstract unix sockets of host daemons remain reachable; use --no-network to close them".into(),
+        );
+    }
+    report
+}
+
+fn bwrap_missing(program: &Path) -> SandboxUnavailableError {
+    SandboxUnavailableError::new(
+        "bwrap",
+        format!("bubblewrap was not found at {:?} or in PATH", program),
+        "install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap), or choose VIBESYS_AGENT_SANDBOX=landlock",
+    )
+}
+
+fn is_executable_file(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Finds bwrap in `PATH` (given explicitly); the error names what to install.
+pub fn find_bwrap(path_var: Option<&std::ffi::OsStr>) -> Result<PathBuf, SandboxUnavailableError> {
+    crate::resources::find_program(std::ffi::OsStr::new("bwrap"), path_var)
+        .ok_or_else(|| bwrap_missing(Path::new("bwrap")))
+}
+
+impl Confinement for HostSandbox {
+    fn backend(&self) -> &'static str {
+        "bwrap"
+    }
+
+    /// `[helper, internal-launch, --fds, <slots>, --, bwrap, args.., --, argv..]`:
+    /// the helper creates the descriptors, closes every other one and
+    /// executes bwrap.
+    fn wrap(&self, argv: &[OsString]) -> Result<Vec<OsString>, SandboxError> {
+        if argv.is_empty() {
+            return Err(SandboxError::InvalidCommand("the command is empty".into()));
+        }
+        let slots: Vec<&str> = self.plan.fds.iter().map(|s| s.name()).collect();
+        let mut out: Vec<OsString> = vec![
+            self.helper.clone().into_os_string(),
+            crate::launch::HELPER_SUBCOMMAND.into(),
+            "--fds".into(),
+            slots.join(",").into(),
+            "--".into(),
+        ];
+        out.extend(self.plan.argv(argv));
+        Ok(out)
+    }
+
+    fn agent_path(&self, host: &Path) -> PathBuf {
+        host.to_path_buf()
+    }
+
+    fn report(&self) -> &EnforcementReport {
+        &self.report
+    }
+}

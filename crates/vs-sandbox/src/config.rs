@@ -1,0 +1,137 @@
+//! The `[sandbox]` table of a project's `vibesys.toml`.
+//!
+//! Other tables belong to other crates and are ignored here; inside
+//! `[sandbox]` unknown keys are an error, so a typo never silently drops
+//! a protection.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::error::PolicyError;
+use crate::policy::ProjectPathPolicy;
+
+/// The project configuration file name.
+pub const CONFIG_FILE: &str = "vibesys.toml";
+
+/// Largest configuration file read (a policy is a few lines).
+const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
+/// `[sandbox]` of `vibesys.toml`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// Workspace-relative read-only paths.
+    #[serde(default)]
+    pub read_only: Vec<PathBuf>,
+    /// Workspace-relative hidden paths.
+    #[serde(default)]
+    pub hidden: Vec<PathBuf>,
+    /// Extra read-only host paths (absolute).
+    #[serde(default)]
+    pub allow: Vec<PathBuf>,
+    /// Keep the host network (default true).
+    #[serde(default)]
+    pub network: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct File {
+    #[serde(default)]
+    sandbox: Option<SandboxConfig>,
+}
+
+/// Why `vibesys.toml` could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path:?}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The file is too large to be a configuration.
+    #[error("{path:?} is larger than {max} bytes")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit.
+        max: u64,
+    },
+    /// The TOML is malformed or holds unknown keys.
+    #[error("invalid {path:?}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+    /// A listed path breaks a policy rule.
+    #[error("invalid [sandbox] in {path:?}: {source}")]
+    Policy {
+        /// The file.
+        path: PathBuf,
+        /// The rule broken.
+        source: PolicyError,
+    },
+    /// An `allow` entry is not absolute.
+    #[error("invalid [sandbox] in {path:?}: allow entry {entry:?} is not an absolute path")]
+    RelativeAllow {
+        /// The file.
+        path: PathBuf,
+        /// The entry.
+        entry: PathBuf,
+    },
+}
+
+impl SandboxConfig {
+    /// Reads `vibesys.toml` from the workspace root; a missing file gives
+    /// the empty configuration.
+    pub fn load(workspace_root: &Path) -> Result<Self, ConfigError> {
+        let path = workspace_root.join(CONFIG_FILE);
+        let meta = match std::fs::metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(source) => return Err(ConfigError::Read { path, source }),
+        };
+        if meta.len() > MAX_CONFIG_BYTES {
+            return Err(ConfigError::TooLarge {
+                path,
+                max: MAX_CONFIG_BYTES,
+            });
+        }
+        let text =
+            std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+                path: path.clone(),
+                source,
+            })?;
+        Self::parse(&text, &path)
+    }
+
+    /// Parses the text of a `vibesys.toml`; `path` is used in messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let file: File = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.message().to_owned(),
+        })?;
+        let config = file.sandbox.unwrap_or_default();
+        if let Some(entry) = config.allow.iter().find(|p| !p.is_absolute()) {
+            return Err(ConfigError::RelativeAllow {
+                path: path.to_path_buf(),
+                entry: entry.clone(),
+            });
+        }
+        config.policy().map_err(|source| ConfigError::Policy {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(config)
+    }
+
+    /// The policy the configuration lists.
+    pub fn policy(&self) -> Result<ProjectPathPolicy, PolicyError> {
+        ProjectPathPolicy::new(&self.read_only, &self.hidden)
+    }
+}

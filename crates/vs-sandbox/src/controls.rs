@@ -1,0 +1,168 @@
+//! Operator controls: `VIBESYS_AGENT_SANDBOX`, enforcement requirements
+//! and the error that stops a run when confinement cannot be had.
+
+use serde::Serialize;
+
+use crate::error::SandboxError;
+
+/// The environment variable that chooses the confinement mechanism.
+pub const SANDBOX_ENV: &str = "VIBESYS_AGENT_SANDBOX";
+/// The environment variable naming extra read-only host paths
+/// (separated like `PATH`).
+pub const ALLOW_ENV: &str = "VIBESYS_AGENT_SANDBOX_ALLOW";
+
+/// The confinement mechanism an operator asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// The platform's strong default: bubblewrap on Linux, Seatbelt on macOS.
+    Auto,
+    /// bubblewrap (Linux).
+    Bwrap,
+    /// Landlock (Linux); weaker, never chosen automatically.
+    Landlock,
+    /// A Docker container.
+    Docker,
+    /// No confinement (honoured only when enforcement is not required).
+    Off,
+}
+
+impl SandboxMode {
+    /// Parses an operator value. Case and surrounding spaces are ignored;
+    /// an empty value means `auto`; `0`, `false`, `off`, `no` and `none`
+    /// disable confinement; anything else is an error, whether or not
+    /// enforcement is required.
+    pub fn parse(value: &str, source_name: &'static str) -> Result<Self, SandboxError> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" | "1" | "true" | "on" | "yes" => Ok(Self::Auto),
+            "bwrap" | "bubblewrap" => Ok(Self::Bwrap),
+            "landlock" => Ok(Self::Landlock),
+            "docker" => Ok(Self::Docker),
+            "0" | "false" | "off" | "no" | "none" => Ok(Self::Off),
+            _ => Err(SandboxError::UnknownMode {
+                value: value.to_owned(),
+                source_name,
+            }),
+        }
+    }
+
+    /// Reads the mode from the value of `VIBESYS_AGENT_SANDBOX` (unset
+    /// means `auto`). The caller passes the value explicitly.
+    pub fn from_env_value(value: Option<&std::ffi::OsStr>) -> Result<Self, SandboxError> {
+        match value {
+            None => Ok(Self::Auto),
+            Some(v) => match v.to_str() {
+                Some(s) => Self::parse(s, SANDBOX_ENV),
+                None => Err(SandboxError::UnknownMode {
+                    value: v.to_string_lossy().into_owned(),
+                    source_name: SANDBOX_ENV,
+                }),
+            },
+        }
+    }
+
+    /// The canonical name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Bwrap => "bwrap",
+            Self::Landlock => "landlock",
+            Self::Docker => "docker",
+            Self::Off => "off",
+        }
+    }
+}
+
+/// Whether the caller requires the agent to be confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Enforcement {
+    /// A missing or disabled mechanism is an error (every run entry point).
+    Required,
+    /// A library embedder may run unconfined; a loud log line says so.
+    Optional,
+}
+
+/// The requested confinement cannot be had; the agent is not launched.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[error("sandbox unavailable: {mechanism}: {reason}; {fix}")]
+pub struct SandboxUnavailableError {
+    /// The mechanism that was asked for.
+    pub mechanism: String,
+    /// What is missing.
+    pub reason: String,
+    /// How to fix it.
+    pub fix: String,
+}
+
+impl SandboxUnavailableError {
+    /// Builds the error.
+    pub fn new(
+        mechanism: impl Into<String>,
+        reason: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        Self {
+            mechanism: mechanism.into(),
+            reason: reason.into(),
+            fix: fix.into(),
+        }
+    }
+}
+
+/// Decides what to do with a disabled mode: an error under
+/// [`Enforcement::Required`], a warning otherwise. Returns true when the
+/// caller may run unconfined.
+pub fn allow_unconfined(
+    mode: SandboxMode,
+    enforcement: Enforcement,
+) -> Result<bool, SandboxUnavailableError> {
+    if mode != SandboxMode::Off {
+        return Ok(false);
+    }
+    match enforcement {
+        Enforcement::Required => Err(SandboxUnavailableError::new(
+            "agent confinement",
+            format!("confinement is disabled ({SANDBOX_ENV}=off or --confine none) but this run requires enforcement"),
+            format!("unset {SANDBOX_ENV} or set it to auto, bwrap or landlock; an embedder that accepts an unconfined agent passes --no-require-enforcement"),
+        )),
+        Enforcement::Optional => {
+            tracing::warn!(
+                "AGENT CONFINEMENT DISABLED: the command runs with the full rights of this user ({SANDBOX_ENV}=off)"
+            );
+            Ok(true)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn parses_case_and_spaces() {
+        assert_eq!(SandboxMode::parse("  BWRAP ", "t").unwrap(), SandboxMode::Bwrap);
+        assert_eq!(SandboxMode::parse("LandLock", "t").unwrap(), SandboxMode::Landlock);
+        for off in ["0", "false", "OFF", " no", "None"] {
+            assert_eq!(SandboxMode::parse(off, "t").unwrap(), SandboxMode::Off);
+        }
+        assert_eq!(SandboxMode::parse("", "t").unwrap(), SandboxMode::Auto);
+        assert_eq!(SandboxMode::from_env_value(None).unwrap(), SandboxMode::Auto);
+    }
+
+    #[test]
+    fn unknown_values_are_errors() {
+        let err = SandboxMode::parse("firejail", SANDBOX_ENV).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("firejail") && text.contains(SANDBOX_ENV), "{text}");
+    }
+
+    #[test]
+    fn disabled_is_refused_when_required() {
+        let err = allow_unconfined(SandboxMode::Off, Enforcement::Required).unwrap_err();
+        assert!(err.to_string().contains("requires enforcement"));
+        assert!(allow_unconfined(SandboxMode::Off, Enforcement::Optional).unwrap());
+        assert!(!allow_unconfined(SandboxMode::Bwrap, Enforcement::Required).unwrap());
+    }
+}

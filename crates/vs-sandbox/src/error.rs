@@ -1,0 +1,173 @@
+//! The one error type of vs-sandbox.
+
+use std::path::PathBuf;
+
+use crate::controls::SandboxUnavailableError;
+
+/// Why a policy was rejected. Every variant names the offending path.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// The path string was empty.
+    #[error("policy path is empty")]
+    Empty,
+    /// The path was absolute; policy paths are workspace-relative.
+    #[error("policy path {path:?} is absolute; paths are relative to the workspace")]
+    Absolute {
+        /// The offending path.
+        path: PathBuf,
+    },
+    /// The path contained a `..` component.
+    #[error("policy path {path:?} contains `..`")]
+    ParentComponent {
+        /// The offending path.
+        path: PathBuf,
+    },
+    /// The path was not valid UTF-8 or contained a NUL byte or newline.
+    #[error("policy path {path:?} contains a NUL byte, a newline or invalid UTF-8")]
+    BadCharacters {
+        /// The offending path.
+        path: PathBuf,
+    },
+    /// The same path was listed twice.
+    #[error("policy path {path:?} is listed twice ({first} and {second})")]
+    Duplicate {
+        /// The offending path.
+        path: PathBuf,
+        /// The list of the first occurrence.
+        first: &'static str,
+        /// The list of the second occurrence.
+        second: &'static str,
+    },
+    /// Two entries nest in a way the policy does not allow.
+    #[error(
+        "{inner_kind} path {inner:?} lies below {outer_kind} path {outer:?}; only a hidden path may sit below a read-only path"
+    )]
+    Overlap {
+        /// The enclosing path.
+        outer: PathBuf,
+        /// Which list the enclosing path is in.
+        outer_kind: &'static str,
+        /// The nested path.
+        inner: PathBuf,
+        /// Which list the nested path is in.
+        inner_kind: &'static str,
+    },
+    /// Two entries resolve (through symlinks) to paths that overlap.
+    #[error(
+        "{first_kind} path {first:?} and {second_kind} path {second:?} overlap after resolving symlinks (they resolve to {first_resolved:?} and {second_resolved:?})"
+    )]
+    ResolvedOverlap {
+        /// The first entry as written.
+        first: PathBuf,
+        /// Its list.
+        first_kind: &'static str,
+        /// Where it resolves, relative to the workspace.
+        first_resolved: PathBuf,
+        /// The second entry as written.
+        second: PathBuf,
+        /// Its list.
+        second_kind: &'static str,
+        /// Where it resolves, relative to the workspace.
+        second_resolved: PathBuf,
+    },
+    /// The path does not exist in the workspace.
+    #[error("policy path {path:?} does not exist in workspace {workspace:?}")]
+    NotFound {
+        /// The offending path.
+        path: PathBuf,
+        /// The workspace.
+        workspace: PathBuf,
+    },
+    /// A symlink made the path leave the workspace.
+    #[error("policy path {path:?} resolves to {resolved:?}, outside workspace {workspace:?}")]
+    EscapesWorkspace {
+        /// The offending path.
+        path: PathBuf,
+        /// Where it resolves.
+        resolved: PathBuf,
+        /// The workspace.
+        workspace: PathBuf,
+    },
+    /// The path resolves to the workspace root itself.
+    #[error("policy path {path:?} resolves to the workspace root {workspace:?} itself")]
+    IsWorkspaceRoot {
+        /// The offending path.
+        path: PathBuf,
+        /// The workspace.
+        workspace: PathBuf,
+    },
+    /// The path is neither a regular file nor a directory.
+    #[error("policy path {path:?} (resolving to {resolved:?}) is a {found}, not a regular file or directory")]
+    UnsupportedType {
+        /// The offending path.
+        path: PathBuf,
+        /// Where it resolves.
+        resolved: PathBuf,
+        /// What was found (fifo, socket, device...).
+        found: &'static str,
+    },
+    /// The workspace itself is unusable.
+    #[error("workspace {path:?} is not a usable directory: {reason}")]
+    BadWorkspace {
+        /// The workspace path.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// An I/O error while resolving a path.
+    #[error("cannot resolve policy path {path:?}: {source}")]
+    Io {
+        /// The offending path.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+}
+
+/// Every failure vs-sandbox reports.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The project path policy is invalid.
+    #[error("invalid policy: {0}")]
+    Policy(#[from] PolicyError),
+    /// The requested confinement cannot be had here.
+    #[error(transparent)]
+    Unavailable(#[from] SandboxUnavailableError),
+    /// `VIBESYS_AGENT_SANDBOX` (or `--confine`) holds a value we do not know.
+    #[error(
+        "unknown sandbox mode {value:?} in {source_name}; expected one of auto, bwrap, landlock, docker, or 0/false/off/no to disable"
+    )]
+    UnknownMode {
+        /// The value as given.
+        value: String,
+        /// Where it came from (variable or flag).
+        source_name: &'static str,
+    },
+    /// A backend cannot confine this workspace safely.
+    #[error("{backend} cannot confine workspace {workspace:?}: {reason}")]
+    UnsafeWorkspace {
+        /// The backend.
+        backend: &'static str,
+        /// The workspace.
+        workspace: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The command to confine was empty or unusable.
+    #[error("invalid command: {0}")]
+    InvalidCommand(String),
+    /// The backend is not compiled for this operating system.
+    #[error("the {backend} backend is not supported on this operating system")]
+    UnsupportedPlatform {
+        /// The backend.
+        backend: &'static str,
+    },
+    /// An operating-system call failed while preparing confinement.
+    #[error("{what}: {source}")]
+    Os {
+        /// What was being done.
+        what: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+}

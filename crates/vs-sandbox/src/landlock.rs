@@ -1,0 +1,213 @@
+//! `LandlockSandbox`: the policy lowered to Landlock rules.
+//!
+//! Landlock only adds rights below a path; it cannot carve read-only or
+//! hidden paths out of a writable project. Those paths are reported as NOT
+//! ENFORCED and logged at start-up. The rules are applied by a small
+//! helper (`vibesys internal-landlock`) right before it executes the
+//! command, so nothing else in vibesys runs restricted.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::confinement::{Confinement, EnforcementReport};
+use crate::error::SandboxError;
+use crate::policy::{Access, ResolvedPolicy};
+use crate::resources::HostResources;
+
+/// The hidden helper subcommand that applies Landlock and executes.
+pub const HELPER_SUBCOMMAND: &str = "internal-landlock";
+
+/// Devices a confined command may write.
+pub const WRITABLE_DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+    "/dev/shm",
+];
+
+/// Trees granted read-write besides the workspace. A workspace inside one
+/// of them would be writable through it, so it is refused.
+pub const WRITABLE_TREES: &[&str] = &["/tmp", "/dev/shm", "/var/tmp"];
+
+/// Options of the Landlock backend.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LandlockOptions {
+    /// Allow TCP (the default); `false` denies TCP bind and connect (ABI 4+).
+    pub network: bool,
+    /// The executable that applies the rules (`vibesys`).
+    pub helper: PathBuf,
+}
+
+/// The Landlock rules for a policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LandlockPlan {
+    /// Paths granted read and execute.
+    pub read: Vec<PathBuf>,
+    /// Paths granted every file-system right.
+    pub write: Vec<PathBuf>,
+    /// Whether TCP stays allowed.
+    pub network: bool,
+}
+
+impl LandlockPlan {
+    /// Lowers a resolved policy and resources into rules.
+    pub fn new(
+        policy: &ResolvedPolicy,
+        resources: &HostResources,
+        network: bool,
+    ) -> Result<Self, SandboxError> {
+        let root = policy.workspace().root();
+        for tree in WRITABLE_TREES {
+            let tree = Path::new(tree);
+            let real = std::fs::canonicalize(tree).unwrap_or_else(|_| tree.to_path_buf());
+            if root.starts_with(tree) || root.starts_with(&real) {
+                return Err(SandboxError::UnsafeWorkspace {
+                    backend: "landlock",
+                    workspace: root.to_path_buf(),
+                    reason: format!(
+                        "it lies below {}, which Landlock must grant read-write; move the project elsewhere or use bwrap",
+                        tree.display()
+                    ),
+                });
+            }
+        }
+        let mut read: Vec<PathBuf> = resources
+            .iter()
+            .filter(|r| r.symlink_target.is_none())
+            .map(|r| r.path.clone())
+            .collect();
+        read.push("/proc".into());
+        read.push("/dev".into());
+        let mut write = vec![root.to_path_buf()];
+        write.extend(WRITABLE_TREES.iter().map(PathBuf::from));
+        write.extend(WRITABLE_DEVICES.iter().map(PathBuf::from));
+        write.retain(|p| p == root || p.exists());
+        write.dedup();
+        Ok(Self {
+            read,
+            write,
+            network,
+        })
+    }
+
+    /// The helper's arguments (after the subcommand), ending in `--`.
+    pub fn helper_args(&self) -> Vec<OsString> {
+        let mut args = Vec::new();
+        for p in &self.read {
+            args.push("--read".into());
+            args.push(p.clone().into_os_string());
+        }
+        for p in &self.write {
+            args.push("--write".into());
+            args.push(p.clone().into_os_string());
+        }
+        if !self.network {
+            args.push("--no-network".into());
+        }
+        args.push("--".into());
+        args
+    }
+}
+
+/// Agent confinement with Landlock (Linux 5.13+). Weaker than bwrap:
+/// never chosen automatically.
+#[derive(Debug, Clone)]
+pub struct LandlockSandbox {
+    plan: LandlockPlan,
+    helper: PathBuf,
+    report: EnforcementReport,
+}
+
+impl LandlockSandbox {
+    /// Plans Landlock confinement and logs every policy path it cannot
+    /// enforce.
+    pub fn new(
+        policy: &ResolvedPolicy,
+        resources: &HostResources,
+        options: &LandlockOptions,
+    ) -> Result<Self, SandboxError> {
+        let plan = LandlockPlan::new(policy, resources, options.network)?;
+        let report = landlock_report(policy, options.network);
+        for gap in report.not_enforced() {
+            tracing::warn!(
+                path = %gap.path.display(),
+                access = gap.access.name(),
+                "landlock: {}",
+                gap.how
+            );
+        }
+        Ok(Self {
+            plan,
+            helper: options.helper.clone(),
+            report,
+        })
+    }
+
+    /// The rules this sandbox applies.
+    pub fn plan(&self) -> &LandlockPlan {
+        &self.plan
+    }
+}
+
+/// The report of what the Landlock backend enforces.
+pub fn landlock_report(policy: &ResolvedPolicy, network: bool) -> EnforcementReport {
+    let mut report = EnforcementReport::for_policy("landlock", policy, |access| match access {
+        Access::ReadOnly => (
+            false,
+            "NOT ENFORCED: Landlock cannot make a path read-only inside a writable workspace".into(),
+        ),
+        Access::Hidden => (
+            false,
+            "NOT ENFORCED: Landlock cannot hide a path inside a readable workspace".into(),
+        ),
+    });
+    report.outside =
+        "reads outside the project and host resources denied; writes outside the project, /tmp and a few devices denied"
+            .into();
+    report.hardening = vec![
+        "no_new_privs set; rules inherited by every child".into(),
+        "ABI 6+: signals to and abstract unix sockets of processes outside are denied".into(),
+    ];
+    report.hardening.push(if network {
+        "network: allowed".into()
+    } else {
+        "network: TCP bind and connect denied (ABI 4+)".into()
+    });
+    report.gaps = vec![
+        "read-only and hidden paths are not enforced".into(),
+        "/tmp and /dev/shm are shared with the host".into(),
+        "no private /proc: processes of the same user are listed".into(),
+    ];
+    report
+}
+
+impl Confinement for LandlockSandbox {
+    fn backend(&self) -> &'static str {
+        "landlock"
+    }
+
+    fn wrap(&self, argv: &[OsString]) -> Result<Vec<OsString>, SandboxError> {
+        if argv.is_empty() {
+            return Err(SandboxError::InvalidCommand("the command is empty".into()));
+        }
+        let mut out = vec![self.helper.clone().into_os_string(), HELPER_SUBCOMMAND.into()];
+        out.extend(self.plan.helper_args());
+        out.extend(argv.iter().cloned());
+        Ok(out)
+    }
+
+    fn agent_path(&self, host: &Path) -> PathBuf {
+        host.to_path_buf()
+    }
+
+    fn report(&self) -> &EnforcementReport {
+        &self.report
+    }
+}

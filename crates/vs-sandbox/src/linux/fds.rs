@@ -1,0 +1,159 @@
+//! Descriptor plumbing for launching bwrap: create the plan's descriptors
+//! (seccomp program, empty mask contents), place them at 3, 4, ... in the
+//! child, and close every other inherited descriptor.
+#![allow(unsafe_code)]
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use crate::bwrap::{FIRST_SLOT_FD, FdSlot};
+use crate::error::SandboxError;
+
+fn os_err(what: &str) -> SandboxError {
+    SandboxError::Os {
+        what: what.into(),
+        source: std::io::Error::last_os_error(),
+    }
+}
+
+/// A pipe whose read end yields `data` then EOF (data must fit the pipe
+/// buffer: the seccomp program is a few hundred bytes).
+fn pipe_with(data: &[u8]) -> Result<OwnedFd, SandboxError> {
+    let (reader, mut writer) = std::io::pipe().map_err(|source| SandboxError::Os {
+        what: "creating a pipe".into(),
+        source,
+    })?;
+    writer.write_all(data).map_err(|source| SandboxError::Os {
+        what: "writing to a pipe".into(),
+        source,
+    })?;
+    drop(writer);
+    Ok(reader.into())
+}
+
+/// Duplicates `fd` to the lowest free number >= `min`, close-on-exec.
+fn dup_at_least(fd: &OwnedFd, min: RawFd) -> Result<OwnedFd, SandboxError> {
+    // SAFETY: fcntl on a descriptor we own; F_DUPFD_CLOEXEC returns a new
+    // descriptor that nothing else owns, which we wrap at once.
+    let new = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, min) };
+    if new < 0 {
+        return Err(os_err("duplicating a descriptor"));
+    }
+    // SAFETY: `new` is a fresh descriptor returned by fcntl above.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+/// Descriptors to place at 3, 4, ... in a child.
+#[derive(Debug)]
+pub struct SlotFds {
+    fds: Vec<OwnedFd>,
+}
+
+impl SlotFds {
+    /// Creates the descriptors a plan's slots name, followed by `extra`.
+    pub fn prepare(slots: &[FdSlot], extra: Vec<OwnedFd>) -> Result<Self, SandboxError> {
+        let mut fds = Vec::with_capacity(slots.len() + extra.len());
+        let mut seccomp: Option<Vec<u8>> = None;
+        for slot in slots {
+            let fd = match slot {
+                FdSlot::Seccomp => {
+                    if seccomp.is_none() {
+                        seccomp = Some(super::seccomp::program_bytes()?);
+                    }
+                    pipe_with(seccomp.as_deref().unwrap_or_default())?
+                }
+                FdSlot::Empty => pipe_with(&[])?,
+            };
+            fds.push(fd);
+        }
+        fds.extend(extra);
+        // Move every source above the target range, so placing one never
+        // overwrites another.
+        let min = FIRST_SLOT_FD + fds.len() as RawFd;
+        let fds = fds
+            .iter()
+            .map(|fd| dup_at_least(fd, min))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self { fds })
+    }
+
+    /// The descriptor number the next extra descriptor gets in the child.
+    pub fn count(&self) -> usize {
+        self.fds.len()
+    }
+
+    /// A command for `argv` whose child gets the descriptors at 3, 4, ...,
+    /// no other inherited descriptor, and SIGKILL when its parent dies.
+    pub fn command(self, argv: &[OsString]) -> Result<Command, SandboxError> {
+        let Some((program, args)) = argv.split_first() else {
+            return Err(SandboxError::InvalidCommand("the command is empty".into()));
+        };
+        let mut cmd = Command::new(program);
+        cmd.args(args);
+        let raw: Vec<RawFd> = self.fds.iter().map(AsRawFd::as_raw_fd).collect();
+        let keep = self.fds;
+        // SAFETY: the closure only calls async-signal-safe functions
+        // (dup2, syscall, prctl) on plain integers captured by value.
+        unsafe {
+            cmd.pre_exec(move || {
+                // `keep` lives as long as the command, so the sources stay
+                // open until the child is spawned and close with it.
+                let _ = &keep;
+                for (i, fd) in raw.iter().enumerate() {
+                    if libc::dup2(*fd, FIRST_SLOT_FD + i as RawFd) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                close_from(FIRST_SLOT_FD + raw.len() as RawFd);
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Ok(cmd)
+    }
+}
+
+/// Marks every descriptor from `first` up close-on-exec (async-signal-safe).
+fn close_from(first: RawFd) {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range with CLOEXEC only sets flags on descriptors of
+    // this process; errors are handled by the fallback below.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first as libc::c_uint,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if r == 0 {
+        return;
+    }
+    // Older kernels: walk up to the descriptor limit.
+    // SAFETY: getrlimit/fcntl on this process's own descriptors.
+    unsafe {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            lim.rlim_cur.min(65536) as RawFd
+        } else {
+            1024
+        };
+        for fd in first..max {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
+}
+
+/// Marks every descriptor above stderr close-on-exec in this process
+/// (used right before the Landlock helper executes its command).
+pub fn cloexec_inherited() {
+    close_from(3);
+}

@@ -1,0 +1,102 @@
+//! Applying Landlock rules to the current process (in the helper, right
+//! before it executes the confined command).
+
+use std::path::PathBuf;
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+};
+
+use crate::controls::SandboxUnavailableError;
+use crate::error::SandboxError;
+use crate::landlock::LandlockPlan;
+
+/// The newest ABI whose rights we ask for (best effort below it).
+const TARGET_ABI: ABI = ABI::V6;
+
+/// What was actually enforced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LandlockOutcome {
+    /// The kernel's Landlock ABI version.
+    pub abi: i32,
+    /// Whether every requested right is enforced.
+    pub fully_enforced: bool,
+}
+
+fn unavailable(reason: String) -> SandboxError {
+    SandboxUnavailableError::new(
+        "landlock",
+        reason,
+        "use a kernel with Landlock enabled (Linux 5.13+, lsm=landlock), or use bwrap",
+    )
+    .into()
+}
+
+/// Restricts the current process (and its future children) to the plan.
+/// Fails when the kernel enforces nothing, or when the plan denies the
+/// network and the kernel cannot (ABI < 4).
+pub fn restrict_self(plan: &LandlockPlan) -> Result<LandlockOutcome, SandboxError> {
+    let abi = super::probe::landlock_abi();
+    if abi < 1 {
+        return Err(unavailable("the kernel does not support Landlock".into()));
+    }
+    if !plan.network && abi < 4 {
+        return Err(unavailable(format!(
+            "denying the network needs Landlock ABI 4, the kernel has ABI {abi}"
+        )));
+    }
+    let err = |e: landlock::RulesetError| unavailable(format!("building the ruleset failed: {e}"));
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(TARGET_ABI))
+        .map_err(err)?
+        .scope(Scope::from_all(TARGET_ABI))
+        .map_err(err)?;
+    if !plan.network {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(TARGET_ABI))
+            .map_err(err)?;
+    }
+    let mut created = ruleset.create().map_err(err)?;
+    let add = |created: landlock::RulesetCreated,
+               path: &PathBuf,
+               access: landlock::BitFlags<AccessFs>|
+     -> Result<landlock::RulesetCreated, SandboxError> {
+        let fd = match PathFd::new(path) {
+            Ok(fd) => fd,
+            Err(e) => {
+                tracing::debug!(path = %path.display(), "skipping landlock rule: {e}");
+                return Ok(created);
+            }
+        };
+        // Files only take file rights; directories take them all.
+        let access = if path.is_dir() {
+            access
+        } else {
+            access & AccessFs::from_file(TARGET_ABI)
+        };
+        created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| unavailable(format!("adding a rule for {} failed: {e}", path.display())))
+    };
+    for p in &plan.read {
+        created = add(created, p, AccessFs::from_read(TARGET_ABI))?;
+    }
+    for p in &plan.write {
+        created = add(created, p, AccessFs::from_all(TARGET_ABI))?;
+    }
+    let status = created
+        .restrict_self()
+        .map_err(|e| unavailable(format!("restricting the process failed: {e}")))?;
+    if status.ruleset == RulesetStatus::NotEnforced {
+        return Err(unavailable("the kernel enforced no Landlock rule".into()));
+    }
+    if !status.no_new_privs {
+        return Err(unavailable("no_new_privs could not be set".into()));
+    }
+    Ok(LandlockOutcome {
+        abi,
+        fully_enforced: status.ruleset == RulesetStatus::FullyEnforced,
+    })
+}

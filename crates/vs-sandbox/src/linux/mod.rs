@@ -1,0 +1,6 @@
+//! Linux-only mechanisms: seccomp, descriptor plumbing, Landlock, probes.
+
+pub mod fds;
+pub mod landlock_apply;
+pub mod probe;
+pub mod seccomp;

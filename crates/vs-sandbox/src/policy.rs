@@ -1,0 +1,445 @@
+//! `ProjectPathPolicy`: workspace-relative read-only and hidden paths.
+//!
+//! Pure data and validation: no I/O beyond resolving paths, no
+//! `cfg(target_os)`, no backend types. Lexical rules are checked when a
+//! policy is built; [`ProjectPathPolicy::resolve`] checks them again after
+//! resolving symlinks against a [`Workspace`].
+
+use std::ffi::OsStr;
+use std::fmt;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Component, Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::PolicyError;
+
+/// A validated workspace-relative path: relative, not empty, no `..`,
+/// normalised (no `.` components, no trailing slash), UTF-8 without NUL
+/// or newline (so it can be printed, passed to bwrap and put in profiles).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct WorkspaceRelPath(PathBuf);
+
+impl WorkspaceRelPath {
+    /// Parses and normalises a workspace-relative path.
+    pub fn new(path: impl AsRef<Path>) -> Result<Self, PolicyError> {
+        let raw = path.as_ref();
+        let Some(text) = raw.to_str() else {
+            return Err(PolicyError::BadCharacters {
+                path: raw.to_path_buf(),
+            });
+        };
+        if text.contains(['\0', '\n', '\r']) {
+            return Err(PolicyError::BadCharacters {
+                path: raw.to_path_buf(),
+            });
+        }
+        if text.trim().is_empty() {
+            return Err(PolicyError::Empty);
+        }
+        let mut normal = PathBuf::new();
+        for component in raw.components() {
+            match component {
+                Component::Normal(part) => normal.push(part),
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    return Err(PolicyError::ParentComponent {
+                        path: raw.to_path_buf(),
+                    });
+                }
+                Component::RootDir | Component::Prefix(_) => {
+                    return Err(PolicyError::Absolute {
+                        path: raw.to_path_buf(),
+                    });
+                }
+            }
+        }
+        if normal.as_os_str().is_empty() {
+            return Err(PolicyError::Empty);
+        }
+        Ok(Self(normal))
+    }
+
+    /// The path as a `Path`.
+    pub fn as_path(&self) -> &Path {
+        &self.0
+    }
+
+    /// True when `self` lies strictly below `other`.
+    pub fn is_strictly_below(&self, other: &Self) -> bool {
+        self.0 != other.0 && self.0.starts_with(&other.0)
+    }
+}
+
+impl fmt::Display for WorkspaceRelPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.display().fmt(f)
+    }
+}
+
+impl AsRef<Path> for WorkspaceRelPath {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+/// How the agent may use a policy path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Access {
+    /// Visible, but writes fail.
+    ReadOnly,
+    /// Shows as an empty directory or file; writes fail.
+    Hidden,
+}
+
+impl Access {
+    /// The name used in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Access::ReadOnly => "read-only",
+            Access::Hidden => "hidden",
+        }
+    }
+}
+
+/// The workspace-relative read-only and hidden paths of a project.
+///
+/// Built through [`ProjectPathPolicy::new`], which applies the lexical
+/// rules; [`ProjectPathPolicy::resolve`] applies the file-system rules.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ProjectPathPolicy {
+    read_only: Vec<WorkspaceRelPath>,
+    hidden: Vec<WorkspaceRelPath>,
+}
+
+impl ProjectPathPolicy {
+    /// A policy with no paths. It never touches the file system.
+    pub fn empty() -> Self {
+        Self::default()
+    }
+
+    /// Builds a policy, rejecting empty, absolute, `..`, duplicate and
+    /// overlapping paths (a hidden path may sit below a read-only one).
+    pub fn new<R, H>(read_only: R, hidden: H) -> Result<Self, PolicyError>
+    where
+        R: IntoIterator,
+        R::Item: AsRef<Path>,
+        H: IntoIterator,
+        H::Item: AsRef<Path>,
+    {
+        let read_only = read_only
+            .into_iter()
+            .map(WorkspaceRelPath::new)
+            .collect::<Result<Vec<_>, _>>()?;
+        let hidden = hidden
+            .into_iter()
+            .map(WorkspaceRelPath::new)
+            .collect::<Result<Vec<_>, _>>()?;
+        let policy = Self { read_only, hidden };
+        check_nesting(policy.entries().map(|(p, a)| (p.as_path(), p.as_path(), a)))?;
+        Ok(policy)
+    }
+
+    /// The union of two policies, validated again as a whole.
+    pub fn merge(&self, other: &Self) -> Result<Self, PolicyError> {
+        Self::new(
+            self.read_only.iter().chain(&other.read_only),
+            self.hidden.iter().chain(&other.hidden),
+        )
+    }
+
+    /// True when the policy lists no path.
+    pub fn is_empty(&self) -> bool {
+        self.read_only.is_empty() && self.hidden.is_empty()
+    }
+
+    /// The read-only paths, in the order given.
+    pub fn read_only(&self) -> &[WorkspaceRelPath] {
+        &self.read_only
+    }
+
+    /// The hidden paths, in the order given.
+    pub fn hidden(&self) -> &[WorkspaceRelPath] {
+        &self.hidden
+    }
+
+    /// Every entry with its access, read-only first.
+    pub fn entries(&self) -> impl Iterator<Item = (&WorkspaceRelPath, Access)> {
+        self.read_only
+            .iter()
+            .map(|p| (p, Access::ReadOnly))
+            .chain(self.hidden.iter().map(|p| (p, Access::Hidden)))
+    }
+
+    /// Resolves every path against the workspace: each must exist, stay
+    /// inside it after resolving symlinks, and be a regular file or a
+    /// directory; the nesting rules are checked again on resolved paths.
+    /// An empty policy returns at once without touching the file system.
+    pub fn resolve(&self, workspace: &Workspace) -> Result<ResolvedPolicy, PolicyError> {
+        let mut entries = Vec::with_capacity(self.read_only.len() + self.hidden.len());
+        for (rel, access) in self.entries() {
+            entries.push(resolve_one(workspace, rel, access)?);
+        }
+        check_nesting(
+            entries
+                .iter()
+                .map(|e| (e.rel.as_path(), e.resolved_rel.as_path(), e.access)),
+        )?;
+        // Mount order: parents before children, so a hidden path below a
+        // read-only one is masked after the read-only bind.
+        entries.sort_by(|a, b| {
+            a.host
+                .components()
+                .count()
+                .cmp(&b.host.components().count())
+                .then_with(|| a.host.cmp(&b.host))
+        });
+        Ok(ResolvedPolicy {
+            workspace: workspace.clone(),
+            entries,
+        })
+    }
+}
+
+/// Checks duplicates and nesting. Each item is (as written, compared form,
+/// access); the compared form is the resolved one after resolution.
+fn check_nesting<'a>(
+    items: impl Iterator<Item = (&'a Path, &'a Path, Access)>,
+) -> Result<(), PolicyError> {
+    let list: Vec<_> = items.collect();
+    for (i, &(written_a, a, access_a)) in list.iter().enumerate() {
+        for &(written_b, b, access_b) in &list[i + 1..] {
+            let duplicate = a == b;
+            let a_below_b = !duplicate && a.starts_with(b);
+            let b_below_a = !duplicate && b.starts_with(a);
+            if !(duplicate || a_below_b || b_below_a) {
+                continue;
+            }
+            let hidden_below_read_only = (a_below_b
+                && access_a == Access::Hidden
+                && access_b == Access::ReadOnly)
+                || (b_below_a && access_b == Access::Hidden && access_a == Access::ReadOnly);
+            if hidden_below_read_only {
+                continue;
+            }
+            if written_a != a || written_b != b {
+                return Err(PolicyError::ResolvedOverlap {
+                    first: written_a.to_path_buf(),
+                    first_kind: access_a.name(),
+                    first_resolved: a.to_path_buf(),
+                    second: written_b.to_path_buf(),
+                    second_kind: access_b.name(),
+                    second_resolved: b.to_path_buf(),
+                });
+            }
+            if duplicate {
+                return Err(PolicyError::Duplicate {
+                    path: a.to_path_buf(),
+                    first: access_a.name(),
+                    second: access_b.name(),
+                });
+            }
+            let (outer, outer_access, inner, inner_access) = if a_below_b {
+                (b, access_b, a, access_a)
+            } else {
+                (a, access_a, b, access_b)
+            };
+            return Err(PolicyError::Overlap {
+                outer: outer.to_path_buf(),
+                outer_kind: outer_access.name(),
+                inner: inner.to_path_buf(),
+                inner_kind: inner_access.name(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn resolve_one(
+    workspace: &Workspace,
+    rel: &WorkspaceRelPath,
+    access: Access,
+) -> Result<ResolvedEntry, PolicyError> {
+    let joined = workspace.root.join(rel.as_path());
+    let host = match std::fs::canonicalize(&joined) {
+        Ok(p) => p,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(match std::fs::symlink_metadata(&joined) {
+                // A dangling symlink: say where it points.
+                Ok(meta) if meta.file_type().is_symlink() => PolicyError::EscapesWorkspace {
+                    path: rel.as_path().to_path_buf(),
+                    resolved: std::fs::read_link(&joined).unwrap_or_default(),
+                    workspace: workspace.root.clone(),
+                },
+                _ => PolicyError::NotFound {
+                    path: rel.as_path().to_path_buf(),
+                    workspace: workspace.root.clone(),
+                },
+            });
+        }
+        Err(source) => {
+            return Err(PolicyError::Io {
+                path: rel.as_path().to_path_buf(),
+                source,
+            });
+        }
+    };
+    let Ok(resolved_rel) = host.strip_prefix(&workspace.root) else {
+        return Err(PolicyError::EscapesWorkspace {
+            path: rel.as_path().to_path_buf(),
+            resolved: host,
+            workspace: workspace.root.clone(),
+        });
+    };
+    if resolved_rel.as_os_str().is_empty() {
+        return Err(PolicyError::IsWorkspaceRoot {
+            path: rel.as_path().to_path_buf(),
+            workspace: workspace.root.clone(),
+        });
+    }
+    let resolved_rel = resolved_rel.to_path_buf();
+    let meta = std::fs::metadata(&host).map_err(|source| PolicyError::Io {
+        path: rel.as_path().to_path_buf(),
+        source,
+    })?;
+    let ft = meta.file_type();
+    let kind = if ft.is_dir() {
+        PathKind::Directory
+    } else if ft.is_file() {
+        PathKind::File
+    } else {
+        let found = if ft.is_fifo() {
+            "fifo"
+        } else if ft.is_socket() {
+            "socket"
+        } else if ft.is_block_device() {
+            "block device"
+        } else if ft.is_char_device() {
+            "character device"
+        } else {
+            "special file"
+        };
+        return Err(PolicyError::UnsupportedType {
+            path: rel.as_path().to_path_buf(),
+            resolved: host,
+            found,
+        });
+    };
+    Ok(ResolvedEntry {
+        rel: rel.clone(),
+        resolved_rel,
+        host,
+        kind,
+        access,
+    })
+}
+
+/// A workspace: an existing directory, held by its canonical path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Workspace {
+    root: PathBuf,
+}
+
+impl Workspace {
+    /// Canonicalises `path` and checks that it is a directory.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, PolicyError> {
+        let path = path.as_ref();
+        let root = std::fs::canonicalize(path).map_err(|e| PolicyError::BadWorkspace {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        if !root.is_dir() {
+            return Err(PolicyError::BadWorkspace {
+                path: path.to_path_buf(),
+                reason: "not a directory".into(),
+            });
+        }
+        if root.to_str().is_none_or(|s| s.contains(['\n', '\r'])) {
+            return Err(PolicyError::BadWorkspace {
+                path: path.to_path_buf(),
+                reason: "its path contains a newline or invalid UTF-8".into(),
+            });
+        }
+        if root == Path::new("/") {
+            return Err(PolicyError::BadWorkspace {
+                path: path.to_path_buf(),
+                reason: "the file-system root cannot be a workspace".into(),
+            });
+        }
+        Ok(Self { root })
+    }
+
+    /// The canonical absolute path of the workspace.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+/// What a resolved policy path is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PathKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Directory,
+}
+
+/// One policy path after resolution.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResolvedEntry {
+    /// The path as written in the policy.
+    pub rel: WorkspaceRelPath,
+    /// Where it resolves, relative to the workspace root.
+    pub resolved_rel: PathBuf,
+    /// Where it resolves, absolute on the host.
+    pub host: PathBuf,
+    /// File or directory.
+    pub kind: PathKind,
+    /// Read-only or hidden.
+    pub access: Access,
+}
+
+/// A policy validated against a workspace; what backends lower.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResolvedPolicy {
+    workspace: Workspace,
+    entries: Vec<ResolvedEntry>,
+}
+
+impl ResolvedPolicy {
+    /// The workspace the policy was resolved against.
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+
+    /// Entries ordered parents first (mount order).
+    pub fn entries(&self) -> &[ResolvedEntry] {
+        &self.entries
+    }
+
+    /// Entries with the given access.
+    pub fn with_access(&self, access: Access) -> impl Iterator<Item = &ResolvedEntry> {
+        self.entries.iter().filter(move |e| e.access == access)
+    }
+}
+
+/// Metadata directories protected as whole mount points, so they cannot
+/// be renamed away and replaced.
+pub const METADATA_DIRS: &[&str] = &[".git", ".hg", ".svn", ".jj"];
+
+/// The metadata directories (or `.git` files of linked worktrees) present
+/// at the workspace root.
+pub fn metadata_paths(workspace: &Workspace) -> Vec<PathBuf> {
+    METADATA_DIRS
+        .iter()
+        .map(|name| workspace.root.join(OsStr::new(name)))
+        .filter(|p| {
+            std::fs::symlink_metadata(p)
+                .map(|m| m.is_dir() || m.is_file())
+                .unwrap_or(false)
+        })
+        .collect()
+}

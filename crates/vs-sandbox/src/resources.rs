@@ -1,0 +1,334 @@
+//! `HostResources`: the read-only host paths a confined agent needs.
+//!
+//! System roots, a subset of `/etc` (never `/etc/shadow` and friends), the
+//! command's own install root, `PATH` entries, toolchain homes, and the
+//! operator's `VIBESYS_AGENT_SANDBOX_ALLOW` list. A resource that is the
+//! workspace or one of its ancestors is refused with a log line: it would
+//! unconfine the project.
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::policy::Workspace;
+
+/// System directories exposed read-only when they exist.
+pub const SYSTEM_ROOTS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/nix/store",
+    "/run/current-system",
+];
+
+/// Entries of `/etc` an agent needs (name resolution, TLS, users, locale,
+/// loader). Secrets such as `/etc/shadow` are deliberately absent.
+pub const ETC_ENTRIES: &[&str] = &[
+    "alternatives",
+    "bash.bashrc",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "debian_version",
+    "environment",
+    "gai.conf",
+    "gitconfig",
+    "group",
+    "host.conf",
+    "hostname",
+    "hosts",
+    "inputrc",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "locale.alias",
+    "locale.gen",
+    "localtime",
+    "mime.types",
+    "nsswitch.conf",
+    "os-release",
+    "passwd",
+    "pki",
+    "profile",
+    "profile.d",
+    "protocols",
+    "resolv.conf",
+    "services",
+    "ssl",
+    "terminfo",
+    "timezone",
+    "vim",
+];
+
+/// Toolchain home variables whose directories are exposed when set.
+pub const TOOLCHAIN_VARS: &[&str] = &[
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "GOROOT",
+    "JAVA_HOME",
+    "PYENV_ROOT",
+    "NVM_DIR",
+    "VOLTA_HOME",
+    "BUN_INSTALL",
+    "DENO_INSTALL",
+    "CONDA_PREFIX",
+    "VIRTUAL_ENV",
+];
+
+/// Why a resource is in the set (for `policy show` and logs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResourceOrigin {
+    /// A system root or `/etc` entry.
+    System,
+    /// The install root of the confined command.
+    Command,
+    /// A `PATH` entry.
+    PathEntry,
+    /// A toolchain home variable.
+    Toolchain,
+    /// `VIBESYS_AGENT_SANDBOX_ALLOW` or `--allow`.
+    Operator,
+}
+
+/// One read-only host path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostResource {
+    /// The path as it appears in the sandbox.
+    pub path: PathBuf,
+    /// When `path` is a symlink: its target as stored in the link.
+    pub symlink_target: Option<PathBuf>,
+    /// Why it is there.
+    pub origin: ResourceOrigin,
+}
+
+/// The read-only host paths a confined agent may read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HostResources {
+    entries: BTreeMap<PathBuf, HostResource>,
+}
+
+impl HostResources {
+    /// No resources at all.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// System roots and the `/etc` subset that exist on this host.
+    pub fn system() -> Self {
+        let mut set = Self::default();
+        for root in SYSTEM_ROOTS {
+            set.add(Path::new(root), ResourceOrigin::System);
+        }
+        for name in ETC_ENTRIES {
+            set.add(&Path::new("/etc").join(name), ResourceOrigin::System);
+        }
+        set
+    }
+
+    /// The resources for running `program` with the given environment:
+    /// system roots, the program's install root, every absolute `PATH`
+    /// entry, toolchain homes, and `VIBESYS_AGENT_SANDBOX_ALLOW`. Values are
+    /// taken from `env` (never from the process environment implicitly).
+    pub fn for_command<'a>(
+        program: &OsStr,
+        env: impl IntoIterator<Item = (&'a OsStr, &'a OsStr)>,
+    ) -> Self {
+        let env: BTreeMap<&OsStr, &OsStr> = env.into_iter().collect();
+        let mut set = Self::system();
+        let path_var = env.get(OsStr::new("PATH")).copied();
+        if let Some(path_var) = path_var {
+            for entry in std::env::split_paths(path_var) {
+                if entry.is_absolute() {
+                    set.add(&entry, ResourceOrigin::PathEntry);
+                }
+            }
+        }
+        if let Some(found) = find_program(program, path_var)
+            && let Some(root) = install_root(&found, env.get(OsStr::new("HOME")).copied())
+        {
+            set.add(&root, ResourceOrigin::Command);
+        }
+        for var in TOOLCHAIN_VARS {
+            if let Some(value) = env.get(OsStr::new(var)) {
+                let p = Path::new(value);
+                if p.is_absolute() {
+                    set.add(p, ResourceOrigin::Toolchain);
+                }
+            }
+        }
+        // rustup's proxies in ~/.cargo/bin need the toolchains in ~/.rustup.
+        if let (Some(home), Some(path_var)) = (env.get(OsStr::new("HOME")), path_var)
+            && !env.contains_key(OsStr::new("RUSTUP_HOME"))
+        {
+            let cargo_bin = Path::new(home).join(".cargo/bin");
+            if std::env::split_paths(path_var).any(|p| p == cargo_bin) {
+                set.add(&Path::new(home).join(".rustup"), ResourceOrigin::Toolchain);
+            }
+        }
+        if let Some(allow) = env.get(OsStr::new(crate::controls::ALLOW_ENV)) {
+            set.add_allow_list(allow);
+        }
+        set
+    }
+
+    /// Adds each absolute entry of a `PATH`-style list as an operator
+    /// resource; relative entries are ignored with a log line.
+    pub fn add_allow_list(&mut self, list: &OsStr) {
+        for entry in std::env::split_paths(list) {
+            if entry.as_os_str().is_empty() {
+                continue;
+            }
+            if entry.is_absolute() {
+                self.add(&entry, ResourceOrigin::Operator);
+            } else {
+                tracing::warn!(path = %entry.display(), "ignoring relative path in {}", crate::controls::ALLOW_ENV);
+            }
+        }
+    }
+
+    /// Adds one path if it exists (symlinks are kept as symlinks and their
+    /// target added too, so the layout inside matches the host).
+    pub fn add(&mut self, path: &Path, origin: ResourceOrigin) {
+        self.add_depth(path, origin, 0);
+    }
+
+    fn add_depth(&mut self, path: &Path, origin: ResourceOrigin, depth: u8) {
+        if depth > 8 || self.entries.contains_key(path) {
+            return;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            return;
+        };
+        if path.to_str().is_none_or(|s| s.contains(['\n', '\r'])) {
+            tracing::warn!(path = %path.display(), "ignoring host resource with an unprintable path");
+            return;
+        }
+        let symlink_target = if meta.file_type().is_symlink() {
+            std::fs::read_link(path).ok()
+        } else {
+            None
+        };
+        // Directory symlinks are recreated as symlinks; file symlinks are
+        // bound through (bwrap and Landlock follow them for the source).
+        let is_dir_link = symlink_target.is_some() && path.is_dir();
+        self.entries.insert(
+            path.to_path_buf(),
+            HostResource {
+                path: path.to_path_buf(),
+                symlink_target: if is_dir_link {
+                    symlink_target.clone()
+                } else {
+                    None
+                },
+                origin,
+            },
+        );
+        if is_dir_link
+            && let Ok(real) = std::fs::canonicalize(path)
+            && !self
+                .entries
+                .values()
+                .any(|e| e.symlink_target.is_none() && real.starts_with(&e.path))
+        {
+            self.add_depth(&real, origin, depth + 1);
+        }
+    }
+
+    /// Drops every resource that is the workspace or one of its ancestors
+    /// (each with a log line), and those inside the workspace (already
+    /// visible). Returns the refused paths.
+    pub fn retain_safe_for(&mut self, workspace: &Workspace) -> Vec<PathBuf> {
+        let root = workspace.root();
+        let mut refused = Vec::new();
+        self.entries.retain(|path, res| {
+            let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+            if root.starts_with(&real) || root.starts_with(path) {
+                tracing::warn!(
+                    resource = %path.display(),
+                    workspace = %root.display(),
+                    origin = ?res.origin,
+                    "refusing host resource: it is the workspace or an ancestor of it and would unconfine the project"
+                );
+                refused.push(path.clone());
+                return false;
+            }
+            !(real.starts_with(root) || path.starts_with(root))
+        });
+        refused
+    }
+
+    /// The resources, sorted by path, without those already visible
+    /// through an enclosing resource directory.
+    pub fn iter(&self) -> impl Iterator<Item = &HostResource> {
+        self.entries.values().filter(|r| {
+            !self.entries.values().any(|outer| {
+                outer.symlink_target.is_none() && outer.path != r.path && r.path.starts_with(&outer.path)
+            })
+        })
+    }
+
+    /// True when `path` is one of the resources.
+    pub fn contains(&self, path: &Path) -> bool {
+        self.entries.contains_key(path)
+    }
+}
+
+/// Finds `program` the way `execvp` would, in the given `PATH`.
+pub fn find_program(program: &OsStr, path_var: Option<&OsStr>) -> Option<PathBuf> {
+    let p = Path::new(program);
+    if p.components().count() > 1 || p.is_absolute() {
+        return p.is_file().then(|| p.to_path_buf());
+    }
+    let path_var: OsString = path_var.map(OsStr::to_os_string).unwrap_or_default();
+    std::env::split_paths(&path_var)
+        .map(|dir| dir.join(program))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The install root of an executable: the directory holding it, or its
+/// parent when that directory is a `bin` of a prefix that is not `/` nor
+/// the home directory itself.
+fn install_root(executable: &Path, home: Option<&OsStr>) -> Option<PathBuf> {
+    let real = std::fs::canonicalize(executable).ok()?;
+    let dir = real.parent()?;
+    if dir.file_name() == Some(OsStr::new("bin"))
+        && let Some(prefix) = dir.parent()
+        && prefix != Path::new("/")
+        && home.is_none_or(|h| Path::new(h) != prefix)
+    {
+        return Some(prefix.to_path_buf());
+    }
+    Some(dir.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn ancestors_of_the_workspace_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("proj");
+        std::fs::create_dir(&ws).unwrap();
+        let workspace = Workspace::open(&ws).unwrap();
+        let mut set = HostResources::none();
+        set.add(dir.path(), ResourceOrigin::Operator);
+        set.add(&ws, ResourceOrigin::Operator);
+        set.add(Path::new("/usr"), ResourceOrigin::System);
+        let refused = set.retain_safe_for(&workspace);
+        assert_eq!(refused.len(), 2, "{refused:?}");
+        assert!(set.contains(Path::new("/usr")));
+    }
+
+    #[test]
+    fn shadow_is_never_a_resource() {
+        let set = HostResources::system();
+        assert!(!set.contains(Path::new("/etc/shadow")));
+        assert!(!set.contains(Path::new("/etc")));
+    }
+}
