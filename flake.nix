@@ -75,23 +75,46 @@
             else
               lib.attrByPath (lib.splitString "." attr) (throw "images/${specName}.toml: nixpkgs has no package `${attr}` (nix.packages)") pkgs;
 
+          # One image from images/<specName>.toml. vibesys reads one
+          # references graph, so the packages get one root: a buildEnv of
+          # them (its bin/ holds every package's commands).
           mkImage =
-            specName:
+            specName: extra:
             let
               spec = ./images + "/${specName}.toml";
               parsed = builtins.fromTOML (builtins.readFile spec);
             in
-            import ./nix/image.nix {
-              vibesys = vibesysExe;
-              inherit spec system;
-              contents = map (resolvePackage specName) (parsed.nix.packages or [ ]);
-            };
+            import ./nix/image.nix (
+              {
+                vibesys = vibesysExe;
+                inherit spec system;
+                contents = [
+                  (pkgs.buildEnv {
+                    name = "${specName}-env";
+                    paths = map (resolvePackage specName) (parsed.nix.packages or [ ]);
+                  })
+                ];
+              }
+              // extra
+            );
 
+          # <name>-image: oci-archive; <name>-squashfs: a flattened rootfs
+          # for enroot and Charliecloud.
           images = lib.listToAttrs (
-            map (n: {
-              name = "${n}-image";
-              value = mkImage n;
-            }) imageNames
+            lib.concatMap (n: [
+              {
+                name = "${n}-image";
+                value = mkImage n { };
+              }
+              {
+                name = "${n}-squashfs";
+                value = mkImage n {
+                  format = "squashfs";
+                  tools = [ pkgs.squashfsTools ];
+                  name = "${n}-squashfs";
+                };
+              }
+            ]) imageNames
           );
         in
         {

@@ -19,9 +19,9 @@
   # Host paths (files or directories) to add to the store, each as one
   # store path named after its base name; their closure is the content.
   # Store paths already in the store are taken as they are.
-  contents ? [ ],
-  format ? null,
-  sourceDateEpoch ? null,
+  contents,
+  format ? "oci-archive",
+  sourceDateEpoch ? 1,
   name ? null,
   system ? builtins.currentSystem,
 }:

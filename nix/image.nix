@@ -13,9 +13,12 @@
 # Nothing here fetches anything: with a static vibesys and contents already
 # in the store it builds offline and in the Nix sandbox (see nix/default.nix
 # for that entry point). The digests equal those of `vibesys image build
-# SPEC --references-graph GRAPH...` run outside Nix on the same closure with
+# SPEC --references-graph GRAPH` run outside Nix on the same closure with
 # the same SOURCE_DATE_EPOCH: the builder is the same program, given the
 # same spec and graph, and Nix adds nothing to the image.
+#
+# Nix writes the graph file; vibesys runs in the build directory and reads
+# it from there (`--references-graph closure-graph`).
 {
   # The vibesys executable the build runs: a store path (string with
   # context, e.g. "${pkg}/bin/vibesys", or the result of builtins.path). It
@@ -23,16 +26,21 @@
   vibesys,
   # The image spec (images/<name>.toml), a path.
   spec,
-  # Store paths (derivations, or builtins.path results) whose closure is the
-  # image's content. Each one's references graph is handed to vibesys.
-  contents ? [ ],
-  # Output format, one of archive, oci, oci-archive, docker-archive. Default:
-  # the spec's `format`, else oci-archive.
-  format ? null,
+  # Store paths whose closure is the image's content: one store path of
+  # any kind (a derivation such as a buildEnv, a builtins.path result), or
+  # several sources (builtins.path results) that are not derivation outputs.
+  contents,
+  # Output format: oci-archive (default), archive (OCI layout and Docker
+  # manifest.json in one tar: `docker load` takes it), oci (a directory),
+  # docker-archive, or squashfs (needs `mksquashfs` from `tools`).
+  format ? "oci-archive",
   # Seconds since the epoch that every timestamp in the image is clamped
-  # to. Default: the spec's `source_date_epoch`, else 1 (1970-01-01T00:00:01Z,
-  # as nixpkgs' dockerTools). A string or an integer.
-  sourceDateEpoch ? null,
+  # to (SOURCE_DATE_EPOCH); an integer or a string of digits. The default,
+  # 1, is 1970-01-01T00:00:01Z as in nixpkgs' dockerTools.
+  sourceDateEpoch ? 1,
+  # Store paths whose bin/ directories form the builder's PATH: only
+  # squashfs needs one (squashfs-tools, for mksquashfs).
+  tools ? [ ],
   # The derivation's name. Default: the spec's `name` plus "-image".
   name ? null,
   # The system the builder runs on; vibesys must be built for it.
@@ -40,17 +48,20 @@
 }:
 let
   parsed = builtins.fromTOML (builtins.readFile spec);
-  specName = parsed.name or (builtins.replaceStrings [ ".toml" ] [ "" ] (baseNameOf (toString spec)));
-  formats = [ "archive" "oci" "oci-archive" "docker-archive" ];
-  chosenFormat =
-    if format != null then format
-    else parsed.format or "oci-archive";
-  epoch =
-    if sourceDateEpoch != null then toString sourceDateEpoch
-    else toString (parsed.source_date_epoch or 1);
+  # Store path names allow no "/" (image names may have one: "vibesys/editor").
+  specName = builtins.replaceStrings [ "/" ] [ "-" ] (
+    parsed.name or (builtins.replaceStrings [ ".toml" ] [ "" ] (baseNameOf (toString spec)))
+  );
+  formats = [
+    "archive"
+    "oci"
+    "oci-archive"
+    "docker-archive"
+    "squashfs"
+  ];
+  epoch = toString sourceDateEpoch;
   # The spec enters the store under a fixed name, so its store path depends
-  # on its bytes only (not on where the checkout lies).
-  # A spec that is already a store path (builtins.toFile, a derivation
+  # on its bytes only (not on where the checkout lies). A spec that is already a store path (builtins.toFile, a derivation
   # output) is taken as it is.
   specInStore =
     if builtins.isString spec && builtins.hasContext spec then
@@ -60,17 +71,23 @@ let
         path = spec;
         name = "${specName}-spec.toml";
       };
-  # exportReferencesGraph takes pairs "file name" "store path"; one graph
-  # file per content root, named graph-0, graph-1, ... in the build dir.
-  graphNames = builtins.genList (i: "graph-${toString i}") (builtins.length contents);
-  graphPairs = builtins.concatLists (
-    builtins.genList (i: [ (builtins.elemAt graphNames i) (builtins.elemAt contents i) ]) (builtins.length contents)
-  );
-  graphArgs = builtins.concatMap (g: [ "--references-graph" g ]) graphNames;
+  # vibesys reads one references graph. exportReferencesGraph writes one
+  # graph per store path, so several contents get one root: a text file
+  # naming them (builtins.toFile may refer to sources such as builtins.path
+  # results, not to derivation outputs: give a single root, e.g. nixpkgs'
+  # buildEnv, for those). One content is its own root.
+  root =
+    if builtins.length contents == 1 then
+      builtins.head contents
+    else
+      builtins.toFile "${specName}-contents" (builtins.concatStringsSep "\n" (map toString contents) + "\n");
 in
-assert builtins.isList contents;
-assert builtins.elem chosenFormat formats
-  || throw "vibesys image ${specName}: unknown format ${chosenFormat}; expected one of ${builtins.concatStringsSep ", " formats}";
+assert builtins.isList contents && contents != [ ]
+  || throw "vibesys image ${specName}: contents must be a non-empty list of store paths";
+assert builtins.elem format formats
+  || throw "vibesys image ${specName}: unknown format ${format}; expected one of ${builtins.concatStringsSep ", " formats}";
+assert format != "squashfs" || tools != [ ]
+  || throw "vibesys image ${specName}: the squashfs format needs mksquashfs: pass tools = [ squashfsTools ]";
 assert builtins.match "[0-9]+" epoch != null
   || throw "vibesys image ${specName}: sourceDateEpoch must be a number of seconds, got ${epoch}";
 derivation {
@@ -84,10 +101,16 @@ derivation {
     "--out"
     (builtins.placeholder "out")
     "--format"
-    chosenFormat
-  ] ++ graphArgs;
-  exportReferencesGraph = graphPairs;
+    format
+    "--references-graph"
+    "closure-graph"
+  ];
+  exportReferencesGraph = [
+    "closure-graph"
+    root
+  ];
   SOURCE_DATE_EPOCH = epoch;
+  PATH = builtins.concatStringsSep ":" (map (t: "${t}/bin") tools);
   # Nothing to fetch; building locally is cheaper than a cache round trip.
   preferLocalBuild = true;
   allowSubstitutes = false;
