@@ -1,0 +1,196 @@
+//! Test harness for end-to-end confinement tests: real bwrap, real
+//! Landlock, run as root and as an unprivileged user the harness creates.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+/// The unprivileged user the harness creates.
+pub const TEST_USER: &str = "vibesys-test";
+
+/// The vibesys binary under test.
+pub fn vibesys() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_vibesys"))
+}
+
+/// Fails (never skips) when a tool the test needs is missing.
+pub fn require_tool(tool: &str, install: &str) {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+        .unwrap_or(false);
+    assert!(found, "this test needs `{tool}`: install it with `{install}`");
+}
+
+/// Who runs the confined command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum As {
+    /// The test process itself (root in CI).
+    Root,
+    /// The unprivileged user created by the harness.
+    User,
+}
+
+/// (uid, gid) of the unprivileged test user, created on first use.
+pub fn test_user() -> (u32, u32) {
+    static USER: OnceLock<(u32, u32)> = OnceLock::new();
+    *USER.get_or_init(|| {
+        let id = |flag: &str| -> Option<u32> {
+            let out = Command::new("id").args([flag, TEST_USER]).output().ok()?;
+            if !out.status.success() {
+                return None;
+            }
+            String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+        };
+        if id("-u").is_none() {
+            assert!(is_root(), "creating the unprivileged test user needs root");
+            let status = Command::new("useradd")
+                .args(["--system", "--no-create-home", "--shell", "/bin/sh", TEST_USER])
+                .status()
+                .expect("run useradd");
+            // Another test binary may have created it concurrently.
+            assert!(status.success() || id("-u").is_some(), "useradd {TEST_USER} failed");
+        }
+        (id("-u").unwrap(), id("-g").unwrap())
+    })
+}
+
+/// True when the tests run as root.
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// The users to run each scenario as: root and the test user when the
+/// tests run as root (as in CI), else just the current user.
+pub fn users() -> Vec<As> {
+    if is_root() {
+        vec![As::Root, As::User]
+    } else {
+        vec![As::Root]
+    }
+}
+
+/// A sample project: `docs/` read-only, `secret/` and `token.txt`
+/// hidden (from vibesys.toml), a `.git` directory, and links.
+pub struct Project {
+    pub root: PathBuf,
+    pub outside: PathBuf,
+    _base: tempfile::TempDir,
+}
+
+/// Creates a project in a fresh directory outside /tmp (Landlock refuses
+/// projects below the trees it must grant), owned by `who`.
+pub fn project(who: As) -> Project {
+    let base_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("confine");
+    std::fs::create_dir_all(&base_dir).unwrap();
+    let base = tempfile::Builder::new()
+        .prefix("proj")
+        .tempdir_in(&base_dir)
+        .unwrap();
+    let root = base.path().join("project");
+    let outside = base.path().join("outside");
+    std::fs::create_dir_all(root.join("secret")).unwrap();
+    std::fs::create_dir_all(root.join("docs")).unwrap();
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(root.join("secret/key"), "SECRET-KEY\n").unwrap();
+    std::fs::write(root.join("token.txt"), "TOKEN-VALUE\n").unwrap();
+    std::fs::write(root.join("docs/readme"), "docs\n").unwrap();
+    std::fs::write(root.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(outside.join("private"), "OUTSIDE-PRIVATE\n").unwrap();
+    std::os::unix::fs::symlink(root.join("secret/key"), root.join("link-to-secret")).unwrap();
+    std::os::unix::fs::symlink(outside.join("private"), root.join("link-outside")).unwrap();
+    std::fs::write(
+        root.join("vibesys.toml"),
+        "[sandbox]\nread_only = [\"docs\"]\nhidden = [\"secret\", \"token.txt\"]\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for p in [base_dir.as_path(), base.path()] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(outside.join("private"), std::fs::Permissions::from_mode(0o644))
+        .unwrap();
+    if who == As::User {
+        let (uid, gid) = test_user();
+        let status = Command::new("chown")
+            .args(["-R", "-h", &format!("{uid}:{gid}")])
+            .arg(&root)
+            .arg(&outside)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    Project {
+        root,
+        outside,
+        _base: base,
+    }
+}
+
+/// A command that runs `program args` as `who`, in `dir`, with a small
+/// explicit environment (nothing inherited but what is named).
+pub fn command_as(who: As, dir: &Path, program: &Path, args: &[&str]) -> Command {
+    let mut cmd = match who {
+        As::Root => Command::new(program),
+        As::User => {
+            let (uid, gid) = test_user();
+            let mut c = Command::new("setpriv");
+            c.args([
+                format!("--reuid={uid}"),
+                format!("--regid={gid}"),
+                "--clear-groups".into(),
+                "--".into(),
+            ]);
+            c.arg(program);
+            c
+        }
+    };
+    cmd.args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", "/nonexistent")
+        .env("LANG", "C")
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// Runs `vibesys exec --confine BACKEND -- sh -c SCRIPT` as `who`.
+pub fn exec_sh(who: As, project: &Project, backend: &str, script: &str) -> Output {
+    command_as(
+        who,
+        &project.root,
+        &vibesys(),
+        &["exec", "--confine", backend, "--", "sh", "-c", script],
+    )
+    .output()
+    .expect("run vibesys")
+}
+
+/// stdout as text.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// stderr as text.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Asserts the exit code, showing both streams on failure.
+pub fn assert_code(out: &Output, code: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "exit status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        stdout(out),
+        stderr(out)
+    );
+}
