@@ -347,3 +347,53 @@ fn cwd_relative_program_path() {
         .unwrap();
     assert_eq!(r.stdout.bytes(), b"hi\n");
 }
+
+/// Not a test of its own: the body of the process that
+/// `killing_the_runner_process_kills_the_tree` starts and then SIGKILLs.
+/// Does nothing unless that test set `VS_RUNNER_HELPER_MARKER`.
+#[test]
+fn helper_process_for_parent_death() {
+    let Some(m) = std::env::var_os("VS_RUNNER_HELPER_MARKER") else {
+        return;
+    };
+    let m = m.to_string_lossy().into_owned();
+    let _ = LocalShellRunner::new().run(&sh(&format!(
+        "setsid sleep 1000 {m} & (setsid sh -c 'sleep 1000 {m} & exit 0' &) ; sleep 1000 {m}"
+    )));
+}
+
+#[test]
+fn killing_the_runner_process_kills_the_tree() {
+    let m = marker();
+    let mut helper = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "helper_process_for_parent_death", "--nocapture"])
+        .env("VS_RUNNER_HELPER_MARKER", &m)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until all three sleeps run (the tree is fully formed).
+    let live = |m: &str| {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+                    c.starts_with(b"sleep\0") && String::from_utf8_lossy(&c).contains(m)
+                })
+            })
+            .count()
+    };
+    let t0 = Instant::now();
+    while live(&m) < 3 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "tree never formed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // vibesys dies without any chance to clean up.
+    helper.kill().unwrap();
+    helper.wait().unwrap();
+    let t0 = Instant::now();
+    while live(&m) > 0 && t0.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_no_survivors(&m);
+}
