@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Benchmark the accuracy gate against the obvious shell peer.
+#
+#   vibesys:  vibesys gate baseline --protect data  +  vibesys gate check
+#   peer:     find data -type f -print0 | xargs -0 sha256sum > list
+#             +  sha256sum -c --quiet list
+#
+# on a tree of 50,000 files / 2 GiB of deterministic content with varied
+# sizes (0 B to 64 MiB). The tree is generated once into a cache directory
+# and reused. Both sides run interleaved in the same invocation, each RUNS
+# times after one warm-up round; the medians and their ratio are printed.
+#
+# Caches: dropping the page cache is not reliably possible here, so both
+# sides run with a WARM cache (the warm-up round reads the whole tree).
+#
+# Environment:
+#   BENCH_FILES (50000)  BENCH_BYTES (2147483648)  BENCH_RUNS (3)
+#   BENCH_CACHE (/tmp/vibesys-bench-gate-FILES-BYTES)
+#   VIBESYS_BIN (default: build the release binary with cargo)
+set -euo pipefail
+
+FILES=${BENCH_FILES:-50000}
+BYTES=${BENCH_BYTES:-2147483648}
+RUNS=${BENCH_RUNS:-3}
+CACHE=${BENCH_CACHE:-/tmp/vibesys-bench-gate-$FILES-$BYTES}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+need() {
+    command -v "$1" >/dev/null 2>&1 || {
+        echo "bench-gate: $1 is required: $2" >&2
+        exit 1
+    }
+}
+need python3 "install python3"
+need sha256sum "install coreutils"
+need find "install findutils"
+need xargs "install findutils"
+
+if [[ -z "${VIBESYS_BIN:-}" ]]; then
+    need cargo "install Rust (rustup) or set VIBESYS_BIN"
+    TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+    (cd "$ROOT" && CARGO_TARGET_DIR=$TARGET cargo build --release -q -p vibesys)
+    VIBESYS_BIN=$TARGET/release/vibesys
+fi
+[[ -x "$VIBESYS_BIN" ]] || { echo "bench-gate: $VIBESYS_BIN is not executable" >&2; exit 1; }
+
+TREE=$CACHE/tree
+if [[ ! -f "$CACHE/complete" ]]; then
+    echo "bench-gate: generating $FILES files / $BYTES bytes into $TREE (once)" >&2
+    rm -rf "$CACHE"
+    mkdir -p "$CACHE"
+    python3 - "$TREE.partial" "$FILES" "$BYTES" <<'PY'
+import os, random, sys
+
+out, n, total = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rng = random.Random(20261129)
+block = rng.randbytes(8 << 20)  # 8 MiB of seeded noise, sliced per file
+
+# 0.04% of the files are big (16-64 MiB, capped at ~40% of the bytes);
+# the rest share what is left with a heavy-tailed spread (many tiny files,
+# some exactly 0 bytes).
+big = max(1, n // 2500)
+big_sizes = [rng.randint(16 << 20, 64 << 20) for _ in range(big)]
+scale = min(1.0, 0.4 * total / sum(big_sizes))
+big_sizes = [int(s * scale) for s in big_sizes]
+rest = total - sum(big_sizes)
+weights = [rng.random() ** 3 for _ in range(n - big)]
+wsum = sum(weights)
+small = [int(w / wsum * rest) for w in weights]
+small[-1] += rest - sum(small)
+sizes = small + big_sizes
+rng.shuffle(sizes)
+assert sum(sizes) == total and len(sizes) == n
+
+for i, size in enumerate(sizes):
+    d = os.path.join(out, "data", "d%02d" % (i % 50), "e%d" % (i // 50 % 10))
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "f%05d.bin" % i), "wb") as f:
+        off = (i * 104729) % len(block)
+        left = size
+        while left:
+            chunk = block[off:off + min(left, 1 << 20)]
+            if not chunk:
+                off = 0
+                continue
+            f.write(chunk)
+            left -= len(chunk)
+            off = (off + len(chunk)) % len(block)
+PY
+    mv "$TREE.partial" "$TREE"
+    touch "$CACHE/complete"
+fi
+
+nfiles=$(find "$TREE/data" -type f | wc -l)
+nbytes=$(find "$TREE/data" -type f -printf '%s\n' | awk '{s+=$1} END {printf "%d", s}')
+"$VIBESYS_BIN" state init --project "$TREE" >/dev/null
+
+run_vibesys() {
+    "$VIBESYS_BIN" gate baseline --project "$TREE" --run bench --protect data >/dev/null
+    "$VIBESYS_BIN" gate check --project "$TREE" --run bench >/dev/null
+}
+run_peer() {
+    (cd "$TREE" && find data -type f -print0 | xargs -0 sha256sum >"$CACHE/list" &&
+        sha256sum -c --quiet "$CACHE/list")
+}
+seconds() { # runs "$@", prints wall seconds
+    local t0 t1
+    t0=$(date +%s.%N)
+    "$@"
+    t1=$(date +%s.%N)
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }'
+}
+median() { printf '%s\n' "$@" | sort -g | sed -n "$(( ($# + 1) / 2 ))p"; }
+
+echo "bench-gate: $nfiles files, $nbytes bytes, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "bench-gate: warm cache for both (one warm-up round each); $RUNS runs, interleaved"
+seconds run_vibesys >/dev/null
+seconds run_peer >/dev/null
+v=() p=()
+for i in $(seq "$RUNS"); do
+    v+=("$(seconds run_vibesys)")
+    p+=("$(seconds run_peer)")
+    echo "  run $i: vibesys ${v[-1]} s, peer ${p[-1]} s"
+done
+vm=$(median "${v[@]}")
+pm=$(median "${p[@]}")
+echo "median: vibesys gate baseline+check ${vm} s; find|xargs sha256sum + sha256sum -c ${pm} s"
+awk -v v="$vm" -v p="$pm" 'BEGIN { printf "ratio: vibesys is %.2fx faster than the peer (target >= 1.5x)\n", p / v }'
