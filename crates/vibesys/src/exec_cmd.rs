@@ -9,7 +9,7 @@ use vs_sandbox::controls::{SANDBOX_ENV, allow_unconfined};
 use vs_sandbox::launch;
 use vs_sandbox::{
     BwrapOptions, Confinement, Enforcement, HostSandbox, LandlockOptions, LandlockSandbox,
-    SandboxMode,
+    ConfineMode,
 };
 
 use crate::project::{PolicyArgs, chdir_in, helper_exe};
@@ -57,14 +57,14 @@ pub struct ExecArgs {
 
 /// Resolves the mechanism: an explicit `--confine` wins, `auto` reads the
 /// environment variable (an unknown value is an error either way).
-pub fn resolve_mode(confine: ConfineArg) -> anyhow::Result<SandboxMode> {
-    let env_mode = SandboxMode::from_env_value(std::env::var_os(SANDBOX_ENV).as_deref())?;
+pub fn resolve_mode(confine: ConfineArg) -> anyhow::Result<ConfineMode> {
+    let env_mode = ConfineMode::from_env_value(std::env::var_os(SANDBOX_ENV).as_deref())?;
     Ok(match confine {
         ConfineArg::Auto => env_mode,
-        ConfineArg::Bwrap => SandboxMode::Bwrap,
-        ConfineArg::Landlock => SandboxMode::Landlock,
-        ConfineArg::Docker => SandboxMode::Docker,
-        ConfineArg::None => SandboxMode::Off,
+        ConfineArg::Bwrap => ConfineMode::Bwrap,
+        ConfineArg::Landlock => ConfineMode::Landlock,
+        ConfineArg::Docker => ConfineMode::Docker,
+        ConfineArg::None => ConfineMode::Off,
     })
 }
 
@@ -91,8 +91,8 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     }
     let resources = project.resources(&args.command[0], &args.policy.allow);
     match mode {
-        SandboxMode::Auto | SandboxMode::Bwrap => {
-            if cfg!(target_os = "macos") && mode == SandboxMode::Auto {
+        ConfineMode::Auto | ConfineMode::Bwrap => {
+            if cfg!(target_os = "macos") && mode == ConfineMode::Auto {
                 bail!("the seatbelt backend is planned but `vibesys exec` runs it only on macOS builds");
             }
             let path_var = std::env::var_os("PATH");
@@ -106,7 +106,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
             let code = launch::run_bwrap(sandbox.plan(), &args.command)?;
             Ok(code as u8)
         }
-        SandboxMode::Landlock => {
+        ConfineMode::Landlock => {
             let options = LandlockOptions {
                 network: project.network,
                 helper: helper_exe()?,
@@ -126,13 +126,13 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
             eprintln!("vibesys: {err}");
             Ok(code as u8)
         }
-        SandboxMode::Docker => {
+        ConfineMode::Docker => {
             let _ = args.image;
             bail!(
                 "sandbox unavailable: docker: `vibesys exec --confine docker` is not available in this build yet; use --confine bwrap"
             )
         }
-        SandboxMode::Off => unreachable_off(),
+        ConfineMode::Off => unreachable_off(),
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use vs_sandbox::config::SandboxConfig;
+use vs_sandbox::config::PolicyConfig;
 use vs_sandbox::resources::ResourceOrigin;
 use vs_sandbox::{HostResources, ProjectPathPolicy, ResolvedPolicy, Workspace};
 
@@ -37,7 +37,7 @@ pub struct ProjectPolicy {
     pub workspace: Workspace,
     pub policy: ProjectPathPolicy,
     pub resolved: ResolvedPolicy,
-    pub config: SandboxConfig,
+    pub config: PolicyConfig,
     pub network: bool,
 }
 
@@ -50,7 +50,7 @@ impl PolicyArgs {
             None => std::env::current_dir().context("cannot read the current directory")?,
         };
         let workspace = Workspace::open(&dir)?;
-        let config = SandboxConfig::load(workspace.root())?;
+        let config = PolicyConfig::load(workspace.root())?;
         let flags = ProjectPathPolicy::new(&self.read_only, &self.hidden)?;
         let mut policy = config.policy()?.merge(&flags)?;
         if workspace.root().join(vs_runtime::state::STATE_DIR).is_dir() {

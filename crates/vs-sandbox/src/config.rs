@@ -20,7 +20,7 @@ const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 /// `[sandbox]` of `vibesys.toml`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SandboxConfig {
+pub struct PolicyConfig {
     /// Workspace-relative read-only paths.
     #[serde(default)]
     pub read_only: Vec<PathBuf>,
@@ -38,7 +38,7 @@ pub struct SandboxConfig {
 #[derive(Deserialize)]
 struct File {
     #[serde(default)]
-    sandbox: Option<SandboxConfig>,
+    sandbox: Option<PolicyConfig>,
 }
 
 /// Why `vibesys.toml` could not be used.
@@ -86,7 +86,7 @@ pub enum ConfigError {
     },
 }
 
-impl SandboxConfig {
+impl PolicyConfig {
     /// Reads `vibesys.toml` from the workspace root; a missing file gives
     /// the empty configuration.
     pub fn load(workspace_root: &Path) -> Result<Self, ConfigError> {

@@ -14,7 +14,7 @@ pub const ALLOW_ENV: &str = "VIBESYS_AGENT_SANDBOX_ALLOW";
 /// The confinement mechanism an operator asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum SandboxMode {
+pub enum ConfineMode {
     /// The platform's strong default: bubblewrap on Linux, Seatbelt on macOS.
     Auto,
     /// bubblewrap (Linux).
@@ -27,7 +27,7 @@ pub enum SandboxMode {
     Off,
 }
 
-impl SandboxMode {
+impl ConfineMode {
     /// Parses an operator value. Case and surrounding spaces are ignored;
     /// an empty value means `auto`; `0`, `false`, `off`, `no` and `none`
     /// disable confinement; anything else is an error, whether or not
@@ -114,10 +114,10 @@ impl SandboxUnavailableError {
 /// [`Enforcement::Required`], a warning otherwise. Returns true when the
 /// caller may run unconfined.
 pub fn allow_unconfined(
-    mode: SandboxMode,
+    mode: ConfineMode,
     enforcement: Enforcement,
 ) -> Result<bool, SandboxUnavailableError> {
-    if mode != SandboxMode::Off {
+    if mode != ConfineMode::Off {
         return Ok(false);
     }
     match enforcement {
@@ -142,27 +142,27 @@ mod tests {
 
     #[test]
     fn parses_case_and_spaces() {
-        assert_eq!(SandboxMode::parse("  BWRAP ", "t").unwrap(), SandboxMode::Bwrap);
-        assert_eq!(SandboxMode::parse("LandLock", "t").unwrap(), SandboxMode::Landlock);
+        assert_eq!(ConfineMode::parse("  BWRAP ", "t").unwrap(), ConfineMode::Bwrap);
+        assert_eq!(ConfineMode::parse("LandLock", "t").unwrap(), ConfineMode::Landlock);
         for off in ["0", "false", "OFF", " no", "None"] {
-            assert_eq!(SandboxMode::parse(off, "t").unwrap(), SandboxMode::Off);
+            assert_eq!(ConfineMode::parse(off, "t").unwrap(), ConfineMode::Off);
         }
-        assert_eq!(SandboxMode::parse("", "t").unwrap(), SandboxMode::Auto);
-        assert_eq!(SandboxMode::from_env_value(None).unwrap(), SandboxMode::Auto);
+        assert_eq!(ConfineMode::parse("", "t").unwrap(), ConfineMode::Auto);
+        assert_eq!(ConfineMode::from_env_value(None).unwrap(), ConfineMode::Auto);
     }
 
     #[test]
     fn unknown_values_are_errors() {
-        let err = SandboxMode::parse("firejail", SANDBOX_ENV).unwrap_err();
+        let err = ConfineMode::parse("firejail", SANDBOX_ENV).unwrap_err();
         let text = err.to_string();
         assert!(text.contains("firejail") && text.contains(SANDBOX_ENV), "{text}");
     }
 
     #[test]
     fn disabled_is_refused_when_required() {
-        let err = allow_unconfined(SandboxMode::Off, Enforcement::Required).unwrap_err();
+        let err = allow_unconfined(ConfineMode::Off, Enforcement::Required).unwrap_err();
         assert!(err.to_string().contains("requires enforcement"));
-        assert!(allow_unconfined(SandboxMode::Off, Enforcement::Optional).unwrap());
-        assert!(!allow_unconfined(SandboxMode::Bwrap, Enforcement::Required).unwrap());
+        assert!(allow_unconfined(ConfineMode::Off, Enforcement::Optional).unwrap());
+        assert!(!allow_unconfined(ConfineMode::Bwrap, Enforcement::Required).unwrap());
     }
 }

@@ -88,8 +88,8 @@ impl LandlockPlan {
         let mut write = vec![root.to_path_buf()];
         write.extend(WRITABLE_TREES.iter().map(PathBuf::from));
         write.extend(WRITABLE_DEVICES.iter().map(PathBuf::from));
-        write.retain(|p| p == root || p.exists());
-        write.dedup();
+        let mut seen = std::collections::BTreeSet::new();
+        write.retain(|p| (p == root || p.exists()) && seen.insert(p.clone()));
         Ok(Self {
             read,
             write,
