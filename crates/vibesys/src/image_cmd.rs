@@ -185,9 +185,15 @@ fn default_cache() -> Option<PathBuf> {
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     };
+    // Never create a home directory: the Nix sandbox sets HOME to a path
+    // that does not exist (/homeless-shelter).
     nonempty("XDG_CACHE_HOME")
-        .or_else(|| nonempty("HOME").map(|h| h.join(".cache")))
-        .filter(|p| p.is_absolute())
+        .filter(|p| p.is_absolute() && p.is_dir())
+        .or_else(|| {
+            nonempty("HOME")
+                .filter(|h| h.is_absolute() && h.is_dir())
+                .map(|h| h.join(".cache"))
+        })
         .map(|p| p.join("vibesys").join("images"))
 }
 

@@ -182,9 +182,18 @@ impl ImageSpec {
 
     /// Parses and validates spec text.
     pub fn parse(text: &str) -> Result<Self, Error> {
-        let spec: ImageSpec = toml::from_str(text).map_err(|e| Error::SpecParse {
-            path: "<text>".into(),
-            message: e.message().to_owned(),
+        let spec: ImageSpec = toml::from_str(text).map_err(|e| {
+            let at = e.span().map(|s| {
+                let start = s.start.min(text.len());
+                let line_no = text[..start].matches('\n').count() + 1;
+                let line = text.lines().nth(line_no - 1).unwrap_or("").trim();
+                let line: String = line.chars().take(80).collect();
+                format!("line {line_no}: {line}: ")
+            });
+            Error::SpecParse {
+                path: "<text>".into(),
+                message: format!("{}{}", at.unwrap_or_default(), e.message()),
+            }
         })?;
         spec.validate()?;
         Ok(spec)
