@@ -345,6 +345,7 @@ pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
     let mut sbom = None;
     let layers_desc: Vec<Descriptor>;
     let config_desc: Descriptor;
+    let mut docker_config: Option<Vec<u8>> = None;
     if has_index {
         let layout = store.read_doc("oci-layout", "the OCI layout")?;
         let lv: Value = parse("oci-layout", &layout)?;
@@ -431,6 +432,7 @@ pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
         let (cfg, l) = docker_entry(&store)?;
         let bytes = store.read_doc(&cfg, "manifest.json")?;
         config_desc = Descriptor::new(media::CONFIG, Digest::of(&bytes), bytes.len() as u64);
+        docker_config = Some(bytes);
         let mut descs = Vec::new();
         for member in &l {
             let size = store.size(member).ok_or_else(|| Error::MissingBlob {
@@ -461,7 +463,10 @@ pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
             }
         }
     }
-    let config_bytes = store.read_blob(&config_desc, "the image manifest")?;
+    let config_bytes = match docker_config {
+        Some(b) => b,
+        None => store.read_blob(&config_desc, "the image manifest")?,
+    };
     let config: ConfigDoc = parse(&format!("config {}", config_desc.digest), &config_bytes)?;
     if config.rootfs.diff_ids.len() != layers_desc.len() {
         return Err(Error::malformed(
