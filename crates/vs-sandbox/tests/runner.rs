@@ -131,7 +131,7 @@ fn timeout_kills_the_whole_tree_including_session_escapers() {
     let took = t0.elapsed();
     assert!(r.timed_out && !r.cancelled);
     assert_eq!((r.exit_code, r.signal), (137, Some(9)));
-    assert!(took < Duration::from_secs(4), "took {took:?}");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
     assert!(r.duration >= Duration::from_millis(700));
     assert_no_survivors(&m);
 }
@@ -144,7 +144,7 @@ fn a_grandchild_holding_stdout_does_not_block_the_return() {
     let r = LocalShellRunner::new()
         .run(&sh(&format!("setsid sleep 1000 {m} & echo done")))
         .unwrap();
-    assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
     assert_eq!(r.exit_code, 0);
     assert!(!r.timed_out);
     assert_eq!(r.stdout.bytes(), b"done\n");
@@ -168,7 +168,7 @@ fn cancellation_kills_the_tree() {
     canceller.join().unwrap();
     assert!(r.cancelled && !r.timed_out);
     assert_eq!(r.signal, Some(9));
-    assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
     assert_no_survivors(&m);
 }
 
