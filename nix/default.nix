@@ -21,6 +21,7 @@
   # Store paths already in the store are taken as they are.
   contents,
   format ? "oci-archive",
+  compression ? "none",
   sourceDateEpoch ? 1,
   name ? null,
   system ? builtins.currentSystem,
@@ -48,6 +49,6 @@ import ./image.nix {
     path = vibesys;
     name = "vibesys";
   };
-  inherit spec format sourceDateEpoch name system;
+  inherit spec format compression sourceDateEpoch name system;
   contents = map addToStore contents;
 }

@@ -38,6 +38,8 @@
   # to (SOURCE_DATE_EPOCH); an integer or a string of digits. The default,
   # 1, is 1970-01-01T00:00:01Z as in nixpkgs' dockerTools.
   sourceDateEpoch ? 1,
+  # Layer compression: none (default), gzip or zstd.
+  compression ? "none",
   # Store paths whose bin/ directories form the builder's PATH: only
   # squashfs needs one (squashfs-tools, for mksquashfs).
   tools ? [ ],
@@ -86,6 +88,12 @@ assert builtins.isList contents && contents != [ ]
   || throw "vibesys image ${specName}: contents must be a non-empty list of store paths";
 assert builtins.elem format formats
   || throw "vibesys image ${specName}: unknown format ${format}; expected one of ${builtins.concatStringsSep ", " formats}";
+assert builtins.elem compression [
+  "none"
+  "gzip"
+  "zstd"
+]
+  || throw "vibesys image ${specName}: unknown compression ${compression}; expected none, gzip or zstd";
 assert format != "squashfs" || tools != [ ]
   || throw "vibesys image ${specName}: the squashfs format needs mksquashfs: pass tools = [ squashfsTools ]";
 assert builtins.match "[0-9]+" epoch != null
@@ -102,8 +110,12 @@ derivation {
     (builtins.placeholder "out")
     "--format"
     format
+    "--compression"
+    compression
     "--references-graph"
     "closure-graph"
+    # A layer cache inside a build sandbox is never reused.
+    "--no-cache"
   ];
   exportReferencesGraph = [
     "closure-graph"

@@ -1,0 +1,308 @@
+//! The Nix path, end to end, with real tools: every `.nix` file parses,
+//! `flake.lock` carries the nixpkgs pin, and an image built by the
+//! builtins-only function in `nix/` (static vibesys as the builder, the
+//! exported references graph of a static busybox as the input, Nix sandbox
+//! on, offline) loads into Docker, runs, and has the digests that `vibesys
+//! image build` gives for the same closure outside Nix.
+//!
+//! Needs `nix-bin` (Nix >= 2.8: nix-build, nix-store, nix-instantiate), a
+//! reachable Docker Engine, `busybox-static` (/bin/busybox), the Rust target
+//! x86_64-unknown-linux-musl and musl-tools; `scripts/ci-setup-nix.sh` sets
+//! them up. A missing tool fails the test, naming what to install.
+//!
+//! `VIBESYS_STATIC_BIN` names a prebuilt static vibesys to use instead of
+//! building one with `scripts/build-static.sh`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Instant;
+
+/// Fixed timestamp for both builds (any value works; both must agree).
+const EPOCH: &str = "1700000000";
+const IMAGE_NAME: &str = "vibesys-nix-test";
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// Fails the test when `tool` is not on PATH, saying what to install.
+fn require(tool: &str, install: &str) {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+        .unwrap_or(false);
+    assert!(found, "`{tool}` not found on PATH: {install} (scripts/ci-setup-nix.sh does it)");
+}
+
+fn require_nix() {
+    for tool in ["nix-build", "nix-store", "nix-instantiate"] {
+        require(tool, "install Nix, e.g. Debian's nix-bin (`apt-get install nix-bin`)");
+    }
+}
+
+fn require_docker() {
+    require("docker", "install Docker (Debian: `apt-get install docker.io`) and start the Engine");
+    let out = Command::new("docker").args(["version", "--format", "{{.Server.Version}}"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "the Docker Engine does not answer `docker version`: start dockerd\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs `cmd`, failing the test with its output unless it succeeds.
+fn run(cmd: &mut Command) -> Output {
+    let shown = format!("{cmd:?}");
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {shown}: {e}"));
+    assert!(
+        out.status.success(),
+        "{shown} failed ({})\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).unwrap().trim().to_owned()
+}
+
+/// Every `.nix` file of the repository, outside `target*` and `.git`.
+fn nix_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap()).collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let ft = e.file_type().unwrap();
+        if ft.is_dir() {
+            if !(name.starts_with("target") || name == ".git" || name == "node_modules") {
+                nix_files(&e.path(), out);
+            }
+        } else if ft.is_file() && name.ends_with(".nix") {
+            out.push(e.path());
+        }
+    }
+}
+
+#[test]
+fn every_nix_file_parses() {
+    require_nix();
+    let root = repo_root();
+    let mut files = Vec::new();
+    nix_files(&root, &mut files);
+    for must in ["flake.nix", "nix/image.nix", "nix/default.nix"] {
+        assert!(files.contains(&root.join(must)), "{must} is missing");
+    }
+    for f in &files {
+        run(Command::new("nix-instantiate").arg("--parse").arg(f));
+    }
+}
+
+/// The lock pins nixpkgs exactly as `shared/NIX.md` says, in a lock file
+/// Nix itself reads (`nix flake metadata` offline checks the format).
+#[test]
+fn flake_lock_pins_nixpkgs() {
+    let root = repo_root();
+    let lock: serde_json::Value = serde_json::from_slice(&std::fs::read(root.join("flake.lock")).unwrap()).unwrap();
+    assert_eq!(lock["version"], 7);
+    assert_eq!(lock["root"], "root");
+    assert_eq!(lock["nodes"]["root"]["inputs"], serde_json::json!({ "nixpkgs": "nixpkgs" }));
+    let locked = &lock["nodes"]["nixpkgs"]["locked"];
+    assert_eq!(locked["type"], "github");
+    assert_eq!(locked["owner"], "NixOS");
+    assert_eq!(locked["repo"], "nixpkgs");
+    assert_eq!(locked["rev"], "8fd9daa3db09ced9700431c5b7ad0e8ba199b575");
+    assert_eq!(locked["lastModified"], 1778430510u64);
+    assert_eq!(locked["narHash"], "sha256-Ti+ZBvW6yrWWAg2szExVTwCd4qOJ3KlVr1tFHfyfi8Q=");
+    let original = &lock["nodes"]["nixpkgs"]["original"];
+    assert_eq!(original["ref"], "nixos-25.11");
+
+    // Nix reads the lock offline and reports the same rev (a git checkout:
+    // Nix copies the tracked files only).
+    require_nix();
+    require("nix", "install Nix, e.g. Debian's nix-bin (`apt-get install nix-bin`)");
+    let out = run(Command::new("nix")
+        .args(["--extra-experimental-features", "nix-command flakes", "flake", "metadata", "--offline", "--json"])
+        .arg(&root));
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(meta["locks"]["nodes"]["nixpkgs"]["locked"]["rev"], "8fd9daa3db09ced9700431c5b7ad0e8ba199b575");
+    assert_eq!(meta["description"], "vibesys: confinement and hermetic images for AI coding agents");
+}
+
+/// The cargo target directory of this test run: the nearest ancestor of
+/// the test's own vibesys binary that holds cargo's `CACHEDIR.TAG`.
+fn target_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(d);
+    }
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_vibesys"));
+    exe.ancestors()
+        .find(|d| d.join("CACHEDIR.TAG").is_file())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| exe.parent().unwrap().parent().unwrap().to_path_buf())
+}
+
+/// The static vibesys: `VIBESYS_STATIC_BIN`, or built by
+/// `scripts/build-static.sh` into this run's target directory.
+fn static_vibesys() -> PathBuf {
+    if let Some(p) = std::env::var_os("VIBESYS_STATIC_BIN") {
+        let p = PathBuf::from(p);
+        assert!(p.is_file(), "VIBESYS_STATIC_BIN={} is not a file", p.display());
+        return p;
+    }
+    require("cargo", "install Rust (rustup)");
+    let start = Instant::now();
+    let out = run(Command::new("bash")
+        .arg(repo_root().join("scripts/build-static.sh"))
+        .env("CARGO_TARGET_DIR", target_dir()));
+    let bin = PathBuf::from(stdout(&out));
+    println!("static vibesys: {} ({} bytes), built in {:.1?}", bin.display(), bin.metadata().unwrap().len(), start.elapsed());
+    bin
+}
+
+/// The store path `builtins.path` gives `dir` (named after its base name),
+/// added to the store now.
+fn add_to_store(dir: &Path) -> String {
+    let name = dir.file_name().unwrap().to_str().unwrap();
+    let expr = format!("toString (builtins.path {{ path = {}; name = \"{name}\"; }})", nix_string(dir));
+    let out = run(Command::new("nix-instantiate").args(["--eval", "--read-write-mode", "--json", "-E", &expr]));
+    serde_json::from_slice::<String>(&out.stdout).unwrap()
+}
+
+/// A Nix string literal of a path.
+fn nix_string(p: &Path) -> String {
+    let s = p.to_str().unwrap();
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\"").replace("${", "\\${"))
+}
+
+/// The references graph of `root`'s closure in the format Nix's
+/// `exportReferencesGraph` writes (empty deriver lines), from nix-store
+/// queries: an independent way to the same closure.
+fn references_graph(root: &str) -> String {
+    let out = run(Command::new("nix-store").args(["--query", "--requisites", root]));
+    let mut paths: Vec<String> = stdout(&out).lines().map(str::to_owned).collect();
+    paths.sort();
+    let mut graph = String::new();
+    for p in &paths {
+        let out = run(Command::new("nix-store").args(["--query", "--references", p]));
+        let refs = stdout(&out);
+        let refs: Vec<&str> = refs.lines().filter(|l| !l.is_empty()).collect();
+        graph.push_str(&format!("{p}\n\n{}\n", refs.len()));
+        for r in refs {
+            graph.push_str(r);
+            graph.push('\n');
+        }
+    }
+    graph
+}
+
+/// The manifest digest (from `index.json`) and the config digest of an
+/// image archive, read with `tar`.
+fn digests(archive: &Path, scratch: &Path) -> (String, String) {
+    std::fs::create_dir_all(scratch).unwrap();
+    run(Command::new("tar").arg("-xf").arg(archive).arg("-C").arg(scratch).arg("index.json"));
+    let index: serde_json::Value = serde_json::from_slice(&std::fs::read(scratch.join("index.json")).unwrap()).unwrap();
+    let manifest = index["manifests"][0]["digest"].as_str().unwrap().to_owned();
+    let blob = format!("blobs/sha256/{}", manifest.strip_prefix("sha256:").unwrap());
+    run(Command::new("tar").arg("-xf").arg(archive).arg("-C").arg(scratch).arg(&blob));
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(scratch.join(&blob)).unwrap()).unwrap();
+    let config = m["config"]["digest"].as_str().unwrap().to_owned();
+    (manifest, config)
+}
+
+fn sha256_file(p: &Path) -> String {
+    let out = run(Command::new("sha256sum").arg(p));
+    stdout(&out).split_whitespace().next().unwrap().to_owned()
+}
+
+#[test]
+fn nix_built_image_runs_in_docker_and_matches_the_build_outside_nix() {
+    require_nix();
+    require_docker();
+    assert!(
+        Path::new("/bin/busybox").is_file(),
+        "/bin/busybox not found: install busybox-static (`apt-get install busybox-static`)"
+    );
+    let root = repo_root();
+    let vibesys_static = static_vibesys();
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+
+    // The closure: a static busybox, in a directory added with builtins.path.
+    let bb = t.join("busybox");
+    std::fs::create_dir_all(bb.join("bin")).unwrap();
+    std::fs::copy("/bin/busybox", bb.join("bin/busybox")).unwrap();
+    let bb_store = add_to_store(&bb);
+    let spec = t.join("nix-test.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "name = \"{IMAGE_NAME}\"\ntag = \"nix\"\n\n[config]\nentrypoint = [\"{bb_store}/bin/busybox\"]\ncmd = [\"echo\", \"hello from nix\"]\n"
+        ),
+    )
+    .unwrap();
+
+    // Through nix/: offline (no substituters), sandbox on.
+    let nix_build = |extra: &[&str]| {
+        let mut cmd = Command::new("nix-build");
+        cmd.arg(root.join("nix"))
+            .args(["--option", "sandbox", "true", "--option", "substituters", ""])
+            .args(["--arg", "vibesys"])
+            .arg(nix_string(&vibesys_static))
+            .args(["--arg", "spec"])
+            .arg(nix_string(&spec))
+            .args(["--arg", "contents"])
+            .arg(format!("[ {} ]", nix_string(&bb)))
+            .args(["--argstr", "format", "archive", "--argstr", "sourceDateEpoch", EPOCH])
+            .arg("--out-link")
+            .arg(t.join("result"))
+            .args(extra);
+        let start = Instant::now();
+        let out = run(&mut cmd);
+        (PathBuf::from(stdout(&out)), start.elapsed())
+    };
+    let (nix_out, took) = nix_build(&[]);
+    println!("nix-build: {} in {took:.1?}", nix_out.display());
+    // Nix rebuilds it and compares bit for bit (fails when they differ).
+    let (_, took) = nix_build(&["--check"]);
+    println!("nix-build --check (rebuilt, identical): {took:.1?}");
+
+    // The same closure outside Nix, by the test's own (dynamic) vibesys.
+    let graph = t.join("graph");
+    std::fs::write(&graph, references_graph(&bb_store)).unwrap();
+    let outside = t.join("outside.tar");
+    run(Command::new(env!("CARGO_BIN_EXE_vibesys"))
+        .args(["image", "build"])
+        .arg(&spec)
+        .arg("--out")
+        .arg(&outside)
+        .args(["--format", "archive", "--no-cache", "--references-graph"])
+        .arg(&graph)
+        .env("SOURCE_DATE_EPOCH", EPOCH));
+
+    let (nix_manifest, nix_config) = digests(&nix_out, &t.join("x-nix"));
+    let (out_manifest, out_config) = digests(&outside, &t.join("x-outside"));
+    println!("manifest {nix_manifest}\nconfig   {nix_config}");
+    assert_eq!(nix_manifest, out_manifest, "manifest digest: Nix vs outside Nix");
+    assert_eq!(nix_config, out_config, "config digest: Nix vs outside Nix");
+    assert_eq!(sha256_file(&nix_out), sha256_file(&outside), "the archives differ byte-wise");
+
+    // Into this machine's Docker Engine, and run.
+    let out = run(Command::new("docker").arg("load").arg("-i").arg(&nix_out));
+    println!("{}", stdout(&out));
+    let reference = format!("{IMAGE_NAME}:nix");
+    let id = stdout(&run(Command::new("docker").args(["image", "inspect", "--format", "{{.Id}}", &reference])));
+    let ran = Command::new("docker").args(["run", "--rm", "--network", "none", &reference]).output().unwrap();
+    let ran_custom = Command::new("docker")
+        .args(["run", "--rm", "--network", "none", &reference, "echo", "custom"])
+        .output()
+        .unwrap();
+    let _ = Command::new("docker").args(["rmi", "--force", &reference]).output();
+    assert!(ran.status.success(), "docker run failed: {}", String::from_utf8_lossy(&ran.stderr));
+    assert_eq!(String::from_utf8_lossy(&ran.stdout).trim(), "hello from nix");
+    assert_eq!(String::from_utf8_lossy(&ran_custom.stdout).trim(), "custom");
+    // Docker's classic store reports the config digest as the image ID,
+    // the containerd store the manifest digest.
+    assert!(id == nix_config || id == nix_manifest, "docker image ID {id} is neither {nix_config} nor {nix_manifest}");
+}
