@@ -105,9 +105,13 @@ impl Store {
         let entries = ar
             .entries_with_seek()
             .map_err(|e| Error::malformed(path, format!("not a tar archive: {e}")))?;
+        let mut end = 0u64;
         for e in entries {
             let e =
                 e.map_err(|e| Error::malformed(path, format!("truncated or corrupt tar: {e}")))?;
+            end = e
+                .raw_file_position()
+                .saturating_add(e.size().div_ceil(512).saturating_mul(512));
             let raw = String::from_utf8_lossy(&e.path_bytes()).into_owned();
             let name = raw
                 .trim_start_matches("./")
@@ -149,6 +153,19 @@ impl Store {
                     format!("member {name} appears twice"),
                 ));
             }
+        }
+        // A whole archive ends with two zero blocks right after its last
+        // member; anything short of that was cut off.
+        let mut f = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let mut trailer = [0u8; 1024];
+        let complete = f.seek(SeekFrom::Start(end)).is_ok()
+            && f.read_exact(&mut trailer).is_ok()
+            && trailer.iter().all(|&b| b == 0);
+        if !complete {
+            return Err(Error::malformed(
+                path,
+                format!("truncated: no end-of-archive marker after offset {end}"),
+            ));
         }
         Ok(Self::Tar {
             path: path.to_owned(),
@@ -522,6 +539,31 @@ pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
                         expected: expected.to_string(),
                         found: d.to_string(),
                     });
+                }
+            }
+        }
+        if !has_index {
+            // docker-archive members named `<hex>.json` / `<hex>.tar` carry
+            // their digest in the name (as `docker save` and vibesys write).
+            let (cfg, l) = docker_entry(&store)?;
+            let named = std::iter::once((cfg, config_desc.digest.clone())).chain(
+                l.into_iter()
+                    .zip(layers_desc.iter().map(|d| d.digest.clone())),
+            );
+            for (member, found) in named {
+                let stem = member
+                    .strip_suffix(".json")
+                    .or_else(|| member.strip_suffix(".tar"));
+                if let Some(expected) =
+                    stem.and_then(|h| format!("sha256:{h}").parse::<Digest>().ok())
+                {
+                    if expected != found {
+                        return Err(Error::DigestMismatch {
+                            blob: member,
+                            expected: expected.to_string(),
+                            found: found.to_string(),
+                        });
+                    }
                 }
             }
         }
