@@ -506,6 +506,31 @@ pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
 
     let mut archive_digest = None;
     if verify {
+        if !has_index {
+            // docker-archive members named `<hex>.json` / `<hex>.tar` carry
+            // their digest in the name (as `docker save` and vibesys write).
+            let (cfg, l) = docker_entry(&store)?;
+            let named = std::iter::once((cfg, config_desc.digest.clone())).chain(
+                l.into_iter()
+                    .zip(layers_desc.iter().map(|d| d.digest.clone())),
+            );
+            for (member, found) in named {
+                let stem = member
+                    .strip_suffix(".json")
+                    .or_else(|| member.strip_suffix(".tar"));
+                if let Some(expected) =
+                    stem.and_then(|h| format!("sha256:{h}").parse::<Digest>().ok())
+                {
+                    if expected != found {
+                        return Err(Error::DigestMismatch {
+                            blob: member,
+                            expected: expected.to_string(),
+                            found: found.to_string(),
+                        });
+                    }
+                }
+            }
+        }
         let docker_layers = if has_index {
             None
         } else {
@@ -539,31 +564,6 @@ pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
                         expected: expected.to_string(),
                         found: d.to_string(),
                     });
-                }
-            }
-        }
-        if !has_index {
-            // docker-archive members named `<hex>.json` / `<hex>.tar` carry
-            // their digest in the name (as `docker save` and vibesys write).
-            let (cfg, l) = docker_entry(&store)?;
-            let named = std::iter::once((cfg, config_desc.digest.clone())).chain(
-                l.into_iter()
-                    .zip(layers_desc.iter().map(|d| d.digest.clone())),
-            );
-            for (member, found) in named {
-                let stem = member
-                    .strip_suffix(".json")
-                    .or_else(|| member.strip_suffix(".tar"));
-                if let Some(expected) =
-                    stem.and_then(|h| format!("sha256:{h}").parse::<Digest>().ok())
-                {
-                    if expected != found {
-                        return Err(Error::DigestMismatch {
-                            blob: member,
-                            expected: expected.to_string(),
-                            found: found.to_string(),
-                        });
-                    }
                 }
             }
         }
