@@ -92,7 +92,7 @@ PY
 fi
 
 nfiles=$(find "$TREE/data" -type f | wc -l)
-nbytes=$(find "$TREE/data" -type f -printf '%s\n' | awk '{s+=$1} END {printf "%d", s}')
+nbytes=$(find "$TREE/data" -type f -printf '%s\n' | awk '{s+=$1} END {printf "%.0f", s}')
 "$VIBESYS_BIN" state init --project "$TREE" >/dev/null
 
 run_vibesys() {
@@ -103,26 +103,33 @@ run_peer() {
     (cd "$TREE" && find data -type f -print0 | xargs -0 sha256sum >"$CACHE/list" &&
         sha256sum -c --quiet "$CACHE/list")
 }
-seconds() { # runs "$@", prints wall seconds
-    local t0 t1
-    t0=$(date +%s.%N)
-    "$@"
-    t1=$(date +%s.%N)
-    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }'
+measure() { # runs "$@"; prints "wall cpu" seconds (cpu = user + sys of all children)
+    local TIMEFORMAT='%R %U %S' t
+    if ! t=$( { time "$@" >/dev/null 2>"$CACHE/stderr"; } 2>&1); then
+        echo "bench-gate: $* failed:" >&2
+        cat "$CACHE/stderr" >&2
+        exit 1
+    fi
+    awk '{ printf "%.3f %.3f", $1, $2 + $3 }' <<<"$t"
 }
 median() { printf '%s\n' "$@" | sort -g | sed -n "$(( ($# + 1) / 2 ))p"; }
 
 echo "bench-gate: $nfiles files, $nbytes bytes, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "bench-gate: warm cache for both (one warm-up round each); $RUNS runs, interleaved"
-seconds run_vibesys >/dev/null
-seconds run_peer >/dev/null
-v=() p=()
+measure run_vibesys >/dev/null
+measure run_peer >/dev/null
+vw=() vc=() pw=() pc=()
 for i in $(seq "$RUNS"); do
-    v+=("$(seconds run_vibesys)")
-    p+=("$(seconds run_peer)")
-    echo "  run $i: vibesys ${v[-1]} s, peer ${p[-1]} s"
+    read -r w c <<<"$(measure run_vibesys)"
+    vw+=("$w") vc+=("$c")
+    read -r w c <<<"$(measure run_peer)"
+    pw+=("$w") pc+=("$c")
+    echo "  run $i: vibesys ${vw[-1]} s wall (${vc[-1]} s cpu), peer ${pw[-1]} s wall (${pc[-1]} s cpu)"
 done
-vm=$(median "${v[@]}")
-pm=$(median "${p[@]}")
-echo "median: vibesys gate baseline+check ${vm} s; find|xargs sha256sum + sha256sum -c ${pm} s"
-awk -v v="$vm" -v p="$pm" 'BEGIN { printf "ratio: vibesys is %.2fx faster than the peer (target >= 1.5x)\n", p / v }'
+vwm=$(median "${vw[@]}") vcm=$(median "${vc[@]}")
+pwm=$(median "${pw[@]}") pcm=$(median "${pc[@]}")
+echo "median wall: vibesys gate baseline+check ${vwm} s; find|xargs sha256sum + sha256sum -c ${pwm} s"
+echo "median cpu:  vibesys ${vcm} s; peer ${pcm} s"
+awk -v v="$vwm" -v p="$pwm" -v vc="$vcm" -v pc="$pcm" 'BEGIN {
+    printf "ratio: vibesys is %.2fx faster than the peer in wall time (target >= 1.5x); uses %.2fx less cpu\n", p / v, pc / vc
+}'

@@ -65,6 +65,11 @@ fn init_creates_the_layout_without_absolute_paths() {
     for d in ["runs", "local", "agent-visible"] {
         assert!(s.join(d).is_dir(), "{d}");
     }
+    use std::os::unix::fs::PermissionsExt;
+    for d in ["runs", "local"] {
+        let mode = fs::metadata(s.join(d)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{d}");
+    }
     let text = fs::read_to_string(s.join("project.json")).unwrap();
     assert!(
         !text.contains(p.to_str().unwrap()),

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::fs;
 use std::io;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -300,7 +301,12 @@ impl StateLayout {
             .iter()
             .filter(|e| e.kind == EntryKind::Directory)
         {
-            ensure_dir_chain(&self.project, &Path::new(STATE_DIR).join(entry.name))?;
+            let dir = ensure_dir_chain(&self.project, &Path::new(STATE_DIR).join(entry.name))?;
+            if entry.access == AgentAccess::Hidden {
+                // Owner only: local/ holds credentials, runs/ the trusted record.
+                fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))
+                    .map_err(|e| RuntimeError::io("set permissions of", &dir, e))?;
+            }
         }
         let (project, created) = match self.read_project()? {
             Some(record) => (record, false),
