@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what vibesys's tests and main job need on a fresh Debian/Ubuntu
+# machine (idempotent: installs only what is missing). Needs root.
+#   bubblewrap       the host confinement backend
+#   skopeo umoci     real peers that read our OCI output
+#   squashfs-tools   the squashfs rootfs output (mksquashfs, unsquashfs)
+#   busybox-static   a tiny static closure for image tests
+#   gcc              compiles the seccomp probe in the confinement tests
+#   hyperfine        the benchmarks (scripts/bench-*.sh)
+#   nix-bin + setup  the offline Nix image test (scripts/ci-setup-nix.sh)
+set -euo pipefail
+need=()
+have() { command -v "$1" >/dev/null 2>&1; }
+have bwrap || need+=(bubblewrap)
+have skopeo || need+=(skopeo)
+have umoci || need+=(umoci)
+have mksquashfs || need+=(squashfs-tools)
+[ -x /bin/busybox ] || need+=(busybox-static)
+have gcc || need+=(gcc libc6-dev)
+have hyperfine || need+=(hyperfine)
+have setpriv || need+=(util-linux)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "install-deps: missing ${need[*]}; run as root or install them" >&2
+    exit 1
+  fi
+  echo "install-deps: apt-get install ${need[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+if [ "$(id -u)" = 0 ]; then
+  # shellcheck source=scripts/ci-setup-nix.sh
+  . "$(dirname "$0")/ci-setup-nix.sh"
+  ci_setup_nix
+fi
