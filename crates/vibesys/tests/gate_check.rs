@@ -340,3 +340,20 @@ fn non_utf8_name_added_after_the_baseline_fails_the_check() {
         stdout(&out)
     );
 }
+
+#[test]
+fn a_file_replaced_by_a_fifo_is_changed_and_never_opened() {
+    let dir = project();
+    let p = dir.path();
+    baseline(p, "r1", &["eval"]);
+    fs::remove_file(p.join("eval/score.py")).unwrap();
+    let st = Command::new("mkfifo")
+        .arg(p.join("eval/score.py"))
+        .status()
+        .unwrap_or_else(|e| panic!("this test needs mkfifo (apt-get install coreutils): {e}"));
+    assert!(st.success());
+    // A reader blocking on the fifo would hang here; the gate must not.
+    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "changed: eval/score.py\n");
+}
