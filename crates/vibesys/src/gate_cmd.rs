@@ -36,7 +36,8 @@ struct BaselineArgs {
     #[arg(long = "run", value_name = "RUN_ID", allow_hyphen_values = true)]
     run: String,
     /// A path to protect, inside the project (repeatable); added to
-    /// `[gate] protect` of vibesys.toml.
+    /// `[gate] protect` of vibesys.toml. Directories are walked; symlinks
+    /// are recorded with their target, never followed.
     #[arg(long = "protect", value_name = "PATH")]
     protect: Vec<PathBuf>,
     /// Print stable JSON instead of text.

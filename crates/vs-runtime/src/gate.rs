@@ -431,6 +431,9 @@ fn scan(
     let mut entries = BTreeMap::new();
     let mut files: Vec<(String, PathBuf)> = Vec::new();
     for root in roots {
+        if is_own_record(root) {
+            continue;
+        }
         let abs = if root == "." {
             project.to_path_buf()
         } else {

@@ -74,3 +74,23 @@ fn a_root_reached_through_a_swapped_parent_fails() {
         "{report:?}"
     );
 }
+
+#[test]
+fn the_baseline_file_itself_is_never_part_of_the_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = StateLayout::open(dir.path()).unwrap();
+    layout.init().unwrap();
+    let run = RunId::new("r").unwrap();
+    let own = PathBuf::from(".vibesys/state/runs/r/gate-baseline.json");
+    let set = ProtectedSet::resolve(&layout, &[PathBuf::from(".vibesys/state/runs")]).unwrap();
+    GateBaseline::record(&layout, &run, &set).unwrap();
+    // Protecting the record file directly and recording again is stable.
+    let set = ProtectedSet::resolve(&layout, &[own]).unwrap();
+    let b = GateBaseline::record(&layout, &run, &set).unwrap();
+    assert!(b.check(&layout).unwrap().is_clean());
+    assert!(
+        !b.entries()
+            .keys()
+            .any(|k| k.ends_with("gate-baseline.json"))
+    );
+}
