@@ -279,12 +279,12 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
         .par_iter()
         .map(|p| {
             let key = p.cache_key(opts.compression, epoch);
-            if let Some(c) = &cache {
-                if let Some((meta, path)) = c.lookup(&key) {
-                    tracing::debug!("layer {} from cache", meta.digest);
-                    progress.layer_done(p.size(), true);
-                    return Ok((meta, path, true));
-                }
+            if let Some(c) = &cache
+                && let Some((meta, path)) = c.lookup(&key)
+            {
+                tracing::debug!("layer {} from cache", meta.digest);
+                progress.layer_done(p.size(), true);
+                return Ok((meta, path, true));
             }
             let (meta, path) = p.write(&blobs, opts.compression, epoch)?;
             if let Some(c) = &cache {

@@ -220,23 +220,22 @@ impl Lock {
                 report.config_digest.to_string(),
             ));
         }
-        if let (Some(p), Some(f)) = (&pinned.manifest_digest, &report.manifest_digest) {
-            if p != f {
-                return Err(mismatch("manifest digest", p.to_string(), f.to_string()));
-            }
+        if let (Some(p), Some(f)) = (&pinned.manifest_digest, &report.manifest_digest)
+            && p != f
+        {
+            return Err(mismatch("manifest digest", p.to_string(), f.to_string()));
         }
         let found: Vec<Digest> = report.layers.iter().map(|l| l.diff_id.clone()).collect();
         check_layers(name, &pinned.diff_ids, &found)?;
         if let (Some(a), Some(found)) =
             (pinned.archives.get(&report.format), &report.archive_digest)
+            && &a.digest != found
         {
-            if &a.digest != found {
-                return Err(mismatch(
-                    &format!("{} file digest", report.format),
-                    a.digest.to_string(),
-                    found.to_string(),
-                ));
-            }
+            return Err(mismatch(
+                &format!("{} file digest", report.format),
+                a.digest.to_string(),
+                found.to_string(),
+            ));
         }
         Ok(())
     }

@@ -520,14 +520,13 @@ pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
                     .or_else(|| member.strip_suffix(".tar"));
                 if let Some(expected) =
                     stem.and_then(|h| format!("sha256:{h}").parse::<Digest>().ok())
+                    && expected != found
                 {
-                    if expected != found {
-                        return Err(Error::DigestMismatch {
-                            blob: member,
-                            expected: expected.to_string(),
-                            found: found.to_string(),
-                        });
-                    }
+                    return Err(Error::DigestMismatch {
+                        blob: member,
+                        expected: expected.to_string(),
+                        found: found.to_string(),
+                    });
                 }
             }
         }

@@ -248,10 +248,10 @@ impl ImageSpec {
                 );
             }
         }
-        if let Some(w) = &self.config.working_dir {
-            if !w.starts_with('/') {
-                return bad("config.working_dir", format!("{w:?} is not absolute"));
-            }
+        if let Some(w) = &self.config.working_dir
+            && !w.starts_with('/')
+        {
+            return bad("config.working_dir", format!("{w:?} is not absolute"));
         }
         for (i, p) in self.host.paths.iter().enumerate() {
             if !p.starts_with('/') {

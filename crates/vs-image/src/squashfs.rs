@@ -95,15 +95,15 @@ fn flatten(p: &LayerPlan, root: &Path, symlinks: &mut BTreeSet<String>) -> Resul
         }
         let dest = root.join(&e.path);
         let io = |op, err| Error::io(op, dest.clone(), err);
-        if let Ok(m) = std::fs::symlink_metadata(&dest) {
-            if !(m.is_dir() && matches!(e.kind, Kind::Dir)) {
-                if m.is_dir() {
-                    std::fs::remove_dir_all(&dest).map_err(|err| io("remove", err))?;
-                } else {
-                    std::fs::remove_file(&dest).map_err(|err| io("remove", err))?;
-                }
-                symlinks.remove(&e.path);
+        if let Ok(m) = std::fs::symlink_metadata(&dest)
+            && !(m.is_dir() && matches!(e.kind, Kind::Dir))
+        {
+            if m.is_dir() {
+                std::fs::remove_dir_all(&dest).map_err(|err| io("remove", err))?;
+            } else {
+                std::fs::remove_file(&dest).map_err(|err| io("remove", err))?;
             }
+            symlinks.remove(&e.path);
         }
         match &e.kind {
             Kind::Dir => {

@@ -27,8 +27,9 @@ impl<W: Write> TarWriter<W> {
 
     fn long(&mut self, kind: u8, value: &str) -> io::Result<()> {
         let mut h = Header::new_gnu();
-        h.as_gnu_mut()
-            .map(|g| g.name[..13].copy_from_slice(b"././@LongLink"));
+        if let Some(g) = h.as_gnu_mut() {
+            g.name[..13].copy_from_slice(b"././@LongLink")
+        }
         h.set_mode(0);
         h.set_uid(0);
         h.set_gid(0);
@@ -61,10 +62,10 @@ impl<W: Write> TarWriter<W> {
         if name.len() > 100 {
             self.long(b'L', name)?;
         }
-        if let Some(l) = link {
-            if l.len() > 100 {
-                self.long(b'K', l)?;
-            }
+        if let Some(l) = link
+            && l.len() > 100
+        {
+            self.long(b'K', l)?;
         }
         let mut h = Header::new_gnu();
         if let Some(g) = h.as_gnu_mut() {
