@@ -10,7 +10,9 @@ use serde::Serialize;
 
 /// Arguments of `vibesys doctor`.
 #[derive(Debug, Args)]
-#[command(after_help = "Exit status: 0 when the default mechanism (bwrap on Linux) works, 1 otherwise.")]
+#[command(
+    after_help = "Exit status: 0 when the default mechanism (bwrap on Linux) works, 1 otherwise."
+)]
 pub struct DoctorArgs {
     /// Print JSON: {"checks": [{"name", "ok", "detail", "fix"}]}.
     #[arg(long)]
@@ -73,7 +75,10 @@ fn check_bwrap() -> Check {
         Ok(()) => Check {
             name: "bwrap",
             ok: true,
-            detail: format!("{version} at {}; creates user namespaces", program.display()),
+            detail: format!(
+                "{version} at {}; creates user namespaces",
+                program.display()
+            ),
             fix: None,
         },
         Err(e) => Check {
@@ -91,7 +96,9 @@ fn check_landlock() -> Check {
         name: "landlock",
         ok: abi >= 1,
         detail: if abi >= 1 {
-            format!("kernel ABI {abi} (read-only and hidden paths are not enforced by this backend)")
+            format!(
+                "kernel ABI {abi} (read-only and hidden paths are not enforced by this backend)"
+            )
         } else {
             "the kernel does not support Landlock (or it is disabled)".into()
         },
@@ -151,7 +158,11 @@ fn check_docker() -> Check {
 }
 
 fn check_nix() -> Check {
-    match Command::new("nix").arg("--version").stderr(Stdio::null()).output() {
+    match Command::new("nix")
+        .arg("--version")
+        .stderr(Stdio::null())
+        .output()
+    {
         Ok(o) if o.status.success() => Check {
             name: "nix",
             ok: true,
@@ -162,7 +173,10 @@ fn check_nix() -> Check {
             name: "nix",
             ok: false,
             detail: "nix was not found in PATH".into(),
-            fix: Some("install Nix (Debian: apt-get install nix-bin) to build images with the flake".into()),
+            fix: Some(
+                "install Nix (Debian: apt-get install nix-bin) to build images with the flake"
+                    .into(),
+            ),
         },
     }
 }

@@ -8,8 +8,8 @@ use vs_sandbox::bwrap::find_bwrap;
 use vs_sandbox::controls::{SANDBOX_ENV, allow_unconfined};
 use vs_sandbox::launch;
 use vs_sandbox::{
-    BwrapOptions, Confinement, Enforcement, HostSandbox, LandlockOptions, LandlockSandbox,
-    ConfineMode,
+    BwrapOptions, ConfineMode, Confinement, Enforcement, HostSandbox, LandlockOptions,
+    LandlockSandbox,
 };
 
 use crate::project::{PolicyArgs, chdir_in, helper_exe};
@@ -78,13 +78,13 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     };
     let project = args.policy.resolve()?;
     if allow_unconfined(mode, enforcement)? {
-        let (program, rest) = args
-            .command
-            .split_first()
-            .context("the command is empty")?;
+        let (program, rest) = args.command.split_first().context("the command is empty")?;
         let status = std::process::Command::new(program)
             .args(rest)
-            .current_dir(chdir_in(&project.workspace).unwrap_or_else(|| project.workspace.root().to_path_buf()))
+            .current_dir(
+                chdir_in(&project.workspace)
+                    .unwrap_or_else(|| project.workspace.root().to_path_buf()),
+            )
             .status()
             .with_context(|| format!("cannot run {program:?}"))?;
         return Ok(launch::exit_code(status) as u8);
@@ -93,7 +93,9 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     match mode {
         ConfineMode::Auto | ConfineMode::Bwrap => {
             if cfg!(target_os = "macos") && mode == ConfineMode::Auto {
-                bail!("the seatbelt backend is planned but `vibesys exec` runs it only on macOS builds");
+                bail!(
+                    "the seatbelt backend is planned but `vibesys exec` runs it only on macOS builds"
+                );
             }
             let path_var = std::env::var_os("PATH");
             let options = BwrapOptions {
@@ -113,7 +115,9 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
             };
             let sandbox = LandlockSandbox::new(&project.resolved, &resources, &options)?;
             debug_assert_eq!(sandbox.backend(), "landlock");
-            if let Some(dir) = chdir_in(&project.workspace).or_else(|| Some(project.workspace.root().to_path_buf())) {
+            if let Some(dir) = chdir_in(&project.workspace)
+                .or_else(|| Some(project.workspace.root().to_path_buf()))
+            {
                 std::env::set_current_dir(&dir)
                     .with_context(|| format!("cannot enter {}", dir.display()))?;
             }
@@ -139,4 +143,3 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
 fn unreachable_off() -> anyhow::Result<u8> {
     bail!("internal error: disabled confinement reached the backend dispatch")
 }
-

@@ -10,9 +10,9 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use vs_sandbox::LandlockPlan;
 use vs_sandbox::bwrap::FdSlot;
 use vs_sandbox::launch::{self, EXIT_USAGE};
-use vs_sandbox::LandlockPlan;
 
 fn usage(msg: &str) -> u8 {
     eprintln!("vibesys: error: internal helper usage: {msg}");

@@ -134,7 +134,10 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
     }
     if wants(Backend::Docker) {
         text.push_str("== docker ==\n  not available in this build yet\n");
-        backends.insert("docker".into(), json!({ "error": "not available in this build yet" }));
+        backends.insert(
+            "docker".into(),
+            json!({ "error": "not available in this build yet" }),
+        );
     }
     if args.json {
         let out = json!({

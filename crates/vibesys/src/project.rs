@@ -80,8 +80,10 @@ impl ProjectPolicy {
     /// would unconfine the workspace.
     pub fn resources(&self, program: &OsStr, allow: &[PathBuf]) -> HostResources {
         let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-        let mut resources =
-            HostResources::for_command(program, env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())));
+        let mut resources = HostResources::for_command(
+            program,
+            env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())),
+        );
         for p in self.config.allow.iter().chain(allow) {
             resources.add(p, ResourceOrigin::Operator);
         }
@@ -92,7 +94,8 @@ impl ProjectPolicy {
 
 /// The vibesys executable, used as the confinement helper.
 pub fn helper_exe() -> anyhow::Result<PathBuf> {
-    std::env::current_exe().context("cannot locate the vibesys executable (needed as the sandbox helper)")
+    std::env::current_exe()
+        .context("cannot locate the vibesys executable (needed as the sandbox helper)")
 }
 
 /// The current directory when it lies in the workspace.

@@ -34,9 +34,15 @@ fn hidden_paths_are_empty_and_refuse_writes() {
         assert!(!text.contains("WROTE"), "{who:?}: {text}");
         assert!(!text.contains("SECRET-KEY"), "{who:?}: {text}");
         let err = stderr(&out);
-        assert!(err.contains("Read-only file system") || err.contains("Permission denied"), "{err}");
+        assert!(
+            err.contains("Read-only file system") || err.contains("Permission denied"),
+            "{err}"
+        );
         // Nothing written vanished: the host copies are untouched.
-        assert_eq!(std::fs::read_to_string(p.root.join("token.txt")).unwrap(), "TOKEN-VALUE\n");
+        assert_eq!(
+            std::fs::read_to_string(p.root.join("token.txt")).unwrap(),
+            "TOKEN-VALUE\n"
+        );
         assert!(!p.root.join("secret/new").exists());
     }
 }
@@ -55,9 +61,18 @@ fn read_only_refuses_and_project_is_writable() {
         );
         assert_code(&out, 0);
         let text = stdout(&out);
-        assert!(text.contains("docs") && text.contains("RO-REFUSED") && text.contains("WROTE"), "{text}");
-        assert_eq!(std::fs::read_to_string(p.root.join("out.txt")).unwrap(), "persisted\n");
-        assert_eq!(std::fs::read_to_string(p.root.join("docs/readme")).unwrap(), "docs\n");
+        assert!(
+            text.contains("docs") && text.contains("RO-REFUSED") && text.contains("WROTE"),
+            "{text}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(p.root.join("out.txt")).unwrap(),
+            "persisted\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(p.root.join("docs/readme")).unwrap(),
+            "docs\n"
+        );
         assert!(p.root.join("build/sub/f").exists());
     }
 }
@@ -110,7 +125,10 @@ fn tmp_is_private_and_outside_processes_are_unreachable() {
     bwrap_needed();
     let marker = format!("/tmp/vibesys-host-marker-{}", std::process::id());
     std::fs::write(&marker, "host").unwrap();
-    let mut sleeper = std::process::Command::new("sleep").arg("300").spawn().unwrap();
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("300")
+        .spawn()
+        .unwrap();
     for who in users() {
         let p = project(who);
         let script = format!(
@@ -126,7 +144,10 @@ fn tmp_is_private_and_outside_processes_are_unreachable() {
         assert_eq!(stdout(&out), "", "{who:?}: {}", stderr(&out));
         assert!(!std::path::Path::new(&format!("/tmp/inside-{}", std::process::id())).exists());
     }
-    assert!(sleeper.try_wait().unwrap().is_none(), "the host process was killed");
+    assert!(
+        sleeper.try_wait().unwrap().is_none(),
+        "the host process was killed"
+    );
     sleeper.kill().unwrap();
     let _ = sleeper.wait();
     let _ = std::fs::remove_file(&marker);
@@ -145,13 +166,25 @@ fn inherited_descriptors_are_not_readable() {
             secret.display(),
             vibesys().display()
         );
-        let out = command_as(who, &p.root, std::path::Path::new("/bin/sh"), &["-c", &script])
-            .output()
-            .unwrap();
+        let out = command_as(
+            who,
+            &p.root,
+            std::path::Path::new("/bin/sh"),
+            &["-c", &script],
+        )
+        .output()
+        .unwrap();
         assert_code(&out, 0);
         let text = stdout(&out);
-        assert!(!text.contains("FD-READ") && !text.contains("OUTSIDE-PRIVATE"), "{text}");
-        assert_eq!(text.trim(), "0 1 2 3", "only stdio (and ls's own dir fd) are open: {text}");
+        assert!(
+            !text.contains("FD-READ") && !text.contains("OUTSIDE-PRIVATE"),
+            "{text}"
+        );
+        assert_eq!(
+            text.trim(),
+            "0 1 2 3",
+            "only stdio (and ls's own dir fd) are open: {text}"
+        );
     }
 }
 
@@ -166,7 +199,15 @@ fn killing_vibesys_kills_the_confined_tree() {
             who,
             &p.root,
             &vibesys(),
-            &["exec", "--confine", "bwrap", "--", "sh", "-c", &format!("sleep {tag} & sleep {tag}; wait")],
+            &[
+                "exec",
+                "--confine",
+                "bwrap",
+                "--",
+                "sh",
+                "-c",
+                &format!("sleep {tag} & sleep {tag}; wait"),
+            ],
         )
         .spawn()
         .unwrap();
@@ -185,7 +226,10 @@ fn killing_vibesys_kills_the_confined_tree() {
         let _ = child.wait();
         let deadline = Instant::now() + Duration::from_secs(5);
         while count_processes(&tag) > 0 {
-            assert!(Instant::now() < deadline, "confined processes survived vibesys");
+            assert!(
+                Instant::now() < deadline,
+                "confined processes survived vibesys"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -195,7 +239,12 @@ fn count_processes(tag: &str) -> usize {
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
         .filter(|e| {
             std::fs::read(e.path().join("cmdline"))
                 .map(|c| {

@@ -54,7 +54,12 @@ fn documented_gaps_are_exactly_as_reported() {
         assert_code(&out, 0);
         let text = stdout(&out);
         // Landlock cannot carve read-only or hidden paths out of the project.
-        assert!(text.contains("TOKEN-VALUE") && text.contains("SECRET-KEY") && text.contains("RO-WRITABLE"), "{text}");
+        assert!(
+            text.contains("TOKEN-VALUE")
+                && text.contains("SECRET-KEY")
+                && text.contains("RO-WRITABLE"),
+            "{text}"
+        );
         let err = stderr(&out);
         for path in ["docs", "secret", "token.txt"] {
             assert!(err.contains("NOT ENFORCED") && err.contains(path), "{err}");
@@ -65,10 +70,21 @@ fn documented_gaps_are_exactly_as_reported() {
 #[test]
 fn signals_to_outside_processes_are_denied() {
     landlock_needed();
-    let mut sleeper = std::process::Command::new("sleep").arg("300").spawn().unwrap();
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("300")
+        .spawn()
+        .unwrap();
     for who in users() {
         let p = project(who);
-        let out = exec_sh(who, &p, "landlock", &format!("kill -TERM {} 2>/dev/null && echo SENT; exit 0", sleeper.id()));
+        let out = exec_sh(
+            who,
+            &p,
+            "landlock",
+            &format!(
+                "kill -TERM {} 2>/dev/null && echo SENT; exit 0",
+                sleeper.id()
+            ),
+        );
         assert_code(&out, 0);
         assert_eq!(stdout(&out), "");
     }
@@ -80,10 +96,18 @@ fn signals_to_outside_processes_are_denied() {
 #[test]
 fn a_project_below_tmp_is_refused() {
     landlock_needed();
-    let dir = tempfile::Builder::new().prefix("vibesys-ll").tempdir_in("/tmp").unwrap();
-    let out = command_as(As::Root, dir.path(), &vibesys(), &["exec", "--confine", "landlock", "--", "touch", "ran"])
-        .output()
+    let dir = tempfile::Builder::new()
+        .prefix("vibesys-ll")
+        .tempdir_in("/tmp")
         .unwrap();
+    let out = command_as(
+        As::Root,
+        dir.path(),
+        &vibesys(),
+        &["exec", "--confine", "landlock", "--", "touch", "ran"],
+    )
+    .output()
+    .unwrap();
     assert_code(&out, 125);
     assert!(stderr(&out).contains("/tmp"), "{}", stderr(&out));
     assert!(!dir.path().join("ran").exists());
@@ -93,8 +117,13 @@ fn a_project_below_tmp_is_refused() {
 fn command_not_found_is_127() {
     landlock_needed();
     let p = project(As::Root);
-    let out = command_as(As::Root, &p.root, &vibesys(), &["exec", "--confine", "landlock", "--", "/no/such/cmd"])
-        .output()
-        .unwrap();
+    let out = command_as(
+        As::Root,
+        &p.root,
+        &vibesys(),
+        &["exec", "--confine", "landlock", "--", "/no/such/cmd"],
+    )
+    .output()
+    .unwrap();
     assert_code(&out, 127);
 }

@@ -20,7 +20,10 @@ fn run(p: &Project, env: &[(&str, &str)], args: &[&str]) -> std::process::Output
 fn assert_refused(p: &Project, out: &std::process::Output, needle: &str) {
     assert_code(out, 125);
     let err = stderr(out);
-    assert!(err.starts_with("vibesys: error: ") && err.contains(needle), "{err}");
+    assert!(
+        err.starts_with("vibesys: error: ") && err.contains(needle),
+        "{err}"
+    );
     assert!(!p.root.join("command-ran").exists(), "the command ran");
 }
 
@@ -44,7 +47,11 @@ fn disabled_or_unknown_operator_values_fail_closed() {
     let out = run(&p, &[("VIBESYS_AGENT_SANDBOX", "chroot")], &[]);
     assert_refused(&p, &out, "unknown sandbox mode \"chroot\"");
     // Unknown values are errors even when enforcement is not required.
-    let out = run(&p, &[("VIBESYS_AGENT_SANDBOX", "chroot")], &["--no-require-enforcement"]);
+    let out = run(
+        &p,
+        &[("VIBESYS_AGENT_SANDBOX", "chroot")],
+        &["--no-require-enforcement"],
+    );
     assert_refused(&p, &out, "unknown sandbox mode");
     let out = run(&p, &[], &["--confine", "none"]);
     assert_refused(&p, &out, "requires enforcement");
@@ -53,9 +60,17 @@ fn disabled_or_unknown_operator_values_fail_closed() {
 #[test]
 fn disabled_without_enforcement_runs_with_a_loud_warning() {
     let p = project(As::Root);
-    let out = run(&p, &[("VIBESYS_AGENT_SANDBOX", "off")], &["--no-require-enforcement"]);
+    let out = run(
+        &p,
+        &[("VIBESYS_AGENT_SANDBOX", "off")],
+        &["--no-require-enforcement"],
+    );
     assert_code(&out, 0);
-    assert!(stderr(&out).contains("CONFINEMENT DISABLED"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("CONFINEMENT DISABLED"),
+        "{}",
+        stderr(&out)
+    );
     assert!(p.root.join("command-ran").exists());
 }
 
@@ -68,9 +83,18 @@ fn invalid_policies_fail_closed_naming_the_path() {
         (&["--hidden", "../outside"], "\"../outside\" contains `..`"),
         (&["--read-only", "/etc"], "\"/etc\" is absolute"),
         (&["--hidden", "missing"], "\"missing\" does not exist"),
-        (&["--hidden", "etc-link"], "resolves to \"/etc\", outside workspace"),
-        (&["--read-only", "secret-alias"], "overlap after resolving symlinks"),
-        (&["--hidden", "docs/x", "--hidden", "docs"], "lies below hidden path"),
+        (
+            &["--hidden", "etc-link"],
+            "resolves to \"/etc\", outside workspace",
+        ),
+        (
+            &["--read-only", "secret-alias"],
+            "overlap after resolving symlinks",
+        ),
+        (
+            &["--hidden", "docs/x", "--hidden", "docs"],
+            "lies below hidden path",
+        ),
         (&["--read-only", "docs", "--hidden", "docs"], "listed twice"),
     ];
     for (args, needle) in cases {

@@ -76,12 +76,23 @@ impl BwrapPlan {
     /// Lowers a resolved policy and resources into a bwrap command line.
     pub fn new(policy: &ResolvedPolicy, resources: &HostResources, options: &BwrapOptions) -> Self {
         let mut b = PlanBuilder::default();
-        b.args(["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]);
+        b.args([
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+        ]);
         b.arg("--unshare-cgroup-try");
         if !options.network {
             b.arg("--unshare-net");
         }
-        b.args(["--die-with-parent", "--new-session", "--disable-userns", "--cap-drop", "ALL"]);
+        b.args([
+            "--die-with-parent",
+            "--new-session",
+            "--disable-userns",
+            "--cap-drop",
+            "ALL",
+        ]);
         let seccomp = b.slot(FdSlot::Seccomp);
         b.arg("--seccomp");
         b.arg(seccomp.to_string());
@@ -199,12 +210,14 @@ impl HostSandbox {
 
 /// The report of what the bwrap backend enforces.
 pub fn bwrap_report(policy: &ResolvedPolicy, options: &BwrapOptions) -> EnforcementReport {
-    let mut report = EnforcementReport::for_policy("bwrap", policy, |access| match access {
+    let mut report = EnforcementReport::for_policy("bwrap", policy, |access| {
+        match access {
         Access::ReadOnly => (true, "re-bound read-only (--ro-bind)".into()),
         Access::Hidden => (
             true,
             "masked by an empty read-only directory (tmpfs, remounted read-only) or empty read-only file".into(),
         ),
+    }
     });
     report.outside = "only host resources, read-only; a private /tmp, fresh /proc and /dev".into();
     report.hardening = vec![

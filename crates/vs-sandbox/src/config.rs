@@ -102,11 +102,10 @@ impl PolicyConfig {
                 max: MAX_CONFIG_BYTES,
             });
         }
-        let text =
-            std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
-                path: path.clone(),
-                source,
-            })?;
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
         Self::parse(&text, &path)
     }
 

@@ -123,8 +123,12 @@ pub fn allow_unconfined(
     match enforcement {
         Enforcement::Required => Err(SandboxUnavailableError::new(
             "agent confinement",
-            format!("confinement is disabled ({SANDBOX_ENV}=off or --confine none) but this run requires enforcement"),
-            format!("unset {SANDBOX_ENV} or set it to auto, bwrap or landlock; an embedder that accepts an unconfined agent passes --no-require-enforcement"),
+            format!(
+                "confinement is disabled ({SANDBOX_ENV}=off or --confine none) but this run requires enforcement"
+            ),
+            format!(
+                "unset {SANDBOX_ENV} or set it to auto, bwrap or landlock; an embedder that accepts an unconfined agent passes --no-require-enforcement"
+            ),
         )),
         Enforcement::Optional => {
             tracing::warn!(
@@ -142,20 +146,32 @@ mod tests {
 
     #[test]
     fn parses_case_and_spaces() {
-        assert_eq!(ConfineMode::parse("  BWRAP ", "t").unwrap(), ConfineMode::Bwrap);
-        assert_eq!(ConfineMode::parse("LandLock", "t").unwrap(), ConfineMode::Landlock);
+        assert_eq!(
+            ConfineMode::parse("  BWRAP ", "t").unwrap(),
+            ConfineMode::Bwrap
+        );
+        assert_eq!(
+            ConfineMode::parse("LandLock", "t").unwrap(),
+            ConfineMode::Landlock
+        );
         for off in ["0", "false", "OFF", " no", "None"] {
             assert_eq!(ConfineMode::parse(off, "t").unwrap(), ConfineMode::Off);
         }
         assert_eq!(ConfineMode::parse("", "t").unwrap(), ConfineMode::Auto);
-        assert_eq!(ConfineMode::from_env_value(None).unwrap(), ConfineMode::Auto);
+        assert_eq!(
+            ConfineMode::from_env_value(None).unwrap(),
+            ConfineMode::Auto
+        );
     }
 
     #[test]
     fn unknown_values_are_errors() {
         let err = ConfineMode::parse("firejail", SANDBOX_ENV).unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("firejail") && text.contains(SANDBOX_ENV), "{text}");
+        assert!(
+            text.contains("firejail") && text.contains(SANDBOX_ENV),
+            "{text}"
+        );
     }
 
     #[test]

@@ -53,23 +53,8 @@ pub enum PolicyError {
         inner_kind: &'static str,
     },
     /// Two entries resolve (through symlinks) to paths that overlap.
-    #[error(
-        "{first_kind} path {first:?} and {second_kind} path {second:?} overlap after resolving symlinks (they resolve to {first_resolved:?} and {second_resolved:?})"
-    )]
-    ResolvedOverlap {
-        /// The first entry as written.
-        first: PathBuf,
-        /// Its list.
-        first_kind: &'static str,
-        /// Where it resolves, relative to the workspace.
-        first_resolved: PathBuf,
-        /// The second entry as written.
-        second: PathBuf,
-        /// Its list.
-        second_kind: &'static str,
-        /// Where it resolves, relative to the workspace.
-        second_resolved: PathBuf,
-    },
+    #[error(transparent)]
+    ResolvedOverlap(Box<ResolvedOverlap>),
     /// The path does not exist in the workspace.
     #[error("policy path {path:?} does not exist in workspace {workspace:?}")]
     NotFound {
@@ -97,7 +82,9 @@ pub enum PolicyError {
         workspace: PathBuf,
     },
     /// The path is neither a regular file nor a directory.
-    #[error("policy path {path:?} (resolving to {resolved:?}) is a {found}, not a regular file or directory")]
+    #[error(
+        "policy path {path:?} (resolving to {resolved:?}) is a {found}, not a regular file or directory"
+    )]
     UnsupportedType {
         /// The offending path.
         path: PathBuf,
@@ -122,6 +109,26 @@ pub enum PolicyError {
         /// The underlying error.
         source: std::io::Error,
     },
+}
+
+/// Two policy entries that overlap once symlinks are resolved.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{first_kind} path {first:?} and {second_kind} path {second:?} overlap after resolving symlinks (they resolve to {first_resolved:?} and {second_resolved:?})"
+)]
+pub struct ResolvedOverlap {
+    /// The first entry as written.
+    pub first: PathBuf,
+    /// Its list.
+    pub first_kind: &'static str,
+    /// Where it resolves, relative to the workspace.
+    pub first_resolved: PathBuf,
+    /// The second entry as written.
+    pub second: PathBuf,
+    /// Its list.
+    pub second_kind: &'static str,
+    /// Where it resolves, relative to the workspace.
+    pub second_resolved: PathBuf,
 }
 
 /// Every failure vs-sandbox reports.

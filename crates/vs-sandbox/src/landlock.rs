@@ -161,7 +161,8 @@ pub fn landlock_report(policy: &ResolvedPolicy, network: bool) -> EnforcementRep
     let mut report = EnforcementReport::for_policy("landlock", policy, |access| match access {
         Access::ReadOnly => (
             false,
-            "NOT ENFORCED: Landlock cannot make a path read-only inside a writable workspace".into(),
+            "NOT ENFORCED: Landlock cannot make a path read-only inside a writable workspace"
+                .into(),
         ),
         Access::Hidden => (
             false,
@@ -197,7 +198,10 @@ impl Confinement for LandlockSandbox {
         if argv.is_empty() {
             return Err(SandboxError::InvalidCommand("the command is empty".into()));
         }
-        let mut out = vec![self.helper.clone().into_os_string(), HELPER_SUBCOMMAND.into()];
+        let mut out = vec![
+            self.helper.clone().into_os_string(),
+            HELPER_SUBCOMMAND.into(),
+        ];
         out.extend(self.plan.helper_args());
         out.extend(argv.iter().cloned());
         Ok(out)

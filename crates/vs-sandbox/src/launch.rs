@@ -48,15 +48,20 @@ pub fn run_bwrap(plan: &BwrapPlan, command: &[OsString]) -> Result<i32, SandboxE
 
     use crate::linux::fds::SlotFds;
 
-    let (mut status_reader, status_writer) = std::io::pipe().map_err(|source| SandboxError::Os {
-        what: "creating the status pipe".into(),
-        source,
-    })?;
+    let (mut status_reader, status_writer) =
+        std::io::pipe().map_err(|source| SandboxError::Os {
+            what: "creating the status pipe".into(),
+            source,
+        })?;
     let fds = SlotFds::prepare(&plan.fds, vec![status_writer.into()])?;
     let status_fd = crate::bwrap::FIRST_SLOT_FD + fds.count() as i32 - 1;
     let mut argv: Vec<OsString> = vec![plan.program.clone().into_os_string()];
     argv.extend(plan.args.iter().map(OsString::from));
-    argv.extend(["--json-status-fd".into(), status_fd.to_string().into(), "--".into()]);
+    argv.extend([
+        "--json-status-fd".into(),
+        status_fd.to_string().into(),
+        "--".into(),
+    ]);
     argv.extend(command.iter().cloned());
     let mut cmd = fds.command(&argv)?;
     let mut child = cmd.spawn().map_err(|source| SandboxError::Os {
@@ -148,7 +153,10 @@ pub fn landlock_exec(plan: &LandlockPlan, argv: &[OsString]) -> (i32, SandboxErr
     match crate::linux::landlock_apply::restrict_self(plan) {
         Ok(outcome) => {
             if !outcome.fully_enforced {
-                tracing::info!(abi = outcome.abi, "landlock partially enforced (older kernel ABI)");
+                tracing::info!(
+                    abi = outcome.abi,
+                    "landlock partially enforced (older kernel ABI)"
+                );
             }
         }
         Err(e) => return (EXIT_CONFINE_FAILED, e),

@@ -22,7 +22,7 @@ pub mod seatbelt;
 
 pub use bwrap::{BwrapOptions, BwrapPlan, HostSandbox};
 pub use confinement::{Confinement, EnforcementReport, PathEnforcement};
-pub use controls::{Enforcement, ConfineMode, SandboxUnavailableError};
+pub use controls::{ConfineMode, Enforcement, SandboxUnavailableError};
 pub use error::{PolicyError, SandboxError};
 pub use landlock::{LandlockOptions, LandlockPlan, LandlockSandbox};
 pub use policy::{Access, ProjectPathPolicy, ResolvedPolicy, Workspace, WorkspaceRelPath};

@@ -12,7 +12,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::error::PolicyError;
+use crate::error::{PolicyError, ResolvedOverlap};
 
 /// A validated workspace-relative path: relative, not empty, no `..`,
 /// normalised (no `.` components, no trailing slash), UTF-8 without NUL
@@ -217,22 +217,21 @@ fn check_nesting<'a>(
             if !(duplicate || a_below_b || b_below_a) {
                 continue;
             }
-            let hidden_below_read_only = (a_below_b
-                && access_a == Access::Hidden
-                && access_b == Access::ReadOnly)
-                || (b_below_a && access_b == Access::Hidden && access_a == Access::ReadOnly);
+            let hidden_below_read_only =
+                (a_below_b && access_a == Access::Hidden && access_b == Access::ReadOnly)
+                    || (b_below_a && access_b == Access::Hidden && access_a == Access::ReadOnly);
             if hidden_below_read_only {
                 continue;
             }
             if written_a != a || written_b != b {
-                return Err(PolicyError::ResolvedOverlap {
+                return Err(PolicyError::ResolvedOverlap(Box::new(ResolvedOverlap {
                     first: written_a.to_path_buf(),
                     first_kind: access_a.name(),
                     first_resolved: a.to_path_buf(),
                     second: written_b.to_path_buf(),
                     second_kind: access_b.name(),
                     second_resolved: b.to_path_buf(),
-                });
+                })));
             }
             if duplicate {
                 return Err(PolicyError::Duplicate {

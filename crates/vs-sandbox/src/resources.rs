@@ -16,7 +16,15 @@ use crate::policy::Workspace;
 
 /// System directories exposed read-only when they exist.
 pub const SYSTEM_ROOTS: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/nix/store",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/opt",
+    "/nix/store",
     "/run/current-system",
 ];
 
@@ -261,7 +269,9 @@ impl HostResources {
     pub fn iter(&self) -> impl Iterator<Item = &HostResource> {
         self.entries.values().filter(|r| {
             !self.entries.values().any(|outer| {
-                outer.symlink_target.is_none() && outer.path != r.path && r.path.starts_with(&outer.path)
+                outer.symlink_target.is_none()
+                    && outer.path != r.path
+                    && r.path.starts_with(&outer.path)
             })
         })
     }

@@ -44,7 +44,10 @@ impl SeatbeltPlan {
         // Ancestors of the project may not be listed.
         for (i, ancestor) in root.ancestors().skip(1).enumerate() {
             let name = format!("ANCESTOR_{i}");
-            let _ = writeln!(profile, "(deny file-read-data (literal (param \"{name}\")))");
+            let _ = writeln!(
+                profile,
+                "(deny file-read-data (literal (param \"{name}\")))"
+            );
             params.push((name, ancestor.to_path_buf()));
         }
         let (mut ro, mut hidden) = (0, 0);
@@ -78,7 +81,11 @@ impl SeatbeltPlan {
 
     /// The full argv: `sandbox-exec -p PROFILE -D K=V ... -- argv`.
     pub fn argv(&self, command: &[OsString]) -> Vec<OsString> {
-        let mut out: Vec<OsString> = vec![SANDBOX_EXEC.into(), "-p".into(), self.profile.clone().into()];
+        let mut out: Vec<OsString> = vec![
+            SANDBOX_EXEC.into(),
+            "-p".into(),
+            self.profile.clone().into(),
+        ];
         for (name, path) in &self.params {
             let mut kv = OsString::from(format!("-D{name}="));
             kv.push(path.as_os_str());
@@ -114,12 +121,14 @@ impl SeatbeltSandbox {
 
 /// The report of what the Seatbelt backend enforces.
 pub fn seatbelt_report(policy: &ResolvedPolicy) -> EnforcementReport {
-    let mut report = EnforcementReport::for_policy("seatbelt", policy, |access| match access {
+    let mut report = EnforcementReport::for_policy("seatbelt", policy, |access| {
+        match access {
         Access::ReadOnly => (true, "writes denied by the profile".into()),
         Access::Hidden => (
             true,
             "reads and writes denied by the profile (reads fail with EPERM rather than showing an empty path)".into(),
         ),
+    }
     });
     report.outside =
         "writes outside the project and temp dir denied; reads broad (listing ancestors of the project denied)".into();
@@ -137,7 +146,9 @@ impl Confinement for SeatbeltSandbox {
             return Err(SandboxError::InvalidCommand("the command is empty".into()));
         }
         if !cfg!(target_os = "macos") {
-            return Err(SandboxError::UnsupportedPlatform { backend: "seatbelt" });
+            return Err(SandboxError::UnsupportedPlatform {
+                backend: "seatbelt",
+            });
         }
         Ok(self.plan.argv(argv))
     }

@@ -7,12 +7,15 @@ use std::path::Path;
 
 use vs_sandbox::resources::ResourceOrigin;
 use vs_sandbox::{
-    BwrapOptions, BwrapPlan, Confinement, HostResources, HostSandbox, LandlockPlan,
-    PolicyError, ProjectPathPolicy, SeatbeltPlan, Workspace,
+    BwrapOptions, BwrapPlan, Confinement, HostResources, HostSandbox, LandlockPlan, PolicyError,
+    ProjectPathPolicy, SeatbeltPlan, Workspace,
 };
 
 fn workspace() -> (tempfile::TempDir, Workspace) {
-    let dir = tempfile::Builder::new().prefix("lowering").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("lowering")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
     let root = dir.path();
     std::fs::create_dir_all(root.join("state/runs")).unwrap();
     std::fs::create_dir_all(root.join("docs")).unwrap();
@@ -45,9 +48,21 @@ fn lexical_rules() {
         (&["a/../b"], &[], "contains `..`"),
         (&["a", "a/"], &[], "listed twice"),
         (&["a"], &["./a"], "listed twice"),
-        (&["a", "a/b"], &[], "read-only path \"a/b\" lies below read-only path \"a\""),
-        (&["a/b"], &["a"], "read-only path \"a/b\" lies below hidden path \"a\""),
-        (&[], &["a", "a/b"], "hidden path \"a/b\" lies below hidden path \"a\""),
+        (
+            &["a", "a/b"],
+            &[],
+            "read-only path \"a/b\" lies below read-only path \"a\"",
+        ),
+        (
+            &["a/b"],
+            &["a"],
+            "read-only path \"a/b\" lies below hidden path \"a\"",
+        ),
+        (
+            &[],
+            &["a", "a/b"],
+            "hidden path \"a/b\" lies below hidden path \"a\"",
+        ),
     ];
     for (ro, hidden, needle) in bad {
         let err = ProjectPathPolicy::new(ro.iter(), hidden.iter()).unwrap_err();
@@ -73,20 +88,44 @@ fn symlinks_are_resolved_and_checked() {
     std::os::unix::fs::symlink("docs", root.join("docs-alias")).unwrap();
     std::os::unix::fs::symlink("nowhere", root.join("dangling")).unwrap();
     std::os::unix::fs::symlink(".", root.join("self")).unwrap();
-    let err = ProjectPathPolicy::new(["host-link"], Vec::<&str>::new()).unwrap().resolve(&ws).unwrap_err();
-    assert!(matches!(err, PolicyError::EscapesWorkspace { ref resolved, .. } if resolved == Path::new("/etc/passwd")), "{err}");
-    let err = ProjectPathPolicy::new(["docs"], ["docs-alias"]).unwrap().resolve(&ws).unwrap_err();
+    let err = ProjectPathPolicy::new(["host-link"], Vec::<&str>::new())
+        .unwrap()
+        .resolve(&ws)
+        .unwrap_err();
+    assert!(
+        matches!(err, PolicyError::EscapesWorkspace { ref resolved, .. } if resolved == Path::new("/etc/passwd")),
+        "{err}"
+    );
+    let err = ProjectPathPolicy::new(["docs"], ["docs-alias"])
+        .unwrap()
+        .resolve(&ws)
+        .unwrap_err();
     assert!(matches!(err, PolicyError::ResolvedOverlap { .. }), "{err}");
-    let err = ProjectPathPolicy::new(["dangling"], Vec::<&str>::new()).unwrap().resolve(&ws).unwrap_err();
+    let err = ProjectPathPolicy::new(["dangling"], Vec::<&str>::new())
+        .unwrap()
+        .resolve(&ws)
+        .unwrap_err();
     assert!(err.to_string().contains("nowhere"), "{err}");
-    let err = ProjectPathPolicy::new(["self"], Vec::<&str>::new()).unwrap().resolve(&ws).unwrap_err();
+    let err = ProjectPathPolicy::new(["self"], Vec::<&str>::new())
+        .unwrap()
+        .resolve(&ws)
+        .unwrap_err();
     assert!(matches!(err, PolicyError::IsWorkspaceRoot { .. }), "{err}");
-    let err = ProjectPathPolicy::new(["missing"], Vec::<&str>::new()).unwrap().resolve(&ws).unwrap_err();
+    let err = ProjectPathPolicy::new(["missing"], Vec::<&str>::new())
+        .unwrap()
+        .resolve(&ws)
+        .unwrap_err();
     assert!(matches!(err, PolicyError::NotFound { .. }), "{err}");
     // A fifo is neither a file nor a directory.
-    let status = std::process::Command::new("mkfifo").arg(root.join("fifo")).status().unwrap();
+    let status = std::process::Command::new("mkfifo")
+        .arg(root.join("fifo"))
+        .status()
+        .unwrap();
     assert!(status.success());
-    let err = ProjectPathPolicy::new(Vec::<&str>::new(), ["fifo"]).unwrap().resolve(&ws).unwrap_err();
+    let err = ProjectPathPolicy::new(Vec::<&str>::new(), ["fifo"])
+        .unwrap()
+        .resolve(&ws)
+        .unwrap_err();
     assert!(err.to_string().contains("fifo"), "{err}");
 }
 
@@ -103,22 +142,37 @@ fn bwrap_argv_snapshot() {
     let plan = BwrapPlan::new(&resolved, &resources(), &options);
     let text = filter(&plan.args.join("\n"), &ws);
     insta::assert_snapshot!("bwrap_args", text);
-    assert_eq!(plan.fds.iter().map(|s| s.name()).collect::<Vec<_>>(), ["seccomp", "empty"]);
+    assert_eq!(
+        plan.fds.iter().map(|s| s.name()).collect::<Vec<_>>(),
+        ["seccomp", "empty"]
+    );
 
     let sandbox = HostSandbox::new(&resolved, &resources(), &options).unwrap();
-    let wrapped = sandbox.wrap(&["sh".into(), "-c".into(), "true".into()]).unwrap();
+    let wrapped = sandbox
+        .wrap(&["sh".into(), "-c".into(), "true".into()])
+        .unwrap();
     assert_eq!(wrapped[0], "/opt/vibesys/bin/vibesys");
     assert_eq!(wrapped[1], "internal-launch");
     assert_eq!(wrapped[3], "seccomp,empty");
     assert_eq!(wrapped.last().unwrap(), "true");
 
-    let offline = BwrapPlan::new(&resolved, &resources(), &BwrapOptions { network: false, ..options });
+    let offline = BwrapPlan::new(
+        &resolved,
+        &resources(),
+        &BwrapOptions {
+            network: false,
+            ..options
+        },
+    );
     assert!(offline.args.contains(&"--unshare-net".to_owned()));
 }
 
 #[test]
 fn landlock_rules_snapshot() {
-    let dir = tempfile::Builder::new().prefix("ll").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("ll")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
     let ws = Workspace::open(dir.path()).unwrap();
     let resolved = ProjectPathPolicy::empty().resolve(&ws).unwrap();
     let plan = LandlockPlan::new(&resolved, &resources(), false).unwrap();
@@ -135,7 +189,10 @@ fn landlock_rules_snapshot() {
 
 #[test]
 fn landlock_refuses_projects_below_granted_trees() {
-    let dir = tempfile::Builder::new().prefix("ll").tempdir_in("/tmp").unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("ll")
+        .tempdir_in("/tmp")
+        .unwrap();
     let ws = Workspace::open(dir.path()).unwrap();
     let resolved = ProjectPathPolicy::empty().resolve(&ws).unwrap();
     let err = LandlockPlan::new(&resolved, &resources(), true).unwrap_err();
@@ -151,15 +208,26 @@ fn seatbelt_profile_snapshot_takes_paths_only_as_parameters() {
     assert!(!plan.profile.contains(&ws.root().display().to_string()));
     assert!(plan.profile.starts_with("; vibesys Seatbelt base profile"));
     assert!(plan.profile.contains("(deny default)"));
-    let generated = plan.profile.split("; generated from the project path policy\n").nth(1).unwrap();
+    let generated = plan
+        .profile
+        .split("; generated from the project path policy\n")
+        .nth(1)
+        .unwrap();
     let params: Vec<String> = plan
         .params
         .iter()
         .filter(|(k, _)| !k.starts_with("ANCESTOR_"))
         .map(|(k, v)| format!("-D{k}={}", v.display()))
         .collect();
-    let generated: String = generated.lines().filter(|l| !l.contains("ANCESTOR_")).map(|l| format!("{l}\n")).collect();
-    insta::assert_snapshot!("seatbelt_profile", filter(&format!("{generated}{}\n", params.join("\n")), &ws));
+    let generated: String = generated
+        .lines()
+        .filter(|l| !l.contains("ANCESTOR_"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    insta::assert_snapshot!(
+        "seatbelt_profile",
+        filter(&format!("{generated}{}\n", params.join("\n")), &ws)
+    );
     let argv = plan.argv(&["ls".into()]);
     assert_eq!(argv[0], "/usr/bin/sandbox-exec");
     assert_eq!(argv[1], "-p");

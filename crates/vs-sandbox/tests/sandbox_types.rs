@@ -22,9 +22,15 @@ fn sandbox_types(source: &str) -> Vec<String> {
     let mut names = Vec::new();
     for line in source.lines() {
         let line = line.trim_start();
-        let rest = ["pub struct ", "struct ", "pub enum ", "enum ", "pub(crate) struct "]
-            .iter()
-            .find_map(|kw| line.strip_prefix(kw));
+        let rest = [
+            "pub struct ",
+            "struct ",
+            "pub enum ",
+            "enum ",
+            "pub(crate) struct ",
+        ]
+        .iter()
+        .find_map(|kw| line.strip_prefix(kw));
         if let Some(rest) = rest {
             let name: String = rest
                 .chars()
@@ -54,10 +60,14 @@ fn every_sandbox_type_implements_confinement() {
         .collect::<Vec<_>>()
         .join("\n");
     let names = sandbox_types(&all);
-    assert!(names.contains(&"HostSandbox".to_owned()), "scanner found {names:?}");
+    assert!(
+        names.contains(&"HostSandbox".to_owned()),
+        "scanner found {names:?}"
+    );
     for name in names {
         assert!(
-            all.contains(&format!("impl Confinement for {name} ")) || all.contains(&format!("impl Confinement for {name}{{")),
+            all.contains(&format!("impl Confinement for {name} "))
+                || all.contains(&format!("impl Confinement for {name}{{")),
             "{name} is named like a sandbox but does not implement vs_sandbox::Confinement"
         );
     }
@@ -65,6 +75,8 @@ fn every_sandbox_type_implements_confinement() {
 
 #[test]
 fn the_scanner_catches_a_missing_impl() {
-    let names = sandbox_types("pub struct FakeSandbox;\nstruct Other;\npub enum SandboxUnavailableError {}\n");
+    let names = sandbox_types(
+        "pub struct FakeSandbox;\nstruct Other;\npub enum SandboxUnavailableError {}\n",
+    );
     assert_eq!(names, vec!["FakeSandbox".to_owned()]);
 }

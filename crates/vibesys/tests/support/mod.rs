@@ -19,7 +19,10 @@ pub fn require_tool(tool: &str, install: &str) {
     let found = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
         .unwrap_or(false);
-    assert!(found, "this test needs `{tool}`: install it with `{install}`");
+    assert!(
+        found,
+        "this test needs `{tool}`: install it with `{install}`"
+    );
 }
 
 /// Who runs the confined command.
@@ -45,11 +48,20 @@ pub fn test_user() -> (u32, u32) {
         if id("-u").is_none() {
             assert!(is_root(), "creating the unprivileged test user needs root");
             let status = Command::new("useradd")
-                .args(["--system", "--no-create-home", "--shell", "/bin/sh", TEST_USER])
+                .args([
+                    "--system",
+                    "--no-create-home",
+                    "--shell",
+                    "/bin/sh",
+                    TEST_USER,
+                ])
                 .status()
                 .expect("run useradd");
             // Another test binary may have created it concurrently.
-            assert!(status.success() || id("-u").is_some(), "useradd {TEST_USER} failed");
+            assert!(
+                status.success() || id("-u").is_some(),
+                "useradd {TEST_USER} failed"
+            );
         }
         (id("-u").unwrap(), id("-g").unwrap())
     })
@@ -114,8 +126,11 @@ pub fn project(who: As) -> Project {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::set_permissions(outside.join("private"), std::fs::Permissions::from_mode(0o644))
-        .unwrap();
+    std::fs::set_permissions(
+        outside.join("private"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
     if who == As::User {
         let (uid, gid) = test_user();
         let status = Command::new("chown")

@@ -26,10 +26,8 @@ pub const DENIED_SYSCALLS: &[(&str, libc::c_long)] = &[
 ];
 
 /// `ioctl` requests denied: terminal input injection and console control.
-pub const DENIED_IOCTLS: &[(&str, u64)] = &[
-    ("TIOCSTI", libc::TIOCSTI as u64),
-    ("TIOCLINUX", libc::TIOCLINUX as u64),
-];
+pub const DENIED_IOCTLS: &[(&str, u64)] =
+    &[("TIOCSTI", libc::TIOCSTI), ("TIOCLINUX", libc::TIOCLINUX)];
 
 fn target_arch() -> Result<TargetArch, SandboxError> {
     if cfg!(target_arch = "x86_64") {
