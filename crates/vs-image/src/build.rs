@@ -160,13 +160,18 @@ pub struct BuildReport {
 /// Name of the group holding the spec's extra files.
 pub(crate) const EXTRA_GROUP: &str = "extra files";
 
-fn extra_group(spec: &ImageSpec) -> Result<Option<Group>, Error> {
-    if spec.files.is_empty() {
+fn extra_group(spec: &ImageSpec, source: &Source) -> Result<Option<Group>, Error> {
+    let host_files: &[crate::ExtraFile] = if matches!(source, Source::ReferencesGraph(_)) {
+        &[]
+    } else {
+        &spec.host.files
+    };
+    if spec.files.is_empty() && host_files.is_empty() {
         return Ok(None);
     }
     let mut entries = Vec::new();
     let mut parents: Vec<Entry> = Vec::new();
-    for f in &spec.files {
+    for f in spec.files.iter().chain(host_files) {
         let rel = normalize_abs(&f.path).ok_or_else(|| Error::SpecInvalid {
             field: format!("files[{}]", f.path),
             reason: "not normalised".to_owned(),
@@ -260,7 +265,11 @@ fn plan(groups: Vec<Group>, extra: Option<Group>, cap: u32) -> Result<Vec<LayerP
 pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport, Error> {
     opts.spec.validate()?;
     let groups = groups_of(opts)?;
-    let plans = plan(groups, extra_group(&opts.spec)?, opts.spec.layer_cap)?;
+    let plans = plan(
+        groups,
+        extra_group(&opts.spec, &opts.source)?,
+        opts.spec.layer_cap,
+    )?;
     let epoch = opts.source_date_epoch;
     if opts.format == OutputFormat::Squashfs {
         return squashfs::build(opts, &plans, progress);

@@ -97,6 +97,10 @@ pub struct HostSource {
     /// An absolute root directory whose tree becomes the image's `/`.
     #[serde(default)]
     pub root: Option<String>,
+    /// Extra entries added only when the contents do not come from a
+    /// references graph (e.g. `/bin/sh -> busybox` for a busybox image).
+    #[serde(default)]
+    pub files: Vec<ExtraFile>,
 }
 
 /// What kind of extra entry.
@@ -282,7 +286,7 @@ impl ImageSpec {
             }
         }
         let mut seen = std::collections::BTreeSet::new();
-        for f in &self.files {
+        for f in self.files.iter().chain(&self.host.files) {
             let field = format!("files[{}]", f.path);
             if normalize_abs(&f.path).is_none() {
                 return bad(
