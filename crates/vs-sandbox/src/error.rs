@@ -163,6 +163,9 @@ pub enum SandboxError {
     /// The command to confine was empty or unusable.
     #[error("invalid command: {0}")]
     InvalidCommand(String),
+    /// A command runner failed to run or observe a command.
+    #[error(transparent)]
+    Runner(#[from] crate::runner::RunnerError),
     /// The backend is not compiled for this operating system.
     #[error("the {backend} backend is not supported on this operating system")]
     UnsupportedPlatform {

@@ -27,4 +27,5 @@ pub use error::{PolicyError, SandboxError};
 pub use landlock::{LandlockOptions, LandlockPlan, LandlockSandbox};
 pub use policy::{Access, ProjectPathPolicy, ResolvedPolicy, Workspace, WorkspaceRelPath};
 pub use resources::HostResources;
+pub use runner::{CommandResult, CommandRunner, CommandSpec, LocalShellRunner, RunnerError};
 pub use seatbelt::{SeatbeltPlan, SeatbeltSandbox};
