@@ -8,7 +8,6 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use crate::build::{OutputFormat, file_name, parent_of};
-use crate::digest::HashWriter;
 use crate::oci;
 use crate::tarw::TarWriter;
 use crate::{Digest, Error};
@@ -29,14 +28,14 @@ enum Member<'a> {
     File(PathBuf),
 }
 
-/// Writes the archive and returns its digest.
+/// Writes the archive (synced, then renamed into place).
 pub(crate) fn write(
     format: OutputFormat,
     out: &Path,
     blobs: &[(Digest, PathBuf)],
     docs: &Docs<'_>,
     epoch: u64,
-) -> Result<Digest, Error> {
+) -> Result<(), Error> {
     let mut members: Vec<(String, Member<'_>)> = Vec::new();
     match format {
         OutputFormat::Archive | OutputFormat::OciArchive => {
@@ -96,26 +95,24 @@ pub(crate) fn write(
         .as_file()
         .try_clone()
         .map_err(|e| Error::io("open", &tmp_path, e))?;
-    let mut tar = TarWriter::new(HashWriter::new(BufWriter::with_capacity(1 << 20, f)), epoch);
+    let mut tar = TarWriter::new(BufWriter::with_capacity(1 << 20, f), epoch);
     for (name, m) in &members {
         let r = match m {
             Member::Dir => tar.dir(name, 0o755),
             Member::Bytes(b) => tar.bytes(name, 0o644, b),
             Member::File(p) => {
                 let mut f = File::open(p).map_err(|e| Error::io("read", p, e))?;
-                let size = f.metadata().map_err(|e| Error::io("stat", p, e))?.len();
-                tar.file(name, 0o644, size, &mut f)
+                tar.file_direct(name, 0o644, &mut f)
             }
         };
         r.map_err(|e| Error::io("write", &tmp_path, e))?;
     }
-    let hw = tar.finish().map_err(|e| Error::io("write", &tmp_path, e))?;
-    let (buf, digest, _) = hw.finish();
+    let buf = tar.finish().map_err(|e| Error::io("write", &tmp_path, e))?;
     let f = buf
         .into_inner()
         .map_err(|e| Error::io("write", &tmp_path, e.into_error()))?;
-    f.sync_data().map_err(|e| Error::io("sync", &tmp_path, e))?;
+    f.sync_all().map_err(|e| Error::io("sync", &tmp_path, e))?;
     tmp.persist(out)
         .map_err(|e| Error::io("rename into place", out, e.error))?;
-    Ok(digest)
+    Ok(())
 }

@@ -153,7 +153,8 @@ pub struct BuildReport {
     pub sbom_digest: Option<Digest>,
     /// Layers, bottom first.
     pub layers: Vec<BuiltLayer>,
-    /// Digest of the output file (archives and squashfs).
+    /// Digest of the output file (squashfs only; for archives `inspect
+    /// --verify` and `pin` compute it).
     pub archive_digest: Option<Digest>,
 }
 
@@ -295,7 +296,12 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
                 progress.layer_done(p.size(), true);
                 return Ok((meta, path, true));
             }
-            let (meta, path) = p.write(&blobs, opts.compression, epoch)?;
+            let (meta, path) = p.write(
+                &blobs,
+                opts.compression,
+                epoch,
+                opts.format == OutputFormat::Oci,
+            )?;
             if let Some(c) = &cache {
                 c.store(&key, &meta, &path);
             }
@@ -409,9 +415,9 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
                 config: &config.digest,
                 layers: &layers.iter().map(|l| l.digest.clone()).collect::<Vec<_>>(),
             };
-            let d = archive::write(f, &opts.out, &blob_files, &docs, epoch)?;
+            archive::write(f, &opts.out, &blob_files, &docs, epoch)?;
             drop(stage);
-            Some(d)
+            None
         }
     };
 
