@@ -163,6 +163,9 @@ pub enum SandboxError {
     /// The command to confine was empty or unusable.
     #[error("invalid command: {0}")]
     InvalidCommand(String),
+    /// The Docker backend failed.
+    #[error(transparent)]
+    Docker(#[from] crate::docker::DockerError),
     /// A command runner failed to run or observe a command.
     #[error(transparent)]
     Runner(#[from] crate::runner::RunnerError),

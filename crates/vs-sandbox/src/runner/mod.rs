@@ -26,6 +26,7 @@ mod capture;
 mod linux;
 
 pub use capture::CapturedOutput;
+pub(crate) use capture::HeadTail;
 
 /// Executes one command and returns a bounded [`CommandResult`].
 pub trait CommandRunner {

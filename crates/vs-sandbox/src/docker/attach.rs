@@ -1,0 +1,180 @@
+//! Running a command in the container attached to this process's stdin,
+//! stdout and stderr: the agent-turn path (`wrap` launches the hidden
+//! `vibesys internal-docker-attach`, which calls [`attach`]).
+
+use std::io::{IsTerminal, Read, Write};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+
+use bollard::container::LogOutput;
+use bollard::exec::{StartExecOptions, StartExecResults};
+use bollard::models::ExecConfig;
+use bollard::query_parameters::ResizeExecOptionsBuilder;
+use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
+
+use crate::error::SandboxError;
+
+use super::engine::{Engine, engine_err};
+use super::tty;
+
+/// One attached command.
+#[derive(Clone)]
+pub struct AttachRequest {
+    /// The container ID.
+    pub container: String,
+    /// `uid:gid` to run as.
+    pub user: String,
+    /// Working directory in the container.
+    pub workdir: PathBuf,
+    /// `NAME=value` entries (values are never logged).
+    pub env: Vec<String>,
+    /// The command.
+    pub argv: Vec<String>,
+}
+
+impl std::fmt::Debug for AttachRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AttachRequest")
+            .field("container", &self.container)
+            .field("user", &self.user)
+            .field("workdir", &self.workdir)
+            .field("env", &super::env::redacted(&self.env))
+            .field("argv", &self.argv)
+            .finish()
+    }
+}
+
+/// Connects to the Engine and runs the request attached; returns the
+/// command's exit status (128+N when killed by signal N).
+pub fn attach(request: &AttachRequest) -> Result<i32, SandboxError> {
+    let engine = Engine::connect()?;
+    attach_with(&engine, request)
+}
+
+/// [`attach`] over an existing connection.
+pub fn attach_with(engine: &Engine, request: &AttachRequest) -> Result<i32, SandboxError> {
+    let stdin = std::io::stdin();
+    let tty = stdin.is_terminal() && std::io::stdout().is_terminal();
+    let docker = engine.docker();
+    let exec = engine
+        .block_on(docker.create_exec(
+            &request.container,
+            ExecConfig {
+                attach_stdin: Some(true),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                tty: Some(tty),
+                env: Some(request.env.clone()),
+                cmd: Some(request.argv.clone()),
+                user: Some(request.user.clone()),
+                working_dir: Some(request.workdir.to_string_lossy().into_owned()),
+                ..Default::default()
+            },
+        ))
+        .map_err(|e| engine_err("docker exec create", e))?;
+    let _raw = if tty {
+        tty::RawMode::enter(stdin.as_raw_fd())
+    } else {
+        None
+    };
+    // Host stdin is read on its own thread (blocking reads) and fed to
+    // the exec; EOF closes the exec's stdin.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(8);
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut input = std::io::stdin().lock();
+        loop {
+            match input.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if tx.blocking_send(buf[..n].to_vec()).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    let exec_id = exec.id.clone();
+    engine.block_on(async move {
+        let started = docker
+            .start_exec(
+                &exec_id,
+                Some(StartExecOptions {
+                    detach: false,
+                    tty,
+                    output_capacity: Some(64 * 1024),
+                }),
+            )
+            .await
+            .map_err(|e| engine_err("docker exec start", e))?;
+        let StartExecResults::Attached {
+            mut output,
+            mut input,
+        } = started
+        else {
+            return Err(engine_err(
+                "docker exec start",
+                bollard::errors::Error::DockerStreamError {
+                    error: "the Engine started the exec detached".into(),
+                },
+            ));
+        };
+        if tty && let Some((rows, cols)) = tty::size(std::io::stdout().as_raw_fd()) {
+            let _ = docker
+                .resize_exec(
+                    &exec_id,
+                    ResizeExecOptionsBuilder::new()
+                        .h(i32::from(rows))
+                        .w(i32::from(cols))
+                        .build(),
+                )
+                .await;
+        }
+        let mut stdin_open = true;
+        loop {
+            tokio::select! {
+                chunk = rx.recv(), if stdin_open => match chunk {
+                    Some(bytes) => {
+                        if input.write_all(&bytes).await.is_err() {
+                            stdin_open = false;
+                        }
+                    }
+                    None => {
+                        stdin_open = false;
+                        let _ = input.shutdown().await;
+                    }
+                },
+                item = output.next() => match item {
+                    Some(Ok(LogOutput::StdOut { message } | LogOutput::Console { message })) => {
+                        let mut out = std::io::stdout().lock();
+                        let _ = out.write_all(&message).and_then(|()| out.flush());
+                    }
+                    Some(Ok(LogOutput::StdErr { message })) => {
+                        let mut err = std::io::stderr().lock();
+                        let _ = err.write_all(&message).and_then(|()| err.flush());
+                    }
+                    Some(Ok(LogOutput::StdIn { .. })) => {}
+                    Some(Err(e)) => return Err(engine_err("docker exec output", e)),
+                    None => break,
+                },
+            }
+        }
+        let mut info = docker
+            .inspect_exec(&exec_id)
+            .await
+            .map_err(|e| engine_err("docker exec inspect", e))?;
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while info.running == Some(true) && std::time::Instant::now() < until {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            info = docker
+                .inspect_exec(&exec_id)
+                .await
+                .map_err(|e| engine_err("docker exec inspect", e))?;
+        }
+        Ok(info
+            .exit_code
+            .and_then(|c| i32::try_from(c).ok())
+            .unwrap_or(125))
+    })
+}

@@ -1,0 +1,81 @@
+//! `DockerSandbox`: the policy lowered to a Docker container, driven over
+//! the Engine API (bollard; no `docker` CLI in the code path).
+//!
+//! [`DockerPlan`] is the pure lowering (mounts, masks, security options)
+//! that `vibesys policy show --backend docker` prints; [`DockerSandbox`]
+//! starts the container from it and is both a [`crate::Confinement`]
+//! (`wrap` launches agent turns through `vibesys internal-docker-attach`)
+//! and a [`crate::CommandRunner`] (`execute` runs the framework's own
+//! commands through the exec API).
+
+use std::path::PathBuf;
+
+mod attach;
+mod engine;
+mod env;
+mod plan;
+mod procs;
+mod sandbox;
+mod tty;
+
+pub use attach::{AttachRequest, attach};
+pub use engine::{Engine, engine_socket};
+pub use env::{DEFAULT_ENV_ALLOW, EnvAllowList, is_credential_name, redacted};
+pub use plan::{
+    DockerOptions, DockerPlan, IMAGE_LABEL, ImagePin, LIFELINE, MountRole, PlannedMount,
+    RUN_ID_LABEL, container_name, current_user, default_mask_root, docker_report, valid_run_id,
+};
+pub use sandbox::DockerSandbox;
+
+/// Why the Docker backend failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DockerError {
+    /// An Engine API call failed.
+    #[error("docker engine: {operation} failed: {message}")]
+    Engine {
+        /// The call.
+        operation: &'static str,
+        /// The Engine's (or the client's) message.
+        message: String,
+    },
+    /// The pinned image is not in the Engine.
+    #[error(
+        "image {image} is not loaded: expected {expected}, found {found}; load it with `vibesys image load ARCHIVE`"
+    )]
+    ImageMissing {
+        /// The image name in the lock.
+        image: String,
+        /// The pinned digest(s).
+        expected: String,
+        /// What the Engine holds under the image's name.
+        found: String,
+    },
+    /// The Engine's image differs from the pin.
+    #[error("image {image} differs from its pin: {field} expected {expected}, found {found}")]
+    ImageMismatch {
+        /// The image name in the lock.
+        image: String,
+        /// What differs.
+        field: String,
+        /// The pinned value.
+        expected: String,
+        /// The value found.
+        found: String,
+    },
+    /// The run id cannot name a container.
+    #[error(
+        "invalid run id {value:?}: use 1 to 64 letters, digits, `_`, `.` or `-`, starting with a letter or digit"
+    )]
+    InvalidRunId {
+        /// The value given.
+        value: String,
+    },
+    /// A mask could not be created.
+    #[error("cannot prepare the mask {path:?}: {source}")]
+    Mask {
+        /// The mask path.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,357 @@
+//! The policy lowered to a Docker container configuration: pure data that
+//! `vibesys policy show --backend docker` prints and [`super::DockerSandbox`]
+//! hands to the Engine.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::confinement::EnforcementReport;
+use crate::policy::{Access, PathKind, ResolvedPolicy, metadata_paths};
+
+use super::env::EnvAllowList;
+
+/// The label every vibesys container carries; its value is the run id.
+pub const RUN_ID_LABEL: &str = "dev.vibesys.run-id";
+
+/// The label naming the pinned image a container was started from.
+pub const IMAGE_LABEL: &str = "dev.vibesys.image";
+
+/// An image as pinned in `images/images.lock`: the Engine must hold an
+/// image whose ID is one of these digests and whose layers are these.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImagePin {
+    /// The image name in the lock (`vibesys-editor`).
+    pub name: String,
+    /// The tag in the lock, used only to name what the Engine holds when
+    /// the pinned ID is missing.
+    pub tag: String,
+    /// The config digest (the image ID with Docker's classic store).
+    pub config_digest: String,
+    /// The manifest digest (the image ID with the containerd store).
+    pub manifest_digest: Option<String>,
+    /// The layer diff_ids, bottom first (`RootFS.Layers`).
+    pub diff_ids: Vec<String>,
+}
+
+/// Options of the Docker backend.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DockerOptions {
+    /// The pinned image.
+    pub image: ImagePin,
+    /// The run id: containers are labelled with it, and a container left
+    /// by a dead run with the same id is removed on start.
+    pub run_id: String,
+    /// Keep a network (the Engine's default bridge); otherwise `none`.
+    pub network: bool,
+    /// `uid:gid` the container's processes run as (the host user's).
+    pub user: String,
+    /// Maximum number of processes in the container.
+    pub pids_limit: i64,
+    /// Memory limit in bytes (swap included).
+    pub memory_bytes: i64,
+    /// Environment variables passed into the container, by name only.
+    pub env: EnvAllowList,
+    /// Where the empty masks of hidden paths are created (a private,
+    /// operator-owned directory; see [`default_mask_root`]).
+    pub mask_root: PathBuf,
+    /// The executable `wrap` launches on the host (`vibesys`), which
+    /// attaches to the container through the Engine API.
+    pub helper: PathBuf,
+    /// The directory commands start in (inside the workspace), or the
+    /// workspace root when `None`.
+    pub chdir: Option<PathBuf>,
+}
+
+impl DockerOptions {
+    /// Options with the defaults: no network, the current user's uid:gid,
+    /// 4096 processes, 8 GiB of memory, the default environment allow-list
+    /// and masks below [`default_mask_root`].
+    pub fn new(image: ImagePin, run_id: impl Into<String>, helper: impl Into<PathBuf>) -> Self {
+        let run_id = run_id.into();
+        Self {
+            image,
+            network: false,
+            user: current_user(),
+            pids_limit: 4096,
+            memory_bytes: 8 << 30,
+            env: EnvAllowList::default(),
+            mask_root: default_mask_root(&run_id),
+            run_id,
+            helper: helper.into(),
+            chdir: None,
+        }
+    }
+}
+
+/// The current process's `uid:gid`.
+pub fn current_user() -> String {
+    use std::os::unix::fs::MetadataExt;
+    // `/proc/self` is owned by the process's effective uid and gid.
+    match std::fs::metadata("/proc/self") {
+        Ok(m) => format!("{}:{}", m.uid(), m.gid()),
+        Err(_) => "65534:65534".to_owned(),
+    }
+}
+
+/// `$XDG_RUNTIME_DIR/vibesys-docker/<run id>` when `XDG_RUNTIME_DIR` is
+/// set, else `$TMPDIR/vibesys-docker-<uid>/<run id>`. The parent is created
+/// with mode 0700 and must be owned by the current user.
+pub fn default_mask_root(run_id: &str) -> PathBuf {
+    let base = match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) if Path::new(&d).is_absolute() => PathBuf::from(d).join("vibesys-docker"),
+        _ => {
+            let uid = current_user();
+            let uid = uid.split(':').next().unwrap_or("0").to_owned();
+            std::env::temp_dir().join(format!("vibesys-docker-{uid}"))
+        }
+    };
+    base.join(run_id)
+}
+
+/// What a mount is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MountRole {
+    /// The workspace, read-write, at its host path.
+    Workspace,
+    /// A version-control metadata directory bound onto itself, so it
+    /// cannot be renamed away.
+    Metadata,
+    /// A read-only policy path re-mounted read-only.
+    ReadOnly,
+    /// An empty read-only directory over a hidden directory.
+    MaskDir,
+    /// An empty read-only file over a hidden file.
+    MaskFile,
+}
+
+/// One bind mount of the container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlannedMount {
+    /// Why it is there.
+    pub role: MountRole,
+    /// The host path.
+    pub source: PathBuf,
+    /// The path in the container.
+    pub target: PathBuf,
+    /// Mounted read-only.
+    pub read_only: bool,
+}
+
+/// The container configuration for a policy. Pure data: nothing here
+/// talks to the Engine or touches the file system.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DockerPlan {
+    /// The image, referred to by ID (the pinned config digest).
+    pub image: String,
+    /// The container name (`vibesys-<run id>`).
+    pub name: String,
+    /// Labels of the container.
+    pub labels: Vec<(String, String)>,
+    /// `uid:gid` of every process in the container.
+    pub user: String,
+    /// Bind mounts, parents first.
+    pub mounts: Vec<PlannedMount>,
+    /// Capabilities dropped.
+    pub cap_drop: Vec<String>,
+    /// `--security-opt` values.
+    pub security_opt: Vec<String>,
+    /// `none` or `bridge`.
+    pub network_mode: String,
+    /// Host devices passed in (always empty).
+    pub devices: Vec<String>,
+    /// Maximum number of processes.
+    pub pids_limit: i64,
+    /// Memory limit in bytes (swap included).
+    pub memory_bytes: i64,
+    /// `docker-init` is the container's pid 1 (reaps orphans).
+    pub init: bool,
+    /// The container's main process: it waits on stdin, which vibesys
+    /// holds open; when vibesys goes away the container stops and the
+    /// Engine removes it (`AutoRemove`).
+    pub lifeline: Vec<String>,
+    /// Names of the variables passed to each command (values are read at
+    /// the time of the command and never stored in the plan).
+    pub env_names: Vec<String>,
+    /// Where commands start.
+    pub workdir: PathBuf,
+}
+
+/// The container's main process. It needs only a POSIX shell in the image.
+pub const LIFELINE: [&str; 3] = ["/bin/sh", "-c", "read -r _; exit 0"];
+
+impl DockerPlan {
+    /// Lowers a resolved policy into a container configuration.
+    pub fn new(policy: &ResolvedPolicy, options: &DockerOptions) -> Self {
+        let ws = policy.workspace().root().to_path_buf();
+        let mut mounts = vec![PlannedMount {
+            role: MountRole::Workspace,
+            source: ws.clone(),
+            target: ws.clone(),
+            read_only: false,
+        }];
+        for meta in metadata_paths(policy.workspace()) {
+            mounts.push(PlannedMount {
+                role: MountRole::Metadata,
+                source: meta.clone(),
+                target: meta,
+                read_only: false,
+            });
+        }
+        for (i, entry) in policy.entries().iter().enumerate() {
+            let (role, source) = match (entry.access, entry.kind) {
+                (Access::ReadOnly, _) => (MountRole::ReadOnly, entry.host.clone()),
+                (Access::Hidden, PathKind::Directory) => (
+                    MountRole::MaskDir,
+                    options.mask_root.join(format!("mask-{i}.d")),
+                ),
+                (Access::Hidden, PathKind::File) => (
+                    MountRole::MaskFile,
+                    options.mask_root.join(format!("mask-{i}.f")),
+                ),
+            };
+            mounts.push(PlannedMount {
+                role,
+                source,
+                target: entry.host.clone(),
+                read_only: true,
+            });
+        }
+        let workdir = options
+            .chdir
+            .as_deref()
+            .filter(|c| c.starts_with(&ws))
+            .unwrap_or(&ws)
+            .to_path_buf();
+        Self {
+            image: options.image.config_digest.clone(),
+            name: container_name(&options.run_id),
+            labels: vec![
+                (RUN_ID_LABEL.to_owned(), options.run_id.clone()),
+                (IMAGE_LABEL.to_owned(), options.image.name.clone()),
+            ],
+            user: options.user.clone(),
+            mounts,
+            cap_drop: vec!["ALL".to_owned()],
+            security_opt: vec!["no-new-privileges".to_owned()],
+            network_mode: if options.network { "bridge" } else { "none" }.to_owned(),
+            devices: Vec::new(),
+            pids_limit: options.pids_limit,
+            memory_bytes: options.memory_bytes,
+            init: true,
+            lifeline: LIFELINE.iter().map(|s| (*s).to_owned()).collect(),
+            env_names: options.env.names().to_vec(),
+            workdir,
+        }
+    }
+}
+
+/// The container name of a run.
+pub fn container_name(run_id: &str) -> String {
+    format!("vibesys-{run_id}")
+}
+
+/// Checks a run id: 1 to 64 characters of `[A-Za-z0-9_.-]`, starting with
+/// a letter or digit (it becomes part of a container name and a path).
+pub fn valid_run_id(run_id: &str) -> bool {
+    !run_id.is_empty()
+        && run_id.len() <= 64
+        && run_id.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+        && run_id.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+}
+
+/// What the Docker backend enforces.
+pub fn docker_report(policy: &ResolvedPolicy, options: &DockerOptions) -> EnforcementReport {
+    let mut report = EnforcementReport::for_policy("docker", policy, |access| match access {
+        Access::ReadOnly => (true, "bind-mounted read-only over itself".into()),
+        Access::Hidden => (
+            true,
+            "an empty read-only operator-owned directory or file mounted over it".into(),
+        ),
+    });
+    report.outside = format!(
+        "only what image {} ({}) holds, plus the workspace",
+        options.image.name, options.image.config_digest
+    );
+    report.hardening = vec![
+        "all capabilities dropped".into(),
+        "no-new-privileges".into(),
+        "no host devices".into(),
+        format!(
+            "network: {}",
+            if options.network { "bridge" } else { "none" }
+        ),
+        format!("runs as {} (the host user)", options.user),
+        format!("pids limit {}", options.pids_limit),
+        format!("memory limit {} bytes", options.memory_bytes),
+        "container removed when vibesys stops or dies (stdin lifeline + AutoRemove)".into(),
+    ];
+    report.gaps = vec![
+        "the image's root file system is writable by the container user for the container's lifetime (it is discarded with the container)".into(),
+    ];
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::{ProjectPathPolicy, Workspace};
+
+    fn pin() -> ImagePin {
+        ImagePin {
+            name: "vibesys-editor".into(),
+            tag: "latest".into(),
+            config_digest: format!("sha256:{}", "a".repeat(64)),
+            manifest_digest: None,
+            diff_ids: vec![],
+        }
+    }
+
+    #[test]
+    fn plan_mounts_follow_the_policy() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("ro/secret")).unwrap();
+        std::fs::write(dir.path().join("key.txt"), "k").unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let policy = ProjectPathPolicy::new(["ro"], ["ro/secret", "key.txt"])
+            .unwrap()
+            .resolve(&ws)
+            .unwrap();
+        let mut opts = DockerOptions::new(pin(), "r1", "/usr/bin/vibesys");
+        opts.mask_root = PathBuf::from("/masks");
+        let plan = DockerPlan::new(&policy, &opts);
+        let root = ws.root();
+        let roles: Vec<_> = plan
+            .mounts
+            .iter()
+            .map(|m| (m.role, m.target.strip_prefix(root).unwrap().to_path_buf()))
+            .collect();
+        assert_eq!(roles[0].0, MountRole::Workspace);
+        assert!(roles.contains(&(MountRole::ReadOnly, PathBuf::from("ro"))));
+        assert!(roles.contains(&(MountRole::MaskDir, PathBuf::from("ro/secret"))));
+        assert!(roles.contains(&(MountRole::MaskFile, PathBuf::from("key.txt"))));
+        // read-only before the hidden path below it
+        let ro = roles.iter().position(|r| r.1 == Path::new("ro")).unwrap();
+        let hid = roles
+            .iter()
+            .position(|r| r.1 == Path::new("ro/secret"))
+            .unwrap();
+        assert!(ro < hid);
+        assert!(plan.mounts[1..].iter().all(|m| m.read_only));
+        assert_eq!(plan.network_mode, "none");
+        assert_eq!(plan.cap_drop, ["ALL"]);
+        assert_eq!(plan.image, pin().config_digest);
+        assert_eq!(plan.labels[0], (RUN_ID_LABEL.into(), "r1".into()));
+    }
+
+    #[test]
+    fn run_ids() {
+        assert!(valid_run_id("run-1.a_b"));
+        assert!(!valid_run_id(""));
+        assert!(!valid_run_id("-x"));
+        assert!(!valid_run_id("a/b"));
+        assert!(!valid_run_id(&"a".repeat(65)));
+    }
+}
