@@ -103,6 +103,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
                 network: project.network,
                 chdir: chdir_in(&project.workspace),
                 helper: helper_exe()?,
+                writable: Vec::new(),
             };
             let sandbox = HostSandbox::new(&project.resolved, &resources, &options)?;
             let code = launch::run_bwrap(sandbox.plan(), &args.command)?;
@@ -112,6 +113,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
             let options = LandlockOptions {
                 network: project.network,
                 helper: helper_exe()?,
+                writable: Vec::new(),
             };
             let sandbox = LandlockSandbox::new(&project.resolved, &resources, &options)?;
             debug_assert_eq!(sandbox.backend(), "landlock");

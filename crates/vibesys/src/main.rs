@@ -13,6 +13,7 @@ mod internal_cmd;
 mod output;
 mod policy_cmd;
 mod project;
+mod session_cmd;
 mod state_cmd;
 
 use std::process::ExitCode;
@@ -36,6 +37,8 @@ enum Command {
     Exec(exec_cmd::ExecArgs),
     /// Show the project's policy and the plan each backend applies.
     Policy(policy_cmd::PolicyCmdArgs),
+    /// Launch a provider CLI (codex, claude, gemini) or any command confined.
+    Session(session_cmd::SessionArgs),
     /// Report which confinement mechanisms work on this host.
     Doctor(doctor_cmd::DoctorArgs),
     /// Build, inspect, load, pin and verify OCI images.
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
         Command::Exec(args) => exec_cmd::run(args),
         Command::Policy(args) => policy_cmd::run(args),
         Command::Doctor(args) => doctor_cmd::run(args),
+        Command::Session(args) => session_cmd::run(args),
         Command::InternalLaunch { args } => return ExitCode::from(internal_cmd::launch(args)),
         Command::InternalLandlock { args } => return ExitCode::from(internal_cmd::landlock(args)),
         Command::Image(args) => image_cmd::run(args),

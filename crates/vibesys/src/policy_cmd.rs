@@ -82,6 +82,7 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
             network: project.network,
             chdir: None,
             helper: helper_exe()?,
+            writable: Vec::new(),
         };
         let plan = BwrapPlan::new(&project.resolved, &resources, &options);
         let report = bwrap_report(&project.resolved, &options);

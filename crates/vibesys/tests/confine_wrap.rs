@@ -47,6 +47,7 @@ fn wrapped_bwrap_argv_confines() {
             network: false,
             chdir: None,
             helper: vibesys(),
+            writable: Vec::new(),
         },
     )
     .unwrap();
@@ -69,6 +70,7 @@ fn wrapped_landlock_argv_confines_and_reports_gaps() {
         &LandlockOptions {
             network: true,
             helper: vibesys(),
+            writable: Vec::new(),
         },
     )
     .unwrap();

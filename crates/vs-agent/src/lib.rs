@@ -1,1 +1,12 @@
-//! vs-agent (see crates/README.md).
+//! vs-agent: launching an agent session confined — the execution policy,
+//! the launcher that rewrites every provider argv through the
+//! confinement's `wrap` (on the host or in a container alike), and the
+//! environment allow-list.
+
+pub mod env;
+pub mod error;
+pub mod session;
+
+pub use env::{SessionEnv, session_env_allowlist};
+pub use error::AgentError;
+pub use session::{ExecutionPolicy, confine, prepare_state_paths, session_command};

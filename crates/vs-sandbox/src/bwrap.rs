@@ -59,6 +59,9 @@ pub struct BwrapOptions {
     pub chdir: Option<PathBuf>,
     /// The executable that realises the plan's descriptors (`vibesys`).
     pub helper: PathBuf,
+    /// Host paths outside the project bound read-write (a provider's state
+    /// directory, for instance). Empty for `vibesys exec`.
+    pub writable: Vec<PathBuf>,
 }
 
 /// The exact bubblewrap invocation for a policy.
@@ -107,6 +110,10 @@ impl BwrapPlan {
             }
         }
         b.args(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
+        for w in &options.writable {
+            let w = w.display().to_string();
+            b.args(["--bind-try".to_owned(), w.clone(), w]);
+        }
 
         let ws = policy.workspace().root().display().to_string();
         b.args(["--bind".to_owned(), ws.clone(), ws.clone()]);

@@ -43,6 +43,9 @@ pub struct LandlockOptions {
     pub network: bool,
     /// The executable that applies the rules (`vibesys`).
     pub helper: PathBuf,
+    /// Host paths outside the project granted read-write (a provider's
+    /// state directory, for instance).
+    pub writable: Vec<PathBuf>,
 }
 
 /// The Landlock rules for a policy.
@@ -133,7 +136,17 @@ impl LandlockSandbox {
         resources: &HostResources,
         options: &LandlockOptions,
     ) -> Result<Self, SandboxError> {
-        let plan = LandlockPlan::new(policy, resources, options.network)?;
+        let mut plan = LandlockPlan::new(policy, resources, options.network)?;
+        for w in &options.writable {
+            if policy.workspace().root().starts_with(w) {
+                return Err(SandboxError::UnsafeWorkspace {
+                    backend: "landlock",
+                    workspace: policy.workspace().root().to_path_buf(),
+                    reason: format!("the writable path {} contains it", w.display()),
+                });
+            }
+            plan.write.push(w.clone());
+        }
         let report = landlock_report(policy, options.network);
         for gap in report.not_enforced() {
             tracing::warn!(

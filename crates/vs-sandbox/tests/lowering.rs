@@ -138,6 +138,7 @@ fn bwrap_argv_snapshot() {
         network: true,
         chdir: None,
         helper: "/opt/vibesys/bin/vibesys".into(),
+        writable: Vec::new(),
     };
     let plan = BwrapPlan::new(&resolved, &resources(), &options);
     let text = filter(&plan.args.join("\n"), &ws);

@@ -1,0 +1,116 @@
+//! `vibesys session`: launch a provider CLI (codex, claude, gemini) or any
+//! command as a confined agent session.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use vs_agent::{
+    ExecutionPolicy, confine, prepare_state_paths, session_command, session_env_allowlist,
+};
+use vs_sandbox::Enforcement;
+use vs_sandbox::bwrap::find_bwrap;
+
+use crate::exec_cmd::{ConfineArg, resolve_mode};
+use crate::project::{PolicyArgs, chdir_in, helper_exe};
+
+/// Arguments of `vibesys session`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+The provider runs with its own approvals and sandbox OFF (codex
+--dangerously-bypass-approvals-and-sandbox, claude --dangerously-skip-permissions,
+gemini --approval-mode=yolo --sandbox=false): vibesys's confinement is the only boundary.
+Only allow-listed variables reach the agent (PATH, HOME, USER, LANG, LC_*, TERM, TZ, TMPDIR,
+proxy and CA variables, the provider's auth and state variables, and --env NAME extras);
+dropped names are logged once, values never. The provider's state directory (e.g. ~/.codex)
+is the only writable path outside the project.
+
+Exit status: the session's own; 125 when vibesys fails (nothing ran).")]
+pub struct SessionArgs {
+    /// codex, claude, gemini, or `custom` (the command after --).
+    #[arg(long, value_name = "NAME")]
+    provider: String,
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// The confinement mechanism; `auto` follows VIBESYS_AGENT_SANDBOX.
+    #[arg(long, value_enum, default_value_t = ConfineArg::Auto)]
+    confine: ConfineArg,
+    /// Pass this variable through as well (a valid name; repeatable).
+    #[arg(long = "env", value_name = "NAME")]
+    env: Vec<String>,
+    /// Run one prompt non-interactively instead of an interactive session.
+    #[arg(long, value_name = "TEXT", conflicts_with = "resume")]
+    prompt: Option<String>,
+    /// Resume a session by id (`latest` for the most recent).
+    #[arg(long, value_name = "ID")]
+    resume: Option<String>,
+    /// Allow running unconfined when confinement is disabled.
+    #[arg(long = "no-require-enforcement")]
+    no_require_enforcement: bool,
+    /// Extra provider arguments (or, for `custom`, the command).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
+    args: Vec<OsString>,
+}
+
+/// Runs `vibesys session`.
+pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
+    let provider: agentshim::Provider = if args.provider.trim().eq_ignore_ascii_case("custom") {
+        agentshim::Provider::custom(args.args.clone())?
+    } else {
+        args.provider.parse()?
+    };
+    let launch = match (&args.prompt, &args.resume) {
+        (Some(prompt), _) => provider.one_shot(prompt)?,
+        (None, Some(id)) => {
+            let which = if id == "latest" {
+                agentshim::Resume::Latest
+            } else {
+                agentshim::Resume::Id(agentshim::SessionId::new(id)?)
+            };
+            provider.resume(&which, None)?
+        }
+        (None, None) if matches!(provider, agentshim::Provider::Custom(_)) => {
+            provider.interactive(&[])
+        }
+        (None, None) => provider.interactive(&args.args),
+    };
+    let mode = resolve_mode(args.confine)?;
+    let enforcement = if args.no_require_enforcement {
+        Enforcement::Optional
+    } else {
+        Enforcement::Required
+    };
+    let project = args.policy.resolve()?;
+    let env = session_env_allowlist(std::env::vars_os(), &provider, &args.env)?;
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let writable = match &home {
+        Some(home) => prepare_state_paths(&provider, home, |v| std::env::var_os(v))?,
+        None => Vec::new(),
+    };
+    let program = launch
+        .argv
+        .first()
+        .cloned()
+        .context("the provider command is empty")?;
+    let exec = ExecutionPolicy {
+        policy: project.resolved.clone(),
+        resources: project.resources(&program, &args.policy.allow),
+        mode,
+        enforcement,
+        network: project.network,
+    };
+    let bwrap = find_bwrap(std::env::var_os("PATH").as_deref()).unwrap_or_else(|_| "bwrap".into());
+    let confinement = confine(&exec, &helper_exe()?, &bwrap, writable)?;
+    let cwd =
+        chdir_in(&project.workspace).unwrap_or_else(|| project.workspace.root().to_path_buf());
+    let mut cmd = session_command(confinement.as_deref(), &launch, &env, &cwd)?;
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot start the session ({})", provider.name()))?;
+    Ok(vs_sandbox::launch::exit_code(status) as u8)
+}

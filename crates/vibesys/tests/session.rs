@@ -1,0 +1,183 @@
+//! `vibesys session`: real stand-in executables named codex, claude and
+//! gemini on PATH record the argv and environment they were given, from
+//! inside the confined process.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use support::*;
+
+const STANDIN: &str = r#"#!/bin/sh
+# Records what it was given, from inside the sandbox.
+out="$PWD/record-$(basename "$0")"
+: > "$out"
+for a in "$@"; do printf 'arg:%s\n' "$a" >> "$out"; done
+env | sed 's/=.*//' | sort | sed 's/^/env:/' >> "$out"
+printf 'token:[%s]\n' "$(cat token.txt 2>/dev/null)" >> "$out"
+echo state > "$HOME/$1-state-probe" 2>/dev/null && echo 'home-root:writable' >> "$out"
+"#;
+
+fn standins(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    for name in ["codex", "claude", "gemini"] {
+        let p = dir.join(name);
+        std::fs::write(&p, STANDIN).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+#[test]
+fn providers_launch_confined_with_only_allow_listed_variables() {
+    require_tool("bwrap", "apt-get install bubblewrap");
+    let p = project(As::Root);
+    let bin = p.outside.join("bin");
+    standins(&bin);
+    let home = p.outside.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let cases = [
+        (
+            "codex",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "OPENAI_API_KEY",
+            ".codex",
+        ),
+        (
+            "claude",
+            "--dangerously-skip-permissions",
+            "ANTHROPIC_API_KEY",
+            ".claude",
+        ),
+        (
+            "gemini",
+            "--approval-mode=yolo",
+            "GEMINI_API_KEY",
+            ".gemini",
+        ),
+    ];
+    for (provider, flag, auth, state) in cases {
+        let out = command_as(
+            As::Root,
+            &p.root,
+            &vibesys(),
+            &[
+                "session",
+                "--provider",
+                provider,
+                "--confine",
+                "bwrap",
+                "--env",
+                "MY_EXTRA",
+                "--",
+                "--model",
+                "x",
+            ],
+        )
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("HOME", &home)
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("GEMINI_API_KEY", "g-test")
+        .env("AWS_SECRET_ACCESS_KEY", "must-not-leak")
+        .env("MY_EXTRA", "1")
+        .env("SSH_AUTH_SOCK", "/tmp/agent.sock")
+        .output()
+        .unwrap();
+        assert_code(&out, 0);
+        let record = std::fs::read_to_string(p.root.join(format!("record-{provider}"))).unwrap();
+        assert!(
+            record.contains(&format!("arg:{flag}\n")),
+            "{provider}: {record}"
+        );
+        assert!(
+            record.contains("arg:--model\narg:x\n"),
+            "{provider}: {record}"
+        );
+        assert!(
+            record.contains("token:[]"),
+            "{provider}: the hidden file was readable: {record}"
+        );
+        let names: Vec<&str> = record
+            .lines()
+            .filter_map(|l| l.strip_prefix("env:"))
+            .collect();
+        assert!(
+            names.contains(&auth) && names.contains(&"MY_EXTRA") && names.contains(&"PATH"),
+            "{provider}: {names:?}"
+        );
+        let allowed_extra = [
+            "PWD",
+            "SHLVL",
+            "_",
+            "OLDPWD",
+            "IS_SANDBOX",
+            "GEMINI_SANDBOX",
+            "GEMINI_CLI_TRUST_WORKSPACE",
+        ];
+        for name in &names {
+            let ok = ["PATH", "HOME", "LANG", "MY_EXTRA"].contains(name)
+                || *name == auth
+                || allowed_extra.contains(name);
+            assert!(ok, "{provider}: {name} is not on the allow-list: {names:?}");
+        }
+        for leaked in ["AWS_SECRET_ACCESS_KEY", "SSH_AUTH_SOCK"] {
+            assert!(!names.contains(&leaked), "{provider}: {leaked} leaked");
+        }
+        // The dropped names are logged, their values never.
+        let err = stderr(&out);
+        assert!(
+            !err.contains("must-not-leak") && !err.contains("sk-"),
+            "{err}"
+        );
+        // Only the provider's state dir is writable in HOME, not HOME itself.
+        assert!(
+            !record.contains("home-root:writable"),
+            "{provider}: {record}"
+        );
+        assert!(
+            home.join(state).exists(),
+            "{provider}: state dir not prepared"
+        );
+    }
+}
+
+#[test]
+fn unknown_provider_fails_closed() {
+    let p = project(As::Root);
+    let out = command_as(
+        As::Root,
+        &p.root,
+        &vibesys(),
+        &["session", "--provider", "cursor"],
+    )
+    .output()
+    .unwrap();
+    assert_code(&out, 125);
+    assert!(
+        stderr(&out).contains("known providers: codex, claude, gemini"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_disabled_sandbox_refuses_the_session() {
+    let p = project(As::Root);
+    let out = command_as(
+        As::Root,
+        &p.root,
+        &vibesys(),
+        &["session", "--provider", "codex"],
+    )
+    .env("VIBESYS_AGENT_SANDBOX", "off")
+    .output()
+    .unwrap();
+    assert_code(&out, 125);
+    assert!(
+        stderr(&out).contains("requires enforcement"),
+        "{}",
+        stderr(&out)
+    );
+}

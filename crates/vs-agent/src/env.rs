@@ -1,0 +1,133 @@
+//! `session_env_allowlist`: only named variables reach the agent.
+
+use std::collections::BTreeSet;
+use std::ffi::{OsStr, OsString};
+
+use agentshim::Provider;
+
+use crate::error::AgentError;
+
+/// Variables every session keeps: the shell basics, locale, terminal,
+/// time zone, temp dir, proxies and CA bundles.
+pub const BASE_ALLOWLIST: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "COLORTERM",
+    "NO_COLOR",
+    "TZ",
+    "TMPDIR",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "GIT_SSL_CAINFO",
+];
+
+/// Prefixes kept (the locale family).
+pub const ALLOWED_PREFIXES: &[&str] = &["LC_"];
+
+/// The environment a session gets, and the names that were dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionEnv {
+    /// The variables kept, in input order.
+    pub vars: Vec<(OsString, OsString)>,
+    /// Names that were dropped (sorted, unique). Values are never kept.
+    pub dropped: Vec<String>,
+}
+
+/// True for a valid environment variable name: `[A-Za-z_][A-Za-z0-9_]*`.
+pub fn is_valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Filters `env` down to the allow-list: the base list, `LC_*`, the
+/// provider's auth and state variables, and the operator's `extras` (each
+/// must be a valid name). Dropped names are logged once, values never.
+pub fn session_env_allowlist<I, K, V>(
+    env: I,
+    provider: &Provider,
+    extras: &[String],
+) -> Result<SessionEnv, AgentError>
+where
+    I: IntoIterator<Item = (K, V)>,
+    K: AsRef<OsStr>,
+    V: AsRef<OsStr>,
+{
+    if let Some(bad) = extras.iter().find(|n| !is_valid_name(n)) {
+        return Err(AgentError::InvalidEnvName { name: bad.clone() });
+    }
+    let mut allowed: BTreeSet<&str> = BASE_ALLOWLIST.iter().copied().collect();
+    allowed.extend(provider.auth_env_vars().iter().copied());
+    allowed.extend(provider.state_env_vars());
+    allowed.extend(extras.iter().map(String::as_str));
+    let mut vars = Vec::new();
+    let mut dropped = BTreeSet::new();
+    for (k, v) in env {
+        let (k, v) = (k.as_ref(), v.as_ref());
+        let keep = k.to_str().is_some_and(|name| {
+            allowed.contains(name) || ALLOWED_PREFIXES.iter().any(|p| name.starts_with(p))
+        });
+        if keep {
+            vars.push((k.to_os_string(), v.to_os_string()));
+        } else {
+            dropped.insert(k.to_string_lossy().into_owned());
+        }
+    }
+    let dropped: Vec<String> = dropped.into_iter().collect();
+    if !dropped.is_empty() {
+        tracing::info!(
+            names = %dropped.join(" "),
+            "session environment: dropped {} variable(s) not on the allow-list",
+            dropped.len()
+        );
+    }
+    Ok(SessionEnv { vars, dropped })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn keeps_only_the_allow_list() {
+        let env = [
+            ("PATH", "/usr/bin"),
+            ("LC_ALL", "C"),
+            ("OPENAI_API_KEY", "sk-secret"),
+            ("ANTHROPIC_API_KEY", "other-provider"),
+            ("AWS_SECRET_ACCESS_KEY", "aws"),
+            ("MY_EXTRA", "1"),
+        ];
+        let out = session_env_allowlist(env, &Provider::Codex, &["MY_EXTRA".into()]).unwrap();
+        let names: Vec<_> = out.vars.iter().map(|(k, _)| k.to_str().unwrap()).collect();
+        assert_eq!(names, ["PATH", "LC_ALL", "OPENAI_API_KEY", "MY_EXTRA"]);
+        assert_eq!(out.dropped, ["ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY"]);
+    }
+
+    #[test]
+    fn extras_must_be_valid_names() {
+        for bad in ["", "1X", "A-B", "A=B", "A B"] {
+            let err =
+                session_env_allowlist(Vec::<(&str, &str)>::new(), &Provider::Claude, &[bad.into()]);
+            assert!(err.is_err(), "{bad:?}");
+        }
+    }
+}

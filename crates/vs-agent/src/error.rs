@@ -1,0 +1,34 @@
+//! The one error type of vs-agent.
+
+/// Why a session could not be launched.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// An operator-named extra variable is not a valid name.
+    #[error("invalid environment variable name {name:?} (expected [A-Za-z_][A-Za-z0-9_]*)")]
+    InvalidEnvName {
+        /// The name as given.
+        name: String,
+    },
+    /// Confinement could not be planned or is unavailable.
+    #[error(transparent)]
+    Sandbox(#[from] vs_sandbox::SandboxError),
+    /// Provider knowledge rejected the request.
+    #[error(transparent)]
+    Provider(#[from] agentshim::AgentShimError),
+    /// The session cannot run in this mode from here.
+    #[error("sessions with --confine {mode} are not available here: {reason}")]
+    UnsupportedMode {
+        /// The mode.
+        mode: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// Preparing a provider state directory failed.
+    #[error("cannot prepare provider state {path:?}: {source}")]
+    State {
+        /// The path.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,140 @@
+//! The execution policy and the launcher: every provider argv is
+//! rewritten through the confinement's `wrap`.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use agentshim::{Launch, Provider};
+use vs_sandbox::controls::allow_unconfined;
+use vs_sandbox::{
+    BwrapOptions, ConfineMode, Confinement, Enforcement, HostResources, HostSandbox,
+    LandlockOptions, LandlockSandbox, ResolvedPolicy,
+};
+
+use crate::env::SessionEnv;
+use crate::error::AgentError;
+
+/// What a session may do: the project policy, host resources, the
+/// mechanism, and whether enforcement is required.
+#[derive(Debug, Clone)]
+pub struct ExecutionPolicy {
+    /// The project policy, resolved against its workspace.
+    pub policy: ResolvedPolicy,
+    /// Read-only host paths.
+    pub resources: HostResources,
+    /// The mechanism asked for.
+    pub mode: ConfineMode,
+    /// Required for every run entry point.
+    pub enforcement: Enforcement,
+    /// Keep the host network (agents reach their model API).
+    pub network: bool,
+}
+
+/// The provider's state locations for `home`, created when missing (so
+/// they exist where they are bound read-write).
+pub fn prepare_state_paths(
+    provider: &Provider,
+    home: &Path,
+    var: impl Fn(&str) -> Option<OsString>,
+) -> Result<Vec<PathBuf>, AgentError> {
+    let mut out = Vec::new();
+    for sp in provider.resolve_state_paths(home, var) {
+        let made = if sp.is_dir {
+            std::fs::create_dir_all(&sp.path)
+        } else {
+            match sp.path.parent() {
+                Some(parent) => std::fs::create_dir_all(parent).and_then(|()| {
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(&sp.path)
+                        .map(drop)
+                }),
+                None => Ok(()),
+            }
+        };
+        made.map_err(|source| AgentError::State {
+            path: sp.path.clone(),
+            source,
+        })?;
+        out.push(sp.path);
+    }
+    Ok(out)
+}
+
+/// Builds the confinement for a policy; `None` only when confinement is
+/// disabled and not required (logged loudly by `allow_unconfined`).
+pub fn confine(
+    exec: &ExecutionPolicy,
+    helper: &Path,
+    bwrap: &Path,
+    writable: Vec<PathBuf>,
+) -> Result<Option<Box<dyn Confinement>>, AgentError> {
+    if allow_unconfined(exec.mode, exec.enforcement).map_err(vs_sandbox::SandboxError::from)? {
+        return Ok(None);
+    }
+    match exec.mode {
+        ConfineMode::Auto | ConfineMode::Bwrap => {
+            let options = BwrapOptions {
+                program: bwrap.to_path_buf(),
+                network: exec.network,
+                chdir: None,
+                helper: helper.to_path_buf(),
+                writable,
+            };
+            Ok(Some(Box::new(HostSandbox::new(
+                &exec.policy,
+                &exec.resources,
+                &options,
+            )?)))
+        }
+        ConfineMode::Landlock => {
+            let options = LandlockOptions {
+                network: exec.network,
+                helper: helper.to_path_buf(),
+                writable,
+            };
+            Ok(Some(Box::new(LandlockSandbox::new(
+                &exec.policy,
+                &exec.resources,
+                &options,
+            )?)))
+        }
+        ConfineMode::Docker => Err(AgentError::UnsupportedMode {
+            mode: "docker",
+            reason: "use the docker run environment's DockerSandbox (vibesys exec --confine docker) or --confine bwrap".into(),
+        }),
+        ConfineMode::Off => Err(AgentError::UnsupportedMode {
+            mode: "off",
+            reason: "confinement is disabled".into(),
+        }),
+    }
+}
+
+/// The command that launches `launch` through `confinement` (or bare
+/// when `None`), with exactly `env` (plus the provider's launch
+/// variables) and nothing inherited, starting in `cwd`.
+pub fn session_command(
+    confinement: Option<&dyn Confinement>,
+    launch: &Launch,
+    env: &SessionEnv,
+    cwd: &Path,
+) -> Result<Command, AgentError> {
+    let argv = match confinement {
+        Some(c) => c.wrap(&launch.argv)?,
+        None => launch.argv.clone(),
+    };
+    let Some((program, args)) = argv.split_first() else {
+        return Err(vs_sandbox::SandboxError::InvalidCommand("the command is empty".into()).into());
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args).current_dir(cwd).env_clear();
+    for (k, v) in &env.vars {
+        cmd.env(k, v);
+    }
+    for (k, v) in &launch.env {
+        cmd.env(k, v);
+    }
+    Ok(cmd)
+}
