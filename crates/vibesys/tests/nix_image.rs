@@ -16,14 +16,18 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::Instant;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// Fixed timestamp for both builds (any value works; both must agree).
 const EPOCH: &str = "1700000000";
 const IMAGE_NAME: &str = "vibesys-nix-test";
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 /// Fails the test when `tool` is not on PATH, saying what to install.
@@ -31,18 +35,30 @@ fn require(tool: &str, install: &str) {
     let found = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
         .unwrap_or(false);
-    assert!(found, "`{tool}` not found on PATH: {install} (scripts/ci-setup-nix.sh does it)");
+    assert!(
+        found,
+        "`{tool}` not found on PATH: {install} (scripts/ci-setup-nix.sh does it)"
+    );
 }
 
 fn require_nix() {
     for tool in ["nix-build", "nix-store", "nix-instantiate"] {
-        require(tool, "install Nix, e.g. Debian's nix-bin (`apt-get install nix-bin`)");
+        require(
+            tool,
+            "install Nix, e.g. Debian's nix-bin (`apt-get install nix-bin`)",
+        );
     }
 }
 
 fn require_docker() {
-    require("docker", "install Docker (Debian: `apt-get install docker.io`) and start the Engine");
-    let out = Command::new("docker").args(["version", "--format", "{{.Server.Version}}"]).output().unwrap();
+    require(
+        "docker",
+        "install Docker (Debian: `apt-get install docker.io`) and start the Engine",
+    );
+    let out = Command::new("docker")
+        .args(["version", "--format", "{{.Server.Version}}"])
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "the Docker Engine does not answer `docker version`: start dockerd\n{}",
@@ -53,7 +69,9 @@ fn require_docker() {
 /// Runs `cmd`, failing the test with its output unless it succeeds.
 fn run(cmd: &mut Command) -> Output {
     let shown = format!("{cmd:?}");
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {shown}: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {shown}: {e}"));
     assert!(
         out.status.success(),
         "{shown} failed ({})\n--- stdout\n{}\n--- stderr\n{}",
@@ -65,12 +83,18 @@ fn run(cmd: &mut Command) -> Output {
 }
 
 fn stdout(out: &Output) -> String {
-    String::from_utf8(out.stdout.clone()).unwrap().trim().to_owned()
+    String::from_utf8(out.stdout.clone())
+        .unwrap()
+        .trim()
+        .to_owned()
 }
 
 /// Every `.nix` file of the repository, outside `target*` and `.git`.
 fn nix_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap()).collect();
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .collect();
     entries.sort_by_key(|e| e.file_name());
     for e in entries {
         let name = e.file_name().to_string_lossy().into_owned();
@@ -104,30 +128,53 @@ fn every_nix_file_parses() {
 #[test]
 fn flake_lock_pins_nixpkgs() {
     let root = repo_root();
-    let lock: serde_json::Value = serde_json::from_slice(&std::fs::read(root.join("flake.lock")).unwrap()).unwrap();
+    let lock: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("flake.lock")).unwrap()).unwrap();
     assert_eq!(lock["version"], 7);
     assert_eq!(lock["root"], "root");
-    assert_eq!(lock["nodes"]["root"]["inputs"], serde_json::json!({ "nixpkgs": "nixpkgs" }));
+    assert_eq!(
+        lock["nodes"]["root"]["inputs"],
+        serde_json::json!({ "nixpkgs": "nixpkgs" })
+    );
     let locked = &lock["nodes"]["nixpkgs"]["locked"];
     assert_eq!(locked["type"], "github");
     assert_eq!(locked["owner"], "NixOS");
     assert_eq!(locked["repo"], "nixpkgs");
     assert_eq!(locked["rev"], "8fd9daa3db09ced9700431c5b7ad0e8ba199b575");
     assert_eq!(locked["lastModified"], 1778430510u64);
-    assert_eq!(locked["narHash"], "sha256-Ti+ZBvW6yrWWAg2szExVTwCd4qOJ3KlVr1tFHfyfi8Q=");
+    assert_eq!(
+        locked["narHash"],
+        "sha256-Ti+ZBvW6yrWWAg2szExVTwCd4qOJ3KlVr1tFHfyfi8Q="
+    );
     let original = &lock["nodes"]["nixpkgs"]["original"];
     assert_eq!(original["ref"], "nixos-25.11");
 
     // Nix reads the lock offline and reports the same rev (a git checkout:
     // Nix copies the tracked files only).
     require_nix();
-    require("nix", "install Nix, e.g. Debian's nix-bin (`apt-get install nix-bin`)");
+    require(
+        "nix",
+        "install Nix, e.g. Debian's nix-bin (`apt-get install nix-bin`)",
+    );
     let out = run(Command::new("nix")
-        .args(["--extra-experimental-features", "nix-command flakes", "flake", "metadata", "--offline", "--json"])
+        .args([
+            "--extra-experimental-features",
+            "nix-command flakes",
+            "flake",
+            "metadata",
+            "--offline",
+            "--json",
+        ])
         .arg(&root));
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(meta["locks"]["nodes"]["nixpkgs"]["locked"]["rev"], "8fd9daa3db09ced9700431c5b7ad0e8ba199b575");
-    assert_eq!(meta["description"], "vibesys: confinement and hermetic images for AI coding agents");
+    assert_eq!(
+        meta["locks"]["nodes"]["nixpkgs"]["locked"]["rev"],
+        "8fd9daa3db09ced9700431c5b7ad0e8ba199b575"
+    );
+    assert_eq!(
+        meta["description"],
+        "vibesys: confinement and hermetic images for AI coding agents"
+    );
 }
 
 /// The cargo target directory of this test run: the nearest ancestor of
@@ -144,11 +191,21 @@ fn target_dir() -> PathBuf {
 }
 
 /// The static vibesys: `VIBESYS_STATIC_BIN`, or built by
-/// `scripts/build-static.sh` into this run's target directory.
+/// `scripts/build-static.sh` into this run's target directory, once per
+/// test process (the tests that need it wait for one build).
 fn static_vibesys() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(build_static_vibesys).clone()
+}
+
+fn build_static_vibesys() -> PathBuf {
     if let Some(p) = std::env::var_os("VIBESYS_STATIC_BIN") {
         let p = PathBuf::from(p);
-        assert!(p.is_file(), "VIBESYS_STATIC_BIN={} is not a file", p.display());
+        assert!(
+            p.is_file(),
+            "VIBESYS_STATIC_BIN={} is not a file",
+            p.display()
+        );
         return p;
     }
     require("cargo", "install Rust (rustup)");
@@ -157,23 +214,84 @@ fn static_vibesys() -> PathBuf {
         .arg(repo_root().join("scripts/build-static.sh"))
         .env("CARGO_TARGET_DIR", target_dir()));
     let bin = PathBuf::from(stdout(&out));
-    println!("static vibesys: {} ({} bytes), built in {:.1?}", bin.display(), bin.metadata().unwrap().len(), start.elapsed());
+    println!(
+        "static vibesys: {} ({} bytes), built in {:.1?}",
+        bin.display(),
+        bin.metadata().unwrap().len(),
+        start.elapsed()
+    );
     bin
+}
+
+/// Builds an `archive` image through `nix/` (offline: no substituters;
+/// sandbox on) from one host path; returns the output and the time taken.
+fn nix_image(
+    root: &Path,
+    vibesys: &Path,
+    spec: &Path,
+    content: &Path,
+    link: &Path,
+    extra: &[&str],
+) -> (PathBuf, Duration) {
+    let mut cmd = Command::new("nix-build");
+    cmd.arg(root.join("nix"))
+        .args([
+            "--option",
+            "sandbox",
+            "true",
+            "--option",
+            "substituters",
+            "",
+        ])
+        .args(["--arg", "vibesys"])
+        .arg(nix_string(vibesys))
+        .args(["--arg", "spec"])
+        .arg(nix_string(spec))
+        .args(["--arg", "contents"])
+        .arg(format!("[ {} ]", nix_string(content)))
+        .args([
+            "--argstr",
+            "format",
+            "archive",
+            "--argstr",
+            "sourceDateEpoch",
+            EPOCH,
+        ])
+        .arg("--out-link")
+        .arg(link)
+        .args(extra);
+    let start = Instant::now();
+    let out = run(&mut cmd);
+    (PathBuf::from(stdout(&out)), start.elapsed())
 }
 
 /// The store path `builtins.path` gives `dir` (named after its base name),
 /// added to the store now.
 fn add_to_store(dir: &Path) -> String {
     let name = dir.file_name().unwrap().to_str().unwrap();
-    let expr = format!("toString (builtins.path {{ path = {}; name = \"{name}\"; }})", nix_string(dir));
-    let out = run(Command::new("nix-instantiate").args(["--eval", "--read-write-mode", "--json", "-E", &expr]));
+    let expr = format!(
+        "toString (builtins.path {{ path = {}; name = \"{name}\"; }})",
+        nix_string(dir)
+    );
+    let out = run(Command::new("nix-instantiate").args([
+        "--eval",
+        "--read-write-mode",
+        "--json",
+        "-E",
+        &expr,
+    ]));
     serde_json::from_slice::<String>(&out.stdout).unwrap()
 }
 
 /// A Nix string literal of a path.
 fn nix_string(p: &Path) -> String {
     let s = p.to_str().unwrap();
-    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\"").replace("${", "\\${"))
+    format!(
+        "\"{}\"",
+        s.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace("${", "\\${")
+    )
 }
 
 /// The references graph of `root`'s closure in the format Nix's
@@ -201,12 +319,24 @@ fn references_graph(root: &str) -> String {
 /// image archive, read with `tar`.
 fn digests(archive: &Path, scratch: &Path) -> (String, String) {
     std::fs::create_dir_all(scratch).unwrap();
-    run(Command::new("tar").arg("-xf").arg(archive).arg("-C").arg(scratch).arg("index.json"));
-    let index: serde_json::Value = serde_json::from_slice(&std::fs::read(scratch.join("index.json")).unwrap()).unwrap();
+    run(Command::new("tar")
+        .arg("-xf")
+        .arg(archive)
+        .arg("-C")
+        .arg(scratch)
+        .arg("index.json"));
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(scratch.join("index.json")).unwrap()).unwrap();
     let manifest = index["manifests"][0]["digest"].as_str().unwrap().to_owned();
     let blob = format!("blobs/sha256/{}", manifest.strip_prefix("sha256:").unwrap());
-    run(Command::new("tar").arg("-xf").arg(archive).arg("-C").arg(scratch).arg(&blob));
-    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(scratch.join(&blob)).unwrap()).unwrap();
+    run(Command::new("tar")
+        .arg("-xf")
+        .arg(archive)
+        .arg("-C")
+        .arg(scratch)
+        .arg(&blob));
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(scratch.join(&blob)).unwrap()).unwrap();
     let config = m["config"]["digest"].as_str().unwrap().to_owned();
     (manifest, config)
 }
@@ -244,28 +374,20 @@ fn nix_built_image_runs_in_docker_and_matches_the_build_outside_nix() {
     .unwrap();
 
     // Through nix/: offline (no substituters), sandbox on.
-    let nix_build = |extra: &[&str]| {
-        let mut cmd = Command::new("nix-build");
-        cmd.arg(root.join("nix"))
-            .args(["--option", "sandbox", "true", "--option", "substituters", ""])
-            .args(["--arg", "vibesys"])
-            .arg(nix_string(&vibesys_static))
-            .args(["--arg", "spec"])
-            .arg(nix_string(&spec))
-            .args(["--arg", "contents"])
-            .arg(format!("[ {} ]", nix_string(&bb)))
-            .args(["--argstr", "format", "archive", "--argstr", "sourceDateEpoch", EPOCH])
-            .arg("--out-link")
-            .arg(t.join("result"))
-            .args(extra);
-        let start = Instant::now();
-        let out = run(&mut cmd);
-        (PathBuf::from(stdout(&out)), start.elapsed())
+    let nix_build = |spec: &Path, content: &Path, extra: &[&str]| {
+        nix_image(
+            &root,
+            &vibesys_static,
+            spec,
+            content,
+            &t.join("result"),
+            extra,
+        )
     };
-    let (nix_out, took) = nix_build(&[]);
+    let (nix_out, took) = nix_build(&spec, &bb, &[]);
     println!("nix-build: {} in {took:.1?}", nix_out.display());
     // Nix rebuilds it and compares bit for bit (fails when they differ).
-    let (_, took) = nix_build(&["--check"]);
+    let (_, took) = nix_build(&spec, &bb, &["--check"]);
     println!("nix-build --check (rebuilt, identical): {took:.1?}");
 
     // The same closure outside Nix, by the test's own (dynamic) vibesys.
@@ -284,25 +406,125 @@ fn nix_built_image_runs_in_docker_and_matches_the_build_outside_nix() {
     let (nix_manifest, nix_config) = digests(&nix_out, &t.join("x-nix"));
     let (out_manifest, out_config) = digests(&outside, &t.join("x-outside"));
     println!("manifest {nix_manifest}\nconfig   {nix_config}");
-    assert_eq!(nix_manifest, out_manifest, "manifest digest: Nix vs outside Nix");
+    assert_eq!(
+        nix_manifest, out_manifest,
+        "manifest digest: Nix vs outside Nix"
+    );
     assert_eq!(nix_config, out_config, "config digest: Nix vs outside Nix");
-    assert_eq!(sha256_file(&nix_out), sha256_file(&outside), "the archives differ byte-wise");
+    assert_eq!(
+        sha256_file(&nix_out),
+        sha256_file(&outside),
+        "the archives differ byte-wise"
+    );
 
     // Into this machine's Docker Engine, and run.
     let out = run(Command::new("docker").arg("load").arg("-i").arg(&nix_out));
     println!("{}", stdout(&out));
     let reference = format!("{IMAGE_NAME}:nix");
-    let id = stdout(&run(Command::new("docker").args(["image", "inspect", "--format", "{{.Id}}", &reference])));
-    let ran = Command::new("docker").args(["run", "--rm", "--network", "none", &reference]).output().unwrap();
-    let ran_custom = Command::new("docker")
-        .args(["run", "--rm", "--network", "none", &reference, "echo", "custom"])
+    let id = stdout(&run(
+        Command::new("docker").args(["image", "inspect", "--format", "{{.Id}}", &reference])
+    ));
+    let ran = Command::new("docker")
+        .args(["run", "--rm", "--network", "none", &reference])
         .output()
         .unwrap();
-    let _ = Command::new("docker").args(["rmi", "--force", &reference]).output();
-    assert!(ran.status.success(), "docker run failed: {}", String::from_utf8_lossy(&ran.stderr));
-    assert_eq!(String::from_utf8_lossy(&ran.stdout).trim(), "hello from nix");
+    let ran_custom = Command::new("docker")
+        .args([
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            &reference,
+            "echo",
+            "custom",
+        ])
+        .output()
+        .unwrap();
+    let _ = Command::new("docker")
+        .args(["rmi", "--force", &reference])
+        .output();
+    assert!(
+        ran.status.success(),
+        "docker run failed: {}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&ran.stdout).trim(),
+        "hello from nix"
+    );
     assert_eq!(String::from_utf8_lossy(&ran_custom.stdout).trim(), "custom");
     // Docker's classic store reports the config digest as the image ID,
     // the containerd store the manifest digest.
-    assert!(id == nix_config || id == nix_manifest, "docker image ID {id} is neither {nix_config} nor {nix_manifest}");
+    assert!(
+        id == nix_config || id == nix_manifest,
+        "docker image ID {id} is neither {nix_config} nor {nix_manifest}"
+    );
+}
+
+/// The static host binary needs nothing else: `file` calls it static, and
+/// it runs in an image (built through nix/) that holds only itself.
+#[test]
+fn static_vibesys_runs_alone_in_an_image() {
+    require_nix();
+    require_docker();
+    require("file", "install file (`apt-get install file`)");
+    let root = repo_root();
+    let vibesys_static = static_vibesys();
+    let desc = stdout(&run(Command::new("file").arg("-b").arg(&vibesys_static)));
+    assert!(
+        desc.contains("statically linked") || desc.contains("static-pie linked"),
+        "not static: {desc}"
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    // The same name nix/default.nix gives the builder, so one store path.
+    let dir = t.join("bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = dir.join("vibesys");
+    std::fs::copy(&vibesys_static, &bin).unwrap();
+    let store = add_to_store(&bin);
+    let name = "vibesys-static-only";
+    let spec = t.join("only.toml");
+    std::fs::write(
+        &spec,
+        format!("name = \"{name}\"\ntag = \"nix\"\n\n[config]\nentrypoint = [\"{store}\"]\n"),
+    )
+    .unwrap();
+    let (image, _) = nix_image(&root, &vibesys_static, &spec, &bin, &t.join("result"), &[]);
+
+    run(Command::new("docker").arg("load").arg("-i").arg(&image));
+    let reference = format!("{name}:nix");
+    let ran = Command::new("docker")
+        .args(["run", "--rm", "--network", "none", &reference, "--version"])
+        .output()
+        .unwrap();
+    let listed = Command::new("docker")
+        .args([
+            "image",
+            "inspect",
+            "--format",
+            "{{len .RootFS.Layers}}",
+            &reference,
+        ])
+        .output()
+        .unwrap();
+    let _ = Command::new("docker")
+        .args(["rmi", "--force", &reference])
+        .output();
+    assert!(
+        ran.status.success(),
+        "docker run --version failed: {}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let version = String::from_utf8_lossy(&ran.stdout);
+    assert_eq!(
+        version.trim(),
+        format!("vibesys {}", env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&listed.stdout).trim(),
+        "1",
+        "one layer: the binary alone"
+    );
 }
