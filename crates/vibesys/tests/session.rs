@@ -17,7 +17,8 @@ out="$PWD/record-$(basename "$0")"
 for a in "$@"; do printf 'arg:%s\n' "$a" >> "$out"; done
 env | sed 's/=.*//' | sort | sed 's/^/env:/' >> "$out"
 printf 'token:[%s]\n' "$(cat token.txt 2>/dev/null)" >> "$out"
-echo state > "$HOME/$1-state-probe" 2>/dev/null && echo 'home-root:writable' >> "$out"
+{ echo state > "$HOME/state-probe"; } 2>/dev/null && echo 'home-root:writable' >> "$out"
+exit 0
 "#;
 
 fn standins(dir: &Path) {
@@ -80,7 +81,7 @@ fn providers_launch_confined_with_only_allow_listed_variables() {
         .env("OPENAI_API_KEY", "sk-test")
         .env("ANTHROPIC_API_KEY", "sk-ant-test")
         .env("GEMINI_API_KEY", "g-test")
-        .env("AWS_SECRET_ACCESS_KEY", "must-not-leak")
+        .env("VIBESYS_TEST_SECRET", "must-not-leak")
         .env("MY_EXTRA", "1")
         .env("SSH_AUTH_SOCK", "/tmp/agent.sock")
         .output()
@@ -122,7 +123,7 @@ fn providers_launch_confined_with_only_allow_listed_variables() {
                 || allowed_extra.contains(name);
             assert!(ok, "{provider}: {name} is not on the allow-list: {names:?}");
         }
-        for leaked in ["AWS_SECRET_ACCESS_KEY", "SSH_AUTH_SOCK"] {
+        for leaked in ["VIBESYS_TEST_SECRET", "SSH_AUTH_SOCK"] {
             assert!(!names.contains(&leaked), "{provider}: {leaked} leaked");
         }
         // The dropped names are logged, their values never.
