@@ -314,3 +314,41 @@ int main(void) {
         assert!(text.contains("io_uring=-1 errno=1\n"), "{text}");
     }
 }
+
+#[test]
+fn no_network_leaves_only_loopback() {
+    bwrap_needed();
+    let p = project(As::Root);
+    let with = command_as(
+        As::Root,
+        &p.root,
+        &vibesys(),
+        &["exec", "--", "cat", "/proc/net/dev"],
+    )
+    .output()
+    .unwrap();
+    assert_code(&with, 0);
+    let without = command_as(
+        As::Root,
+        &p.root,
+        &vibesys(),
+        &["exec", "--no-network", "--", "cat", "/proc/net/dev"],
+    )
+    .output()
+    .unwrap();
+    assert_code(&without, 0);
+    let ifaces = |o: &std::process::Output| -> Vec<String> {
+        stdout(o)
+            .lines()
+            .skip(2)
+            .filter_map(|l| l.split(':').next())
+            .map(|s| s.trim().to_owned())
+            .collect()
+    };
+    assert_eq!(ifaces(&without), ["lo"], "{}", stdout(&without));
+    assert!(
+        ifaces(&with).len() > 1,
+        "the host network has more than lo: {}",
+        stdout(&with)
+    );
+}
