@@ -268,6 +268,11 @@ fn gate_errors_exit_125() {
         "{}",
         stderr(&out)
     );
+    fs::write(p.join("vibesys.toml"), "[gate]\nprotect = [\"\"]\n").unwrap();
+    let out = vibesys(p, &["gate", "baseline", "--run", "r1"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(stderr(&out).contains("empty"), "{}", stderr(&out));
+    fs::remove_file(p.join("vibesys.toml")).unwrap();
     // A tampered baseline is an error, not a pass.
     baseline(p, "r2", &["eval"]);
     let path = p.join(".vibesys/state/runs/r2/gate-baseline.json");

@@ -131,6 +131,9 @@ pub enum RuntimeError {
         /// The path as given.
         path: PathBuf,
     },
+    /// A protected path is the empty string.
+    #[error("a protected path is empty; name the project itself as \".\"")]
+    EmptyProtectedPath,
     /// No protected path was given.
     #[error("nothing to protect: pass --protect PATH or set [gate] protect in vibesys.toml")]
     NothingProtected,

@@ -142,6 +142,9 @@ impl ProtectedSet {
         let project = layout.project();
         let mut roots = Vec::with_capacity(requested.len());
         for p in requested {
+            if p.as_os_str().is_empty() {
+                return Err(RuntimeError::EmptyProtectedPath);
+            }
             let abs = if p.is_absolute() {
                 p.clone()
             } else {
