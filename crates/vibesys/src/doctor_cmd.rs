@@ -134,7 +134,11 @@ fn check_docker() -> Check {
             Check {
                 name: "docker",
                 ok: true,
-                detail: format!("Engine {version} answers at {}", sock.display()),
+                detail: format!(
+                    "Engine {version} answers at {}; {}",
+                    sock.display(),
+                    pinned_images()
+                ),
                 fix: None,
             }
         }
@@ -154,6 +158,45 @@ fn check_docker() -> Check {
             detail: format!("no Engine at {}: {e}", sock.display()),
             fix: Some("start the Docker Engine, or use the host environment (bwrap)".into()),
         },
+    }
+}
+
+/// Which images pinned in the lock the Engine holds (by pinned ID and
+/// layers), as one line.
+fn pinned_images() -> String {
+    let Ok(lock_path) = crate::docker_cmd::find_lock(None) else {
+        return "no images.lock found, pinned images not checked".into();
+    };
+    let lock = match vs_image::Lock::load(&lock_path) {
+        Ok(l) => l,
+        Err(e) => return format!("cannot read {}: {e}", lock_path.display()),
+    };
+    let engine = match vs_sandbox::docker::Engine::connect() {
+        Ok(e) => e,
+        Err(e) => return format!("pinned images not checked: {e}"),
+    };
+    let mut parts = Vec::new();
+    for name in lock.images.keys() {
+        let state = match crate::docker_cmd::pin_for(name, &lock_path) {
+            Ok(pin) => match engine.check_pinned(&pin) {
+                Ok(id) => format!("{name} loaded ({id})"),
+                Err(vs_sandbox::SandboxError::Docker(vs_sandbox::DockerError::ImageMissing {
+                    ..
+                })) => format!("{name} not loaded"),
+                Err(e) => format!("{name} MISMATCH ({e})"),
+            },
+            Err(e) => format!("{name}: {e:#}"),
+        };
+        parts.push(state);
+    }
+    if parts.is_empty() {
+        format!("{} pins no image", lock_path.display())
+    } else {
+        format!(
+            "pinned images ({}): {}",
+            lock_path.display(),
+            parts.join(", ")
+        )
     }
 }
 

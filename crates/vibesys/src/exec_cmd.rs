@@ -43,7 +43,8 @@ pub struct ExecArgs {
     /// The confinement mechanism; `auto` follows VIBESYS_AGENT_SANDBOX.
     #[arg(long, value_enum, default_value_t = ConfineArg::Auto)]
     confine: ConfineArg,
-    /// The image for --confine docker (a pinned digest).
+    /// The image for --confine docker: a name pinned in images/images.lock
+    /// (default vibesys-editor) or a pinned image ID (sha256:...).
     #[arg(long, value_name = "REF")]
     image: Option<String>,
     /// Allow running unconfined when confinement is disabled (a library
@@ -132,12 +133,12 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
             eprintln!("vibesys: {err}");
             Ok(code as u8)
         }
-        ConfineMode::Docker => {
-            let _ = args.image;
-            bail!(
-                "sandbox unavailable: docker: `vibesys exec --confine docker` is not available in this build yet; use --confine bwrap"
-            )
-        }
+        ConfineMode::Docker => crate::docker_cmd::exec(
+            &project,
+            args.image.as_deref(),
+            args.policy.project.as_deref(),
+            &args.command,
+        ),
         ConfineMode::Off => unreachable_off(),
     }
 }

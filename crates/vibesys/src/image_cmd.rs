@@ -50,6 +50,11 @@ enum ImageCommand {
     /// relative to the lock file) is checked that way. Any mismatch fails
     /// with an error naming the pinned and the found digest.
     Verify(VerifyArgs),
+    /// Stream an archive into the Docker Engine and check it against the lock.
+    ///
+    /// Refuses an archive or a loaded image whose digests differ from the
+    /// lock, naming both; a no-op when the pinned image is already loaded.
+    Load(crate::image_load::LoadArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -153,6 +158,7 @@ pub fn run(args: ImageArgs) -> anyhow::Result<u8> {
         ImageCommand::Inspect(a) => inspect(a),
         ImageCommand::Pin(a) => pin(a),
         ImageCommand::Verify(a) => verify(a),
+        ImageCommand::Load(a) => crate::image_load::run(a),
     }
 }
 

@@ -5,10 +5,12 @@
 //! exit status. When vibesys itself fails it prints `vibesys: error: ...`
 //! and exits 125; otherwise a confined command's own status passes through.
 
+mod docker_cmd;
 mod doctor_cmd;
 mod exec_cmd;
 mod gate_cmd;
 mod image_cmd;
+mod image_load;
 mod internal_cmd;
 mod output;
 mod policy_cmd;
@@ -59,6 +61,12 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
+    /// Internal: run a command in a run's container, attached to stdio.
+    #[command(name = "internal-docker-attach", hide = true)]
+    InternalDockerAttach {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -84,6 +92,9 @@ fn main() -> ExitCode {
         Command::Session(args) => session_cmd::run(args),
         Command::InternalLaunch { args } => return ExitCode::from(internal_cmd::launch(args)),
         Command::InternalLandlock { args } => return ExitCode::from(internal_cmd::landlock(args)),
+        Command::InternalDockerAttach { args } => {
+            return ExitCode::from(docker_cmd::internal_attach(args));
+        }
         Command::Image(args) => image_cmd::run(args),
         Command::State(args) => state_cmd::run(args),
         Command::Gate(args) => gate_cmd::run(args),

@@ -134,11 +134,40 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
         backends.insert("seatbelt".into(), json!({ "plan": plan, "report": report }));
     }
     if wants(Backend::Docker) {
-        text.push_str("== docker ==\n  not available in this build yet\n");
-        backends.insert(
-            "docker".into(),
-            json!({ "error": "not available in this build yet" }),
-        );
+        text.push_str("== docker ==\n");
+        match crate::docker_cmd::plan_for(&project, args.policy.project.as_deref()) {
+            Ok((options, plan)) => {
+                let report = vs_sandbox::docker::docker_report(&project.resolved, &options);
+                text.push_str(&format!(
+                    "  image {} (by ID {}), container {}, user {}\n",
+                    options.image.name, plan.image, plan.name, plan.user
+                ));
+                text.push_str(&format!(
+                    "  cap-drop {} security-opt {} network {} devices none pids {} memory {}\n",
+                    plan.cap_drop.join(","),
+                    plan.security_opt.join(","),
+                    plan.network_mode,
+                    plan.pids_limit,
+                    plan.memory_bytes
+                ));
+                for m in &plan.mounts {
+                    text.push_str(&format!(
+                        "  mount {:<10} {} -> {}{}\n",
+                        serde_json::to_value(m.role)?.as_str().unwrap_or("?"),
+                        m.source.display(),
+                        m.target.display(),
+                        if m.read_only { " (ro)" } else { "" }
+                    ));
+                }
+                text.push_str(&format!("  env (by name): {}\n", plan.env_names.join(" ")));
+                push_report(&mut text, &report);
+                backends.insert("docker".into(), json!({ "plan": plan, "report": report }));
+            }
+            Err(e) => {
+                text.push_str(&format!("  unusable: {e:#}\n"));
+                backends.insert("docker".into(), json!({ "error": format!("{e:#}") }));
+            }
+        }
     }
     if args.json {
         let out = json!({

@@ -1,0 +1,211 @@
+//! The Docker run environment in the CLI: which pinned image to use, the
+//! `exec --confine docker` path, and the hidden `internal-docker-attach`
+//! helper that `DockerSandbox::wrap` puts in front of an agent turn.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use vs_image::Lock;
+use vs_sandbox::DockerSandbox;
+use vs_sandbox::docker::{
+    AttachRequest, DockerOptions, DockerPlan, EnvAllowList, ImagePin, attach,
+};
+
+use crate::project::ProjectPolicy;
+
+/// The image `exec --confine docker` uses without `--image`.
+pub const DEFAULT_IMAGE: &str = "vibesys-editor";
+
+/// Names the lock file: `VIBESYS_IMAGES_LOCK`, else `images/images.lock`
+/// in the current directory, else in the project.
+pub fn find_lock(project: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = std::env::var_os("VIBESYS_IMAGES_LOCK").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    let here = PathBuf::from("images/images.lock");
+    if here.is_file() {
+        return Ok(here);
+    }
+    if let Some(p) = project {
+        let there = p.join("images/images.lock");
+        if there.is_file() {
+            return Ok(there);
+        }
+    }
+    bail!(
+        "no images.lock found (looked at VIBESYS_IMAGES_LOCK, ./images/images.lock{}); pin the image with `vibesys image pin` or set VIBESYS_IMAGES_LOCK",
+        project
+            .map(|p| format!(", {}/images/images.lock", p.display()))
+            .unwrap_or_default()
+    )
+}
+
+/// The pin of `reference`: a lock name (`vibesys-editor`), `name:tag`, or
+/// a digest that must be an image ID pinned in the lock. An unpinned
+/// digest is refused, naming it and what the lock pins.
+pub fn pin_for(reference: &str, lock_path: &Path) -> anyhow::Result<ImagePin> {
+    let lock = Lock::load(lock_path)?;
+    let to_pin = |name: &str, img: &vs_image::LockedImage| ImagePin {
+        name: name.to_owned(),
+        tag: img.tag.clone(),
+        config_digest: img.config_digest.to_string(),
+        manifest_digest: img.manifest_digest.as_ref().map(ToString::to_string),
+        diff_ids: img.diff_ids.iter().map(ToString::to_string).collect(),
+    };
+    if reference.starts_with("sha256:") {
+        for (name, img) in &lock.images {
+            let matches = img.config_digest.to_string() == reference
+                || img
+                    .manifest_digest
+                    .as_ref()
+                    .is_some_and(|m| m.to_string() == reference);
+            if matches {
+                return Ok(to_pin(name, img));
+            }
+        }
+        let pinned: Vec<String> = lock
+            .images
+            .iter()
+            .map(|(n, i)| format!("{n} at {}", i.config_digest))
+            .collect();
+        bail!(
+            "image {reference} is not pinned in {}: the lock pins {}; refusing an unpinned image",
+            lock_path.display(),
+            if pinned.is_empty() {
+                "nothing".to_owned()
+            } else {
+                pinned.join(", ")
+            }
+        );
+    }
+    let (name, tag) = match reference.rsplit_once(':') {
+        Some((n, t)) if !n.contains('/') || !t.contains('/') => (n, Some(t)),
+        _ => (reference, None),
+    };
+    let img = lock.image(name, lock_path)?;
+    if let Some(t) = tag
+        && t != img.tag
+    {
+        bail!(
+            "image {reference} is not pinned: {} pins {name}:{} at {}",
+            lock_path.display(),
+            img.tag,
+            img.config_digest
+        );
+    }
+    Ok(to_pin(name, img))
+}
+
+/// A run id for `vibesys exec`: `VIBESYS_RUN_ID`, else `exec-<pid>-<ns>`.
+pub fn run_id() -> String {
+    match std::env::var("VIBESYS_RUN_ID") {
+        Ok(v) if !v.is_empty() => v,
+        _ => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            format!("exec-{}-{nanos}", std::process::id())
+        }
+    }
+}
+
+/// The Docker options for a project (without starting anything).
+pub fn options_for(
+    project: &ProjectPolicy,
+    image: Option<&str>,
+    project_dir: Option<&Path>,
+) -> anyhow::Result<DockerOptions> {
+    let lock_path = find_lock(project_dir)?;
+    let pin = pin_for(image.unwrap_or(DEFAULT_IMAGE), &lock_path)?;
+    let mut options = DockerOptions::new(pin, run_id(), crate::project::helper_exe()?);
+    options.network = project.network;
+    options.chdir = crate::project::chdir_in(&project.workspace);
+    if let Some(extra) = std::env::var_os("VIBESYS_DOCKER_ENV") {
+        let extra = extra.to_string_lossy().into_owned();
+        options.env = EnvAllowList::default().with(extra.split(',').map(str::trim));
+    }
+    Ok(options)
+}
+
+/// `vibesys exec --confine docker`: start the run's container, run the
+/// command attached, remove the container; the command's status.
+pub fn exec(
+    project: &ProjectPolicy,
+    image: Option<&str>,
+    project_dir: Option<&Path>,
+    command: &[OsString],
+) -> anyhow::Result<u8> {
+    let options = options_for(project, image, project_dir)?;
+    let sandbox = DockerSandbox::start(&project.resolved, &options)?;
+    let workdir = sandbox.plan().workdir.clone();
+    let code = sandbox.attach(command, &workdir)?;
+    drop(sandbox);
+    Ok(u8::try_from(code).unwrap_or(125))
+}
+
+/// The plan `policy show --backend docker` prints.
+pub fn plan_for(
+    project: &ProjectPolicy,
+    project_dir: Option<&Path>,
+) -> anyhow::Result<(DockerOptions, DockerPlan)> {
+    let options = options_for(project, None, project_dir)?;
+    let plan = DockerPlan::new(&project.resolved, &options);
+    Ok((options, plan))
+}
+
+/// `vibesys internal-docker-attach --container ID --user U --workdir DIR
+/// [--env NAME]... -- CMD...`: runs CMD in the container attached to this
+/// process's stdio; values of the named variables come from this
+/// process's environment. Exit status: CMD's, 125 when attaching fails.
+pub fn internal_attach(args: Vec<OsString>) -> u8 {
+    match parse_attach(args).and_then(|r| Ok(attach(&r)?)) {
+        Ok(code) => u8::try_from(code).unwrap_or(125),
+        Err(e) => {
+            eprintln!("vibesys: error: {e:#}");
+            125
+        }
+    }
+}
+
+fn parse_attach(args: Vec<OsString>) -> anyhow::Result<AttachRequest> {
+    let mut it = args.into_iter();
+    let mut container = None;
+    let mut user = None;
+    let mut workdir = None;
+    let mut names: Vec<String> = Vec::new();
+    let text = |v: Option<OsString>, flag: &str| -> anyhow::Result<String> {
+        v.and_then(|v| v.into_string().ok())
+            .with_context(|| format!("{flag} needs a UTF-8 value"))
+    };
+    loop {
+        let Some(flag) = it.next() else {
+            bail!("internal-docker-attach: missing `-- CMD`");
+        };
+        match flag.to_str() {
+            Some("--container") => container = Some(text(it.next(), "--container")?),
+            Some("--user") => user = Some(text(it.next(), "--user")?),
+            Some("--workdir") => workdir = Some(PathBuf::from(text(it.next(), "--workdir")?)),
+            Some("--env") => names.push(text(it.next(), "--env")?),
+            Some("--") => break,
+            _ => bail!("internal-docker-attach: unknown argument {flag:?}"),
+        }
+    }
+    let argv: Vec<String> = it
+        .map(|a| {
+            a.into_string()
+                .map_err(|a| anyhow::anyhow!("argument {a:?} is not UTF-8"))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    if argv.is_empty() {
+        bail!("internal-docker-attach: the command is empty");
+    }
+    Ok(AttachRequest {
+        container: container.context("internal-docker-attach: --container is required")?,
+        user: user.context("internal-docker-attach: --user is required")?,
+        workdir: workdir.context("internal-docker-attach: --workdir is required")?,
+        env: EnvAllowList::new(names).pick_from_process(),
+        argv,
+    })
+}
