@@ -46,7 +46,10 @@ pub fn engine_socket() -> PathBuf {
 fn unavailable(endpoint: &std::path::Path, reason: String) -> SandboxError {
     SandboxUnavailableError::new(
         "docker",
-        format!("no Docker Engine answers at {}: {reason}", endpoint.display()),
+        format!(
+            "no Docker Engine answers at {}: {reason}",
+            endpoint.display()
+        ),
         "start the Docker Engine (or set DOCKER_HOST=unix://...), or use --confine bwrap",
     )
     .into()
@@ -65,12 +68,16 @@ impl Engine {
                 source,
             })?;
         let path = endpoint.to_string_lossy().into_owned();
-        let docker = Docker::connect_with_unix(&path, API_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)
-            .map_err(|e| unavailable(&endpoint, e.to_string()))?;
+        let docker =
+            Docker::connect_with_unix(&path, API_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)
+                .map_err(|e| unavailable(&endpoint, e.to_string()))?;
         let docker = rt
             .block_on(async {
-                tokio::time::timeout(std::time::Duration::from_secs(10), docker.negotiate_version())
-                    .await
+                tokio::time::timeout(
+                    std::time::Duration::from_secs(10),
+                    docker.negotiate_version(),
+                )
+                .await
             })
             .map_err(|_| unavailable(&endpoint, "no answer within 10 s".into()))?
             .map_err(|e| unavailable(&endpoint, e.to_string()))?;

@@ -46,7 +46,15 @@ impl std::fmt::Debug for EnvAllowList {
 pub fn is_credential_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     [
-        "KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION",
+        "KEY",
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIAL",
+        "AUTH",
+        "COOKIE",
+        "SESSION",
     ]
     .iter()
     .any(|w| upper.contains(w))

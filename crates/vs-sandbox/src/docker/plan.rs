@@ -257,8 +257,13 @@ pub fn container_name(run_id: &str) -> String {
 pub fn valid_run_id(run_id: &str) -> bool {
     !run_id.is_empty()
         && run_id.len() <= 64
-        && run_id.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
-        && run_id.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && run_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+        && run_id
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphanumeric())
 }
 
 /// What the Docker backend enforces.

@@ -23,7 +23,9 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use crate::confinement::{Confinement, EnforcementReport};
 use crate::error::SandboxError;
 use crate::policy::ResolvedPolicy;
-use crate::runner::{CommandResult, CommandRunner, HeadTail, CommandSpec, DEFAULT_OUTPUT_CAP, RunnerError};
+use crate::runner::{
+    CommandResult, CommandRunner, CommandSpec, DEFAULT_OUTPUT_CAP, HeadTail, RunnerError,
+};
 
 use super::DockerError;
 use super::engine::{Engine, engine_err, is_not_found};
@@ -37,7 +39,8 @@ use super::procs;
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
 type Writer = Pin<Box<dyn AsyncWrite + Send>>;
-type Output = Pin<Box<dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>>;
+type Output =
+    Pin<Box<dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>>;
 
 /// The attached stdin of the container's main process. While vibesys
 /// holds it, the container runs; when vibesys exits or dies, the Engine
@@ -330,7 +333,11 @@ impl DockerSandbox {
             )
             .await
             .map_err(|e| runner_engine("docker exec start", e))?;
-        let StartExecResults::Attached { mut output, mut input } = started_exec else {
+        let StartExecResults::Attached {
+            mut output,
+            mut input,
+        } = started_exec
+        else {
             return Err(RunnerError::SupervisorLost {
                 detail: "the Engine started the exec detached".into(),
             });
@@ -415,7 +422,10 @@ impl DockerSandbox {
                     .await
                     .map_err(|e| runner_engine("docker exec inspect", e))?;
             }
-            let code = info.exit_code.and_then(|c| i32::try_from(c).ok()).unwrap_or(-1);
+            let code = info
+                .exit_code
+                .and_then(|c| i32::try_from(c).ok())
+                .unwrap_or(-1);
             // Docker reports a signal death as 128+N, like the shell.
             let signal = (129..=159).contains(&code).then_some(code - 128);
             (code, signal)
@@ -432,10 +442,7 @@ impl DockerSandbox {
     }
 }
 
-async fn remove_run_containers(
-    docker: &bollard::Docker,
-    run_id: &str,
-) -> Result<(), SandboxError> {
+async fn remove_run_containers(docker: &bollard::Docker, run_id: &str) -> Result<(), SandboxError> {
     let mut filters: HashMap<String, Vec<String>> = HashMap::new();
     filters.insert("label".into(), vec![format!("{RUN_ID_LABEL}={run_id}")]);
     let list = docker
@@ -490,7 +497,9 @@ fn prepare_masks(root: &Path, plan: &DockerPlan) -> Result<(), SandboxError> {
         }
     }
     let meta = std::fs::symlink_metadata(base).map_err(|e| mask_err(base, e))?;
-    let me = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(u32::MAX);
+    let me = std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(u32::MAX);
     if !meta.is_dir() || meta.uid() != me {
         return Err(mask_err(
             base,
@@ -579,7 +588,11 @@ async fn start_container(
     let created = loop {
         match docker
             .create_container(
-                Some(CreateContainerOptionsBuilder::new().name(&plan.name).build()),
+                Some(
+                    CreateContainerOptionsBuilder::new()
+                        .name(&plan.name)
+                        .build(),
+                ),
                 body.clone(),
             )
             .await
@@ -610,17 +623,26 @@ async fn start_container(
         Ok(a) => a,
         Err(e) => {
             let _ = docker
-                .remove_container(&id, Some(RemoveContainerOptionsBuilder::new().force(true).build()))
+                .remove_container(
+                    &id,
+                    Some(RemoveContainerOptionsBuilder::new().force(true).build()),
+                )
                 .await;
             return Err(engine_err("attach container", e));
         }
     };
     if let Err(e) = docker
-        .start_container(&id, None::<bollard::query_parameters::StartContainerOptions>)
+        .start_container(
+            &id,
+            None::<bollard::query_parameters::StartContainerOptions>,
+        )
         .await
     {
         let _ = docker
-            .remove_container(&id, Some(RemoveContainerOptionsBuilder::new().force(true).build()))
+            .remove_container(
+                &id,
+                Some(RemoveContainerOptionsBuilder::new().force(true).build()),
+            )
             .await;
         return Err(engine_err("start container", e));
     }
