@@ -14,7 +14,8 @@ use vs_sandbox::docker::{
 
 use crate::project::ProjectPolicy;
 
-/// The image `exec --confine docker` uses without `--image`.
+/// The image `exec --confine docker` uses without `--image` (and without
+/// `VIBESYS_DOCKER_IMAGE`).
 pub const DEFAULT_IMAGE: &str = "vibesys-editor";
 
 /// Names the lock file: `VIBESYS_IMAGES_LOCK`, else `images/images.lock`
@@ -118,7 +119,9 @@ pub fn options_for(
     project_dir: Option<&Path>,
 ) -> anyhow::Result<DockerOptions> {
     let lock_path = find_lock(project_dir)?;
-    let pin = pin_for(image.unwrap_or(DEFAULT_IMAGE), &lock_path)?;
+    let env_image = std::env::var("VIBESYS_DOCKER_IMAGE").ok().filter(|v| !v.is_empty());
+    let reference = image.or(env_image.as_deref()).unwrap_or(DEFAULT_IMAGE);
+    let pin = pin_for(reference, &lock_path)?;
     let mut options = DockerOptions::new(pin, run_id(), crate::project::helper_exe()?);
     options.network = project.network;
     options.chdir = crate::project::chdir_in(&project.workspace);
