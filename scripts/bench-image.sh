@@ -5,7 +5,7 @@
 # ratios and peak memory.
 #
 #   scripts/bench-image.sh            # RUNS=3 by default
-#   RUNS=5 BENCH_DIR=/var/tmp/b scripts/bench-image.sh
+#   RUNS=5 DOCKER_RUNS=3 BENCH_DIR=/var/tmp/b scripts/bench-image.sh
 #
 # Peers:
 #   umoci:  umoci init + new + insert (gzip layer, umoci's only choice) and
@@ -25,6 +25,8 @@
 set -euo pipefail
 
 RUNS=${RUNS:-3}
+# docker build is an order of magnitude slower: fewer runs keep the script near 10 minutes.
+DOCKER_RUNS=${DOCKER_RUNS:-2}
 ROOT_DIR=$(cd "$(dirname "$0")/.." && pwd)
 VIBESYS=${VIBESYS:-}
 if [[ -z $VIBESYS ]]; then
@@ -86,6 +88,14 @@ for i in $(seq "$RUNS"); do
     change_one_file
     case_begin; case_step "$VIBESYS" image build "$WORK/spec.toml" --out "$WORK/v.tar" --root "$CTX/root" --cache "$WORK/cache"; case_end vibesys-inc
 
+    # vibesys to an OCI layout directory: unchanged layers are hard links
+    # to the cache, so a rebuild writes only what changed.
+    rm -rf "$WORK/cache-oci" "$WORK/v-oci"
+    sync
+    case_begin; case_step "$VIBESYS" image build "$WORK/spec.toml" --out "$WORK/v-oci" --format oci --root "$CTX/root" --cache "$WORK/cache-oci"; case_end vibesys-oci-cold
+    change_one_file
+    case_begin; case_step "$VIBESYS" image build "$WORK/spec.toml" --out "$WORK/v-oci" --format oci --root "$CTX/root" --cache "$WORK/cache-oci"; case_end vibesys-oci-inc
+
     # umoci + skopeo cold, then one file changed (insert again).
     rm -rf "$WORK/layout" "$WORK/u.tar"
     sync
@@ -103,6 +113,7 @@ for i in $(seq "$RUNS"); do
     case_end umoci-inc
 
     # docker build cold (no cache), then one file changed (cache on).
+    (( i <= DOCKER_RUNS )) || continue
     docker rmi -f "$TAG:cold" "$TAG:inc" >/dev/null 2>&1 || true
     sync
     case_begin; case_step docker build --no-cache -q -t "$TAG:cold" "$CTX"; case_end docker-cold
@@ -112,11 +123,11 @@ for i in $(seq "$RUNS"); do
 done
 
 # --- report ------------------------------------------------------------------
-printf '\n%-14s %10s %10s %14s\n' case median_s runs peak_rss_MiB
-for c in vibesys-cold vibesys-inc umoci-cold umoci-inc docker-cold docker-inc; do
+printf '\n%-18s %10s %10s %14s\n' case median_s runs peak_rss_MiB
+for c in vibesys-cold vibesys-inc vibesys-oci-cold vibesys-oci-inc umoci-cold umoci-inc docker-cold docker-inc; do
     m=$(cut -d' ' -f1 "$WORK/$c.txt" | median)
     r=$(maxcol < "$WORK/$c.txt")
-    printf '%-14s %10.2f %10d %14.1f\n' "$c" "$m" "$(wc -l < "$WORK/$c.txt")" "$(echo "$r/1024" | bc -l)"
+    printf '%-18s %10.2f %10d %14.1f\n' "$c" "$m" "$(wc -l < "$WORK/$c.txt")" "$(echo "$r/1024" | bc -l)"
     eval "med_${c//-/_}=$m"
 done
 echo
@@ -124,6 +135,8 @@ ratio() { echo "scale=2; $1 / $2" | bc -l; }
 echo "cold: umoci+skopeo / vibesys = $(ratio "$med_umoci_cold" "$med_vibesys_cold")x"
 echo "cold: docker build / vibesys = $(ratio "$med_docker_cold" "$med_vibesys_cold")x"
 echo "one file changed: vibesys incremental / vibesys cold = $(echo "scale=1; 100 * $med_vibesys_inc / $med_vibesys_cold" | bc -l)%"
+echo "one file changed: vibesys oci-dir incremental / oci-dir cold = $(echo "scale=1; 100 * $med_vibesys_oci_inc / $med_vibesys_oci_cold" | bc -l)%"
+echo "cold: umoci+skopeo / vibesys oci-dir = $(ratio "$med_umoci_cold" "$med_vibesys_oci_cold")x"
 echo "one file changed: umoci+skopeo / vibesys = $(ratio "$med_umoci_inc" "$med_vibesys_inc")x"
 echo "one file changed: docker build / vibesys = $(ratio "$med_docker_inc" "$med_vibesys_inc")x"
 echo "(peak RSS of docker build is the CLI's; the daemon's work is not counted)"

@@ -9,7 +9,7 @@ use crate::Error;
 
 /// Trees larger than this are split into several groups (root and host
 /// paths only; a store path is always one group).
-pub(crate) const SPLIT_BYTES: u64 = 32 << 20;
+pub(crate) const SPLIT_BYTES: u64 = 8 << 20;
 
 /// What an entry is.
 #[derive(Debug, Clone, PartialEq, Eq)]
