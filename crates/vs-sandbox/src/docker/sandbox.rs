@@ -104,6 +104,7 @@ impl DockerSandbox {
         plan.image = id;
         engine.block_on(remove_run_containers(engine.docker(), &options.run_id))?;
         prepare_masks(&options.mask_root, &plan)?;
+        engine.block_on(remove_orphan_masks(engine.docker(), &options.mask_root));
         let started = engine.block_on(start_container(engine.docker(), &plan));
         let (container_id, lifeline) = match started {
             Ok(v) => v,
@@ -475,6 +476,47 @@ async fn remove_run_containers(docker: &bollard::Docker, run_id: &str) -> Result
     }
     // The name may still be taken for a moment while AutoRemove finishes.
     Ok(())
+}
+
+/// Removes mask directories of runs that have no container any more (a
+/// run killed with `SIGKILL` cannot remove its own). Only directories
+/// older than a minute are considered, so a run that is starting right
+/// now keeps its masks.
+async fn remove_orphan_masks(docker: &bollard::Docker, own: &Path) {
+    let Some(base) = own.parent() else { return };
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    let mut filters: HashMap<String, Vec<String>> = HashMap::new();
+    filters.insert("label".into(), vec![RUN_ID_LABEL.to_owned()]);
+    let Ok(list) = docker
+        .list_containers(Some(
+            ListContainersOptionsBuilder::new()
+                .all(true)
+                .filters(&filters)
+                .build(),
+        ))
+        .await
+    else {
+        return;
+    };
+    let live: Vec<String> = list
+        .into_iter()
+        .filter_map(|c| c.labels.and_then(|mut l| l.remove(RUN_ID_LABEL)))
+        .collect();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let old = entry
+            .metadata()
+            .ok()
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > Duration::from_secs(60));
+        if path != own && old && valid_run_id(&name) && !live.contains(&name) {
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
 }
 
 /// Creates the mask directories and files: the base directory (mode
