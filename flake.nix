@@ -77,7 +77,9 @@
 
           # One image from images/<specName>.toml. vibesys reads one
           # references graph, so the packages get one root: a buildEnv of
-          # them (its bin/ holds every package's commands).
+          # them (its bin/ holds every package's commands). /bin and
+          # /usr/bin link to that bin/ so the spec's /bin/sh, PATH and
+          # `#!/usr/bin/env` work; /etc/ssl to the CA bundle (cacert).
           mkImage =
             specName: extra:
             let
@@ -94,6 +96,13 @@
                     paths = map (resolvePackage specName) (parsed.nix.packages or [ ]);
                   })
                 ];
+                links = {
+                  "/bin" = "bin";
+                  "/usr/bin" = "bin";
+                }
+                // lib.optionalAttrs (builtins.elem "cacert" (parsed.nix.packages or [ ])) {
+                  "/etc/ssl" = "etc/ssl";
+                };
               }
               // extra
             );

@@ -22,6 +22,7 @@
   contents,
   format ? "oci-archive",
   compression ? "none",
+  links ? { },
   sourceDateEpoch ? 1,
   name ? null,
   system ? builtins.currentSystem,
@@ -49,6 +50,6 @@ import ./image.nix {
     path = vibesys;
     name = "vibesys";
   };
-  inherit spec format compression sourceDateEpoch name system;
+  inherit spec format compression links sourceDateEpoch name system;
   contents = map addToStore contents;
 }

@@ -40,6 +40,14 @@
   sourceDateEpoch ? 1,
   # Layer compression: none (default), gzip or zstd.
   compression ? "none",
+  # Symlinks from the image's usual places into the content root, as an
+  # attribute set { "/image/path" = "path/under/root"; }, e.g.
+  # { "/bin" = "bin"; "/usr/bin" = "bin"; } for a buildEnv root, so that
+  # the spec's `/bin/sh` and PATH work. They are appended to the spec as
+  # `[[files]]` symlinks (the spec's `[[host.files]]` play that part
+  # without Nix); the spec the builder reads is then a derived one, in the
+  # store and named in the derivation's `spec` attribute.
+  links ? { },
   # Store paths whose bin/ directories form the builder's PATH: only
   # squashfs needs one (squashfs-tools, for mksquashfs).
   tools ? [ ],
@@ -63,9 +71,10 @@ let
   ];
   epoch = toString sourceDateEpoch;
   # The spec enters the store under a fixed name, so its store path depends
-  # on its bytes only (not on where the checkout lies). A spec that is already a store path (builtins.toFile, a derivation
-  # output) is taken as it is.
-  specInStore =
+  # on its bytes only (not on where the checkout lies). A spec that is
+  # already a store path (builtins.toFile, a derivation output) is taken as
+  # it is.
+  givenSpec =
     if builtins.isString spec && builtins.hasContext spec then
       spec
     else
@@ -83,6 +92,23 @@ let
       builtins.head contents
     else
       builtins.toFile "${specName}-contents" (builtins.concatStringsSep "\n" (map toString contents) + "\n");
+  # The link targets are plain text in the spec (the closure already holds
+  # the root), so the derived spec can be a builtins.toFile.
+  rootText = builtins.unsafeDiscardStringContext (toString root);
+  linkEntry = p: ''
+
+    [[files]]
+    path = "${p}"
+    type = "symlink"
+    target = "${rootText}/${links.${p}}"
+  '';
+  specInStore =
+    if links == { } then
+      givenSpec
+    else
+      builtins.toFile "${specName}-spec.toml" (
+        builtins.readFile spec + builtins.concatStringsSep "" (map linkEntry (builtins.attrNames links))
+      );
 in
 assert builtins.isList contents && contents != [ ]
   || throw "vibesys image ${specName}: contents must be a non-empty list of store paths";
@@ -98,7 +124,7 @@ assert format != "squashfs" || tools != [ ]
   || throw "vibesys image ${specName}: the squashfs format needs mksquashfs: pass tools = [ squashfsTools ]";
 assert builtins.match "[0-9]+" epoch != null
   || throw "vibesys image ${specName}: sourceDateEpoch must be a number of seconds, got ${epoch}";
-derivation {
+(derivation {
   name = if name != null then name else "${specName}-image";
   inherit system;
   builder = vibesys;
@@ -126,4 +152,11 @@ derivation {
   # Nothing to fetch; building locally is cheaper than a cache round trip.
   preferLocalBuild = true;
   allowSubstitutes = false;
+})
+// {
+  # The spec the builder read, and the root whose closure is the content:
+  # what `vibesys image build SPEC --references-graph GRAPH` needs to give
+  # the same digests outside Nix.
+  spec = specInStore;
+  inherit root;
 }

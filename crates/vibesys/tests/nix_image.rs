@@ -223,46 +223,61 @@ fn build_static_vibesys() -> PathBuf {
     bin
 }
 
-/// Builds an `archive` image through `nix/` (offline: no substituters;
-/// sandbox on) from one host path; returns the output and the time taken.
-fn nix_image(
-    root: &Path,
-    vibesys: &Path,
-    spec: &Path,
-    content: &Path,
-    link: &Path,
-    extra: &[&str],
-) -> (PathBuf, Duration) {
-    let mut cmd = Command::new("nix-build");
-    cmd.arg(root.join("nix"))
-        .args([
-            "--option",
-            "sandbox",
-            "true",
-            "--option",
-            "substituters",
-            "",
-        ])
-        .args(["--arg", "vibesys"])
-        .arg(nix_string(vibesys))
-        .args(["--arg", "spec"])
-        .arg(nix_string(spec))
-        .args(["--arg", "contents"])
-        .arg(format!("[ {} ]", nix_string(content)))
-        .args([
-            "--argstr",
-            "format",
-            "archive",
-            "--argstr",
-            "sourceDateEpoch",
-            EPOCH,
-        ])
-        .arg("--out-link")
-        .arg(link)
-        .args(extra);
-    let start = Instant::now();
-    let out = run(&mut cmd);
-    (PathBuf::from(stdout(&out)), start.elapsed())
+/// One image through `nix/default.nix`: an `archive` from one host path.
+struct NixImage<'a> {
+    root: &'a Path,
+    vibesys: &'a Path,
+    spec: &'a Path,
+    content: &'a Path,
+    /// Nix expression of the `links` argument.
+    links: &'a str,
+}
+
+impl NixImage<'_> {
+    fn args(&self) -> Vec<std::ffi::OsString> {
+        let mut a: Vec<std::ffi::OsString> = vec![self.root.join("nix").into()];
+        for (k, v) in [
+            ("vibesys", nix_string(self.vibesys)),
+            ("spec", nix_string(self.spec)),
+            ("contents", format!("[ {} ]", nix_string(self.content))),
+            ("links", self.links.to_owned()),
+        ] {
+            a.extend(["--arg".into(), k.into(), v.into()]);
+        }
+        for (k, v) in [("format", "archive"), ("sourceDateEpoch", EPOCH)] {
+            a.extend(["--argstr".into(), k.into(), v.into()]);
+        }
+        a
+    }
+
+    /// Builds it offline (no substituters) with the sandbox on; returns the
+    /// output and the time taken.
+    fn build(&self, link: &Path, extra: &[&str]) -> (PathBuf, Duration) {
+        let start = Instant::now();
+        let out = run(Command::new("nix-build")
+            .args(self.args())
+            .args([
+                "--option",
+                "sandbox",
+                "true",
+                "--option",
+                "substituters",
+                "",
+            ])
+            .arg("--out-link")
+            .arg(link)
+            .args(extra));
+        (PathBuf::from(stdout(&out)), start.elapsed())
+    }
+
+    /// The spec the builder reads (the given one plus the links).
+    fn derived_spec(&self) -> PathBuf {
+        let out = run(Command::new("nix-instantiate")
+            .args(["--eval", "--read-write-mode", "--json"])
+            .args(self.args())
+            .args(["-A", "spec"]));
+        PathBuf::from(serde_json::from_slice::<String>(&out.stdout).unwrap())
+    }
 }
 
 /// The store path `builtins.path` gives `dir` (named after its base name),
@@ -364,31 +379,35 @@ fn nix_built_image_runs_in_docker_and_matches_the_build_outside_nix() {
     std::fs::create_dir_all(bb.join("bin")).unwrap();
     std::fs::copy("/bin/busybox", bb.join("bin/busybox")).unwrap();
     let bb_store = add_to_store(&bb);
+    // The entrypoint goes through the /bin link that nix/ adds to the spec.
     let spec = t.join("nix-test.toml");
     std::fs::write(
         &spec,
         format!(
-            "name = \"{IMAGE_NAME}\"\ntag = \"nix\"\n\n[config]\nentrypoint = [\"{bb_store}/bin/busybox\"]\ncmd = [\"echo\", \"hello from nix\"]\n"
+            "name = \"{IMAGE_NAME}\"\ntag = \"nix\"\n\n[config]\nentrypoint = [\"/bin/busybox\"]\ncmd = [\"echo\", \"hello from nix\"]\n"
         ),
     )
     .unwrap();
 
     // Through nix/: offline (no substituters), sandbox on.
-    let nix_build = |spec: &Path, content: &Path, extra: &[&str]| {
-        nix_image(
-            &root,
-            &vibesys_static,
-            spec,
-            content,
-            &t.join("result"),
-            extra,
-        )
+    let image = NixImage {
+        root: &root,
+        vibesys: &vibesys_static,
+        spec: &spec,
+        content: &bb,
+        links: r#"{ "/bin" = "bin"; }"#,
     };
-    let (nix_out, took) = nix_build(&spec, &bb, &[]);
+    let (nix_out, took) = image.build(&t.join("result"), &[]);
     println!("nix-build: {} in {took:.1?}", nix_out.display());
     // Nix rebuilds it and compares bit for bit (fails when they differ).
-    let (_, took) = nix_build(&spec, &bb, &["--check"]);
+    let (_, took) = image.build(&t.join("result"), &["--check"]);
     println!("nix-build --check (rebuilt, identical): {took:.1?}");
+    let derived = image.derived_spec();
+    let text = std::fs::read_to_string(&derived).unwrap();
+    assert!(
+        text.contains(&format!("target = \"{bb_store}/bin\"")),
+        "{text}"
+    );
 
     // The same closure outside Nix, by the test's own (dynamic) vibesys.
     let graph = t.join("graph");
@@ -396,7 +415,7 @@ fn nix_built_image_runs_in_docker_and_matches_the_build_outside_nix() {
     let outside = t.join("outside.tar");
     run(Command::new(env!("CARGO_BIN_EXE_vibesys"))
         .args(["image", "build"])
-        .arg(&spec)
+        .arg(&derived)
         .arg("--out")
         .arg(&outside)
         .args(["--format", "archive", "--no-cache", "--references-graph"])
@@ -491,7 +510,14 @@ fn static_vibesys_runs_alone_in_an_image() {
         format!("name = \"{name}\"\ntag = \"nix\"\n\n[config]\nentrypoint = [\"{store}\"]\n"),
     )
     .unwrap();
-    let (image, _) = nix_image(&root, &vibesys_static, &spec, &bin, &t.join("result"), &[]);
+    let (image, _) = NixImage {
+        root: &root,
+        vibesys: &vibesys_static,
+        spec: &spec,
+        content: &bin,
+        links: "{ }",
+    }
+    .build(&t.join("result"), &[]);
 
     run(Command::new("docker").arg("load").arg("-i").arg(&image));
     let reference = format!("{name}:nix");
