@@ -2,18 +2,26 @@
 //! worktrees (candidate isolation) and the accuracy gate (trusted
 //! evaluation).
 //!
-//! Run environments, the trusted candidate build and the Slurm broker will
-//! live here as well (see crates/README.md).
+//! It also holds the run environments (which command runner and which
+//! confinement each uses) and the trusted candidate build. The Slurm broker
+//! will live here as well (see crates/README.md).
 
+pub mod build;
+pub mod environment;
 mod error;
 mod fsutil;
 pub mod gate;
 mod git;
 mod id;
+mod procgroup;
 pub mod state;
 mod time;
 pub mod worktree;
 
+pub use build::{BuildCheckout, BuildOutput, BuildRecord, BuildSpec, TrustedBuild};
+pub use environment::{
+    Availability, EnvironmentDescription, OpenedEnvironment, RunEnvironment, open_run_environment,
+};
 pub use error::{Result, RuntimeError};
 pub use gate::{Change, GateBaseline, GateDifference, GateEntry, GateReport, ProtectedSet};
 pub use id::{CandidateId, RunId};

@@ -1,0 +1,275 @@
+//! Run environments: where a run's evaluations execute, and which command
+//! runner and which agent confinement each one uses (DESIGN.md section 7).
+//!
+//! Only what this build implements claims to work: [`Availability`] says
+//! so for each environment, and [`OpenedEnvironment::require_available`]
+//! refuses the others with a typed error.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use crate::error::{Result, RuntimeError};
+use crate::id::RunId;
+use crate::state::StateLayout;
+
+/// Where a run's evaluations execute.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunEnvironment {
+    /// A `DockerSandbox` container from the pinned editor image (default).
+    #[default]
+    Docker,
+    /// The host itself, under bubblewrap or Landlock; enforcement required.
+    Host,
+    /// A host command broker that submits Slurm jobs.
+    Slurm,
+    /// Modal: a local editor container, evaluation dispatched to Modal.
+    Modal,
+    /// SkyPilot: a local editor container, evaluation dispatched to SkyPilot.
+    Skypilot,
+}
+
+/// Every run environment, in documentation order.
+pub const ALL_ENVIRONMENTS: &[RunEnvironment] = &[
+    RunEnvironment::Docker,
+    RunEnvironment::Host,
+    RunEnvironment::Slurm,
+    RunEnvironment::Modal,
+    RunEnvironment::Skypilot,
+];
+
+impl RunEnvironment {
+    /// The canonical name (`docker`, `host`, `slurm`, `modal`, `skypilot`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Docker => "docker",
+            Self::Host => "host",
+            Self::Slurm => "slurm",
+            Self::Modal => "modal",
+            Self::Skypilot => "skypilot",
+        }
+    }
+
+    /// Parses a `--run-environment` value. `local` is rejected naming its
+    /// replacement (`--run-environment host`); other unknown names are
+    /// rejected listing the valid ones.
+    pub fn parse(value: &str) -> Result<Self> {
+        match value {
+            "docker" => Ok(Self::Docker),
+            "host" => Ok(Self::Host),
+            "slurm" => Ok(Self::Slurm),
+            "modal" => Ok(Self::Modal),
+            "skypilot" => Ok(Self::Skypilot),
+            "local" => Err(RuntimeError::RetiredRunEnvironment {
+                given: "--run-environment local".to_owned(),
+                replacement: "--run-environment host".to_owned(),
+            }),
+            other => Err(RuntimeError::UnknownRunEnvironment {
+                value: other.chars().take(64).collect(),
+            }),
+        }
+    }
+
+    /// The error for the retired `--docker` flag.
+    pub fn retired_docker_flag() -> RuntimeError {
+        RuntimeError::RetiredRunEnvironment {
+            given: "--docker".to_owned(),
+            replacement: "--run-environment docker".to_owned(),
+        }
+    }
+
+    /// Which command runner and which confinement this environment uses,
+    /// and whether this build can run anything in it.
+    pub fn describe(self) -> EnvironmentDescription {
+        let (runner, confinement, evaluation, availability) = match self {
+            Self::Docker => (
+                "DockerSandbox (as a command runner: the framework's own commands run in the run's container)",
+                "DockerSandbox (agent turns run in a container from the pinned editor image; workspace mounted at its host path, read-only paths re-mounted read-only, hidden paths masked)",
+                "in the run's container",
+                Availability::Partial {
+                    works: "vibesys exec --confine docker; vibesys session and vibesys build do not run in it yet",
+                },
+            ),
+            Self::Host => (
+                "LocalShellRunner (the framework's own commands run on the host, unconfined and trusted)",
+                "HostSandbox (bubblewrap) or LandlockSandbox; enforcement required: a disabled or missing mechanism stops the run",
+                "on the host, under host confinement",
+                Availability::Available,
+            ),
+            Self::Slurm => (
+                "a host-owned command broker on a Unix socket, bind-mounted into the editor container, that submits Slurm jobs",
+                "host confinement (bubblewrap) on the compute nodes, with a private tmpfs /tmp and TMPDIR, TMP, TEMP pointing at it",
+                "as Slurm jobs on compute nodes",
+                Availability::NotAvailable {
+                    reason: "the Slurm command broker is not implemented yet",
+                },
+            ),
+            Self::Modal => (
+                "the local editor container (no devices) for the agent; the service's API for evaluation",
+                "DockerSandbox for the local editor container",
+                "dispatched to Modal",
+                Availability::NotAvailable {
+                    reason: "dispatch to Modal is not implemented yet",
+                },
+            ),
+            Self::Skypilot => (
+                "the local editor container (no devices) for the agent; the service's API for evaluation",
+                "DockerSandbox for the local editor container",
+                "dispatched to SkyPilot",
+                Availability::NotAvailable {
+                    reason: "dispatch to SkyPilot is not implemented yet",
+                },
+            ),
+        };
+        EnvironmentDescription {
+            name: self.name(),
+            runner,
+            confinement,
+            evaluation,
+            availability,
+        }
+    }
+}
+
+impl FromStr for RunEnvironment {
+    type Err = RuntimeError;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::parse(s)
+    }
+}
+
+impl fmt::Display for RunEnvironment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Whether this build can run something in an environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum Availability {
+    /// Everything described works.
+    Available,
+    /// Some entry points work, others not yet.
+    Partial {
+        /// What works.
+        works: &'static str,
+    },
+    /// Nothing runs in it in this build.
+    NotAvailable {
+        /// What is missing.
+        reason: &'static str,
+    },
+}
+
+/// What a run environment uses, stated explicitly.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct EnvironmentDescription {
+    /// The environment's name.
+    pub name: &'static str,
+    /// The command runner for the framework's own commands.
+    pub runner: &'static str,
+    /// The agent confinement.
+    pub confinement: &'static str,
+    /// Where evaluation executes.
+    pub evaluation: &'static str,
+    /// Whether this build can run something in it.
+    pub availability: Availability,
+}
+
+/// A run environment whose state and hidden directories are prepared.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct OpenedEnvironment {
+    /// The environment.
+    pub environment: RunEnvironment,
+    /// What it uses.
+    pub description: EnvironmentDescription,
+    /// The run.
+    pub run_id: RunId,
+    /// The run's hidden record directory (created).
+    pub run_dir: PathBuf,
+}
+
+impl OpenedEnvironment {
+    /// Refuses an environment this build cannot run anything in.
+    pub fn require_available(&self) -> Result<()> {
+        match self.description.availability {
+            Availability::NotAvailable { reason } => Err(RuntimeError::RunEnvironmentUnavailable {
+                name: self.environment.name(),
+                reason: reason.to_owned(),
+            }),
+            Availability::Available | Availability::Partial { .. } => Ok(()),
+        }
+    }
+}
+
+/// Opens a run environment for `run` in the project at `project`: the run
+/// state must be initialized; every hidden state directory is prepared in
+/// the project (so confinement can hide it) and the run's hidden record
+/// directory is created, all before anything is confined. Returns what the
+/// environment uses; it does not check availability (see
+/// [`OpenedEnvironment::require_available`]).
+pub fn open_run_environment(
+    project: &Path,
+    environment: RunEnvironment,
+    run: &RunId,
+) -> Result<OpenedEnvironment> {
+    let layout = StateLayout::open(project)?;
+    layout.require_initialized()?;
+    StateLayout::prepare(layout.project())?;
+    let run_dir = layout.ensure_run_dir(run)?;
+    Ok(OpenedEnvironment {
+        environment,
+        description: environment.describe(),
+        run_id: run.clone(),
+        run_dir,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for env in ALL_ENVIRONMENTS {
+            assert_eq!(RunEnvironment::parse(env.name()).unwrap(), *env);
+        }
+        assert_eq!(RunEnvironment::default(), RunEnvironment::Docker);
+    }
+
+    #[test]
+    fn local_names_its_replacement() {
+        let err = RunEnvironment::parse("local").unwrap_err().to_string();
+        assert!(err.contains("--run-environment host"), "{err}");
+        let err = RunEnvironment::retired_docker_flag().to_string();
+        assert!(err.contains("--run-environment docker"), "{err}");
+        let err = RunEnvironment::parse("kubernetes").unwrap_err().to_string();
+        assert!(
+            err.contains("kubernetes") && err.contains("skypilot"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn only_implemented_environments_claim_to_work() {
+        assert_eq!(
+            RunEnvironment::Host.describe().availability,
+            Availability::Available
+        );
+        for env in [
+            RunEnvironment::Slurm,
+            RunEnvironment::Modal,
+            RunEnvironment::Skypilot,
+        ] {
+            assert!(matches!(
+                env.describe().availability,
+                Availability::NotAvailable { .. }
+            ));
+        }
+    }
+}
