@@ -26,8 +26,13 @@ pub const DENIED_SYSCALLS: &[(&str, libc::c_long)] = &[
 ];
 
 /// `ioctl` requests denied: terminal input injection and console control.
-pub const DENIED_IOCTLS: &[(&str, u64)] =
-    &[("TIOCSTI", libc::TIOCSTI), ("TIOCLINUX", libc::TIOCLINUX)];
+// The request constants are `c_ulong` in glibc's libc bindings and `c_int`
+// in musl's; the cast is a no-op on one and needed on the other.
+#[allow(clippy::unnecessary_cast)]
+pub const DENIED_IOCTLS: &[(&str, u64)] = &[
+    ("TIOCSTI", libc::TIOCSTI as u64),
+    ("TIOCLINUX", libc::TIOCLINUX as u64),
+];
 
 fn target_arch() -> Result<TargetArch, SandboxError> {
     if cfg!(target_arch = "x86_64") {
