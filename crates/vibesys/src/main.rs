@@ -5,6 +5,7 @@
 //! exit status. When vibesys itself fails it prints `vibesys: error: ...`
 //! and exits 125; otherwise a confined command's own status passes through.
 
+mod build_cmd;
 mod docker_cmd;
 mod doctor_cmd;
 mod exec_cmd;
@@ -49,6 +50,11 @@ enum Command {
     State(state_cmd::StateArgs),
     /// The accuracy gate: record and check protected paths.
     Gate(gate_cmd::GateArgs),
+    /// Trusted candidate build: run [build] confined in a fresh checkout, verify and record its outputs.
+    Build(build_cmd::BuildArgs),
+    /// Run environments: which command runner and confinement each uses.
+    #[command(name = "run-env")]
+    RunEnv(build_cmd::RunEnvCmdArgs),
     /// Internal: realise a bwrap plan's descriptors and execute bwrap.
     #[command(name = "internal-launch", hide = true)]
     InternalLaunch {
@@ -98,6 +104,8 @@ fn main() -> ExitCode {
         Command::Image(args) => image_cmd::run(args),
         Command::State(args) => state_cmd::run(args),
         Command::Gate(args) => gate_cmd::run(args),
+        Command::Build(args) => build_cmd::run(args),
+        Command::RunEnv(args) => build_cmd::run_env(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,0 +1,333 @@
+//! `vibesys build`: the trusted candidate build, and `vibesys run-env
+//! show`: which command runner and which confinement each run environment
+//! uses.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use serde::Serialize;
+use vs_agent::{ExecutionPolicy, confine};
+use vs_runtime::environment::ALL_ENVIRONMENTS;
+use vs_runtime::{
+    BuildCheckout, BuildRecord, BuildSpec, EnvironmentDescription, RunEnvironment, RunId,
+    RuntimeError, StateLayout, open_run_environment,
+};
+use vs_sandbox::bwrap::find_bwrap;
+use vs_sandbox::config::PolicyConfig;
+use vs_sandbox::controls::SANDBOX_ENV;
+use vs_sandbox::resources::ResourceOrigin;
+use vs_sandbox::{ConfineMode, Enforcement, HostResources, ProjectPathPolicy, Workspace};
+
+use std::fmt::Write as _;
+
+use crate::output::{print_json, print_text};
+use crate::project::helper_exe;
+
+/// Exit status when the build ran but did not produce verified outputs.
+const EXIT_BUILD_REJECTED: u8 = 1;
+
+/// The run-environment selection shared by `build` and `run-env show`.
+#[derive(Debug, Args)]
+pub struct RunEnvArgs {
+    /// Where the run executes: docker (default), host, slurm, modal, skypilot.
+    #[arg(long = "run-environment", value_name = "ENV")]
+    run_environment: Option<String>,
+    /// Shorthand for --run-environment modal.
+    #[arg(long, conflicts_with = "run_environment")]
+    modal: bool,
+    /// Retired: rejected with the replacement named.
+    #[arg(long, hide = true)]
+    docker: bool,
+}
+
+impl RunEnvArgs {
+    /// The selected environment; `--docker` and `local` are refused
+    /// naming the replacement.
+    fn resolve(&self) -> anyhow::Result<Option<RunEnvironment>> {
+        if self.docker {
+            return Err(RunEnvironment::retired_docker_flag().into());
+        }
+        if self.modal {
+            return Ok(Some(RunEnvironment::Modal));
+        }
+        match &self.run_environment {
+            Some(value) => Ok(Some(RunEnvironment::parse(value)?)),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The `--confine` values of `build`: never docker or none here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BuildConfine {
+    /// Follow VIBESYS_AGENT_SANDBOX (default: bubblewrap).
+    Auto,
+    /// bubblewrap: namespaces, read-only host, masked hidden paths.
+    Bwrap,
+    /// Landlock: weaker; read-only and hidden paths are NOT enforced.
+    Landlock,
+}
+
+/// Arguments of `vibesys build`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Runs the [build] argv of the project's vibesys.toml (argv = [...], outputs = [...],
+optional timeout_secs) under agent confinement in a fresh checkout of --commit, then
+verifies each declared output (inside the checkout, no symlink on its path, a regular file)
+and records its sha256 in .vibesys/state/runs/RUN/builds/COMMIT.json; the verified bytes are
+copied read-only to .vibesys/state/runs/RUN/artifacts/SHA256.
+
+A build never runs unconfined: with VIBESYS_AGENT_SANDBOX=off it refuses (exit 125), even
+with --no-require-enforcement.
+
+Exit status: 0 verified; 1 the build ran but failed, timed out or an output was rejected
+(nothing recorded); 125 vibesys could not run it (nothing ran).")]
+pub struct BuildArgs {
+    /// The project directory (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    project: Option<PathBuf>,
+    /// The run id (^[a-z0-9][a-z0-9._-]{0,127}$).
+    #[arg(long, value_name = "RUN_ID")]
+    run: String,
+    /// The commit (any git revision) to build.
+    #[arg(long, value_name = "REV")]
+    commit: String,
+    /// The confinement mechanism; `auto` follows VIBESYS_AGENT_SANDBOX.
+    #[arg(long, value_enum, default_value_t = BuildConfine::Auto)]
+    confine: BuildConfine,
+    #[command(flatten)]
+    env: RunEnvArgs,
+    /// Accepted for symmetry with `exec`; a build still never runs unconfined.
+    #[arg(long = "no-require-enforcement")]
+    no_require_enforcement: bool,
+    /// Print the build record as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `vibesys run-env`.
+#[derive(Debug, Args)]
+pub struct RunEnvCmdArgs {
+    #[command(subcommand)]
+    command: RunEnvCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum RunEnvCommand {
+    /// Show which command runner and confinement an environment uses, and
+    /// whether this build can run anything in it.
+    Show {
+        #[command(flatten)]
+        env: RunEnvArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Serialize)]
+struct RunEnvShow {
+    default: &'static str,
+    environments: Vec<EnvironmentDescription>,
+}
+
+/// Runs `vibesys run-env`.
+pub fn run_env(args: RunEnvCmdArgs) -> anyhow::Result<u8> {
+    let RunEnvCommand::Show { env, json } = args.command;
+    let selected = env.resolve()?;
+    let environments: Vec<EnvironmentDescription> = match selected {
+        Some(e) => vec![e.describe()],
+        None => ALL_ENVIRONMENTS.iter().map(|e| e.describe()).collect(),
+    };
+    let show = RunEnvShow {
+        default: RunEnvironment::default().name(),
+        environments,
+    };
+    if json {
+        print_json(&serde_json::to_value(&show)?)?;
+        return Ok(0);
+    }
+    let mut text = String::new();
+    for d in &show.environments {
+        let default = if d.name == show.default {
+            " (default)"
+        } else {
+            ""
+        };
+        let status = match d.availability {
+            vs_runtime::Availability::Available => "available".to_owned(),
+            vs_runtime::Availability::Partial { works } => format!("partial: {works}"),
+            vs_runtime::Availability::NotAvailable { reason } => {
+                format!("not available in this build: {reason}")
+            }
+        };
+        let _ = writeln!(
+            text,
+            "{}{default}\n  runner:      {}\n  confinement: {}\n  evaluation:  {}\n  status:      {status}",
+            d.name, d.runner, d.confinement, d.evaluation
+        );
+    }
+    print_text(&text)?;
+    Ok(0)
+}
+
+#[derive(Serialize)]
+struct BuildJson<'a> {
+    status: &'static str,
+    run_environment: &'static str,
+    record_path: Option<PathBuf>,
+    record: Option<&'a BuildRecord>,
+    error: Option<String>,
+}
+
+/// Runs `vibesys build`.
+pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
+    let environment = args.env.resolve()?.unwrap_or_default();
+    let env_mode = ConfineMode::from_env_value(std::env::var_os(SANDBOX_ENV).as_deref())?;
+    let mode = match args.confine {
+        BuildConfine::Auto => env_mode,
+        BuildConfine::Bwrap => ConfineMode::Bwrap,
+        BuildConfine::Landlock => ConfineMode::Landlock,
+    };
+    // Fail closed before anything is checked out or run.
+    match mode {
+        ConfineMode::Off => bail!(
+            "refusing to build: agent confinement is disabled ({SANDBOX_ENV}=off) and a candidate build never runs unconfined, with or without --no-require-enforcement; unset {SANDBOX_ENV} or set it to auto, bwrap or landlock"
+        ),
+        ConfineMode::Docker => bail!(
+            "{SANDBOX_ENV}=docker does not apply to builds on the host; use --confine bwrap or landlock"
+        ),
+        ConfineMode::Auto | ConfineMode::Bwrap | ConfineMode::Landlock => {}
+    }
+    let run = RunId::new(&args.run)?;
+    let project = match &args.project {
+        Some(p) => p.clone(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let opened = open_run_environment(&project, environment, &run)?;
+    opened.require_available()?;
+    if environment != RunEnvironment::Host {
+        bail!(
+            "the {environment} run environment does not run trusted builds in this build yet; use --run-environment host (bubblewrap or Landlock on this machine)"
+        );
+    }
+    let layout = StateLayout::open(&project)?;
+    let spec = BuildSpec::load(&layout)?;
+    let checkout = BuildCheckout::create(&layout, &run, &args.commit)?;
+    let config = PolicyConfig::load(layout.project())?;
+    let workspace = Workspace::open(checkout.path())?;
+    let policy = checkout_policy(&workspace, &config)?;
+    let resolved = policy.resolve(&workspace)?;
+    let path_var = std::env::var_os("PATH");
+    let program = OsString::from(&spec.argv()[0]);
+    let host_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let mut resources = HostResources::for_command(
+        &program,
+        host_env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())),
+    );
+    for p in &config.allow {
+        resources.add(p, ResourceOrigin::Operator);
+    }
+    resources.retain_safe_for(&workspace);
+    let exec = ExecutionPolicy {
+        policy: resolved,
+        resources,
+        mode,
+        enforcement: Enforcement::Required,
+        network: config.network.unwrap_or(true),
+    };
+    let bwrap = match mode {
+        ConfineMode::Landlock => PathBuf::from("bwrap"),
+        _ => find_bwrap(path_var.as_deref())?,
+    };
+    let confinement = confine(&exec, &helper_exe()?, &bwrap, Vec::new())?
+        .context("refusing to build: no confinement was set up")?;
+    let child_env = build_env(path_var, workspace.root());
+    let commit = checkout.commit().to_owned();
+    match checkout.build(&spec, confinement.as_ref(), &child_env) {
+        Ok(build) => {
+            if args.json {
+                print_json(&serde_json::to_value(BuildJson {
+                    status: "verified",
+                    run_environment: environment.name(),
+                    record_path: Some(build.path()),
+                    record: Some(build.record()),
+                    error: None,
+                })?)?;
+            } else {
+                let r = build.record();
+                let mut text = format!(
+                    "verified build of {} in run {} ({}), recorded in {}\n",
+                    r.commit,
+                    r.run_id,
+                    r.confinement,
+                    build.path().display()
+                );
+                for o in &r.outputs {
+                    let _ = writeln!(
+                        text,
+                        "  {}  sha256:{}  {} bytes  -> .vibesys/state/{}",
+                        o.path, o.sha256, o.size, o.artifact
+                    );
+                }
+                print_text(&text)?;
+            }
+            Ok(0)
+        }
+        Err(
+            e @ (RuntimeError::BuildFailed { .. }
+            | RuntimeError::BuildTimedOut { .. }
+            | RuntimeError::OutputRejected { .. }),
+        ) => {
+            eprintln!("vibesys: error: build of {commit} rejected: {e}");
+            if args.json {
+                print_json(&serde_json::to_value(BuildJson {
+                    status: "rejected",
+                    run_environment: environment.name(),
+                    record_path: None,
+                    record: None,
+                    error: Some(e.to_string()),
+                })?)?;
+            }
+            Ok(EXIT_BUILD_REJECTED)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The policy of a build checkout: the run-state paths (hidden ones always
+/// exist there; read-only ones when the commit has them) and the project's
+/// own `[sandbox]` paths that exist in the checkout. The checkout is a
+/// throwaway copy, so a path the commit lacks has nothing to protect.
+fn checkout_policy(
+    workspace: &Workspace,
+    config: &PolicyConfig,
+) -> anyhow::Result<ProjectPathPolicy> {
+    let exists = |p: &PathBuf| workspace.root().join(p).symlink_metadata().is_ok();
+    let hidden: BTreeSet<PathBuf> = StateLayout::hidden_paths()
+        .into_iter()
+        .chain(config.hidden.iter().filter(|p| exists(p)).cloned())
+        .collect();
+    let read_only: BTreeSet<PathBuf> = StateLayout::read_only_paths()
+        .into_iter()
+        .chain(config.read_only.iter().cloned())
+        .filter(|p| exists(p) && !hidden.contains(p))
+        .collect();
+    Ok(ProjectPathPolicy::new(read_only, hidden)?)
+}
+
+/// The build's whole environment: PATH, HOME (the checkout) and a fixed
+/// locale; nothing else of the caller's reaches it.
+fn build_env(path_var: Option<OsString>, checkout: &Path) -> Vec<(OsString, OsString)> {
+    vec![
+        (
+            "PATH".into(),
+            path_var.unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into()),
+        ),
+        ("HOME".into(), checkout.as_os_str().to_owned()),
+        ("LANG".into(), "C.UTF-8".into()),
+    ]
+}
