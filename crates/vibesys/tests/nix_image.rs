@@ -554,3 +554,54 @@ fn static_vibesys_runs_alone_in_an_image() {
         "one layer: the binary alone"
     );
 }
+
+/// Bad arguments to the image function fail at evaluation, naming the cause.
+#[test]
+fn image_function_rejects_bad_arguments() {
+    require_nix();
+    let root = repo_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = tmp.path().join("x.toml");
+    std::fs::write(&spec, "name = \"x\"\n").unwrap();
+    let content = tmp.path().join("c");
+    std::fs::create_dir(&content).unwrap();
+    let base = |contents: &str| {
+        let mut cmd = Command::new("nix-instantiate");
+        cmd.arg(root.join("nix"))
+            .args(["--arg", "vibesys", "/bin/sh", "--arg", "spec"])
+            .arg(nix_string(&spec))
+            .args(["--arg", "contents", contents]);
+        cmd
+    };
+    let with_content = format!("[ {} ]", nix_string(&content));
+    for (extra, needle) in [
+        (
+            vec!["--argstr", "format", "tarball"],
+            "unknown format tarball",
+        ),
+        (
+            vec!["--argstr", "compression", "xz"],
+            "unknown compression xz",
+        ),
+        (
+            vec!["--argstr", "sourceDateEpoch", "yesterday"],
+            "sourceDateEpoch must be a number",
+        ),
+        (vec!["--argstr", "format", "squashfs"], "needs mksquashfs"),
+    ] {
+        let out = base(&with_content).args(&extra).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(needle),
+            "{extra:?}: {err}"
+        );
+    }
+    let out = base("[ ]").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("contents must be a non-empty list"),
+        "{err}"
+    );
+    // A good call instantiates (nothing is built).
+    run(&mut base(&with_content));
+}
