@@ -172,6 +172,7 @@
               ];
             });
             fmt = pkgs.runCommand "vibesys-fmt" { nativeBuildInputs = [ pkgs.cargo pkgs.rustfmt ]; } ''
+              export HOME=$TMPDIR CARGO_HOME=$TMPDIR/cargo
               cd ${src}
               cargo fmt --all --check
               touch $out
