@@ -19,7 +19,10 @@ use vs_sandbox::bwrap::find_bwrap;
 use vs_sandbox::config::PolicyConfig;
 use vs_sandbox::controls::SANDBOX_ENV;
 use vs_sandbox::resources::ResourceOrigin;
-use vs_sandbox::{ConfineMode, Enforcement, HostResources, ProjectPathPolicy, Workspace};
+use vs_sandbox::{
+    ConfineMode, Confinement, DockerOptions, DockerSandbox, Enforcement, HostResources,
+    ProjectPathPolicy, Workspace,
+};
 
 use std::fmt::Write as _;
 
@@ -193,14 +196,23 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
         BuildConfine::Landlock => ConfineMode::Landlock,
     };
     // Fail closed before anything is checked out or run.
-    match mode {
-        ConfineMode::Off => bail!(
+    if mode == ConfineMode::Off {
+        bail!(
             "refusing to build: agent confinement is disabled ({SANDBOX_ENV}=off) and a candidate build never runs unconfined, with or without --no-require-enforcement; unset {SANDBOX_ENV} or set it to auto, bwrap or landlock"
+        );
+    }
+    match environment {
+        RunEnvironment::Host if mode == ConfineMode::Docker => bail!(
+            "{SANDBOX_ENV}=docker does not apply to builds in the host run environment; use --confine bwrap or landlock, or --run-environment docker"
         ),
-        ConfineMode::Docker => bail!(
-            "{SANDBOX_ENV}=docker does not apply to builds on the host; use --confine bwrap or landlock"
+        RunEnvironment::Docker if args.confine != BuildConfine::Auto => bail!(
+            "--confine {} applies to the host run environment; the docker run environment confines the build in its container (pass --run-environment host to use it)",
+            match args.confine {
+                BuildConfine::Landlock => "landlock",
+                _ => "bwrap",
+            }
         ),
-        ConfineMode::Auto | ConfineMode::Bwrap | ConfineMode::Landlock => {}
+        _ => {}
     }
     let run = RunId::new(&args.run)?;
     let project = match &args.project {
@@ -209,42 +221,50 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     };
     let opened = open_run_environment(&project, environment, &run)?;
     opened.require_available()?;
-    if environment != RunEnvironment::Host {
-        bail!(
-            "the {environment} run environment does not run trusted builds in this build yet; use --run-environment host (bubblewrap or Landlock on this machine)"
-        );
+    if !matches!(environment, RunEnvironment::Host | RunEnvironment::Docker) {
+        bail!("the {environment} run environment does not run trusted builds in this build");
     }
     let layout = StateLayout::open(&project)?;
     let spec = BuildSpec::load(&layout)?;
-    let checkout = BuildCheckout::create(&layout, &run, &args.commit)?;
     let config = PolicyConfig::load(layout.project())?;
+    // For docker, the pinned image is checked before anything is checked out.
+    let docker = match environment {
+        RunEnvironment::Docker => Some(docker_options(&layout, &config)?),
+        _ => None,
+    };
+    let checkout = BuildCheckout::create(&layout, &run, &args.commit)?;
     let workspace = Workspace::open(checkout.path())?;
     let policy = checkout_policy(&workspace, &config)?;
     let resolved = policy.resolve(&workspace)?;
     let path_var = std::env::var_os("PATH");
-    let program = OsString::from(&spec.argv()[0]);
-    let host_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-    let mut resources = HostResources::for_command(
-        &program,
-        host_env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())),
-    );
-    for p in &config.allow {
-        resources.add(p, ResourceOrigin::Operator);
-    }
-    resources.retain_safe_for(&workspace);
-    let exec = ExecutionPolicy {
-        policy: resolved,
-        resources,
-        mode,
-        enforcement: Enforcement::Required,
-        network: config.network.unwrap_or(true),
+    let confinement: Box<dyn Confinement> = match docker {
+        Some(options) => Box::new(DockerSandbox::start(&resolved, &options)?),
+        None => {
+            let program = OsString::from(&spec.argv()[0]);
+            let host_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+            let mut resources = HostResources::for_command(
+                &program,
+                host_env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())),
+            );
+            for p in &config.allow {
+                resources.add(p, ResourceOrigin::Operator);
+            }
+            resources.retain_safe_for(&workspace);
+            let exec = ExecutionPolicy {
+                policy: resolved,
+                resources,
+                mode,
+                enforcement: Enforcement::Required,
+                network: config.network.unwrap_or(true),
+            };
+            let bwrap = match mode {
+                ConfineMode::Landlock => PathBuf::from("bwrap"),
+                _ => find_bwrap(path_var.as_deref())?,
+            };
+            confine(&exec, &helper_exe()?, &bwrap, Vec::new())?
+                .context("refusing to build: no confinement was set up")?
+        }
     };
-    let bwrap = match mode {
-        ConfineMode::Landlock => PathBuf::from("bwrap"),
-        _ => find_bwrap(path_var.as_deref())?,
-    };
-    let confinement = confine(&exec, &helper_exe()?, &bwrap, Vec::new())?
-        .context("refusing to build: no confinement was set up")?;
     let child_env = build_env(path_var, workspace.root());
     let commit = checkout.commit().to_owned();
     match checkout.build(&spec, confinement.as_ref(), &child_env) {
@@ -296,6 +316,27 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// The Docker options of a build: the pinned editor image (or
+/// `VIBESYS_DOCKER_IMAGE`) from the lock, a container id of its own.
+fn docker_options(layout: &StateLayout, config: &PolicyConfig) -> anyhow::Result<DockerOptions> {
+    let lock = crate::docker_cmd::find_lock(Some(layout.project()))?;
+    let env_image = std::env::var("VIBESYS_DOCKER_IMAGE")
+        .ok()
+        .filter(|v| !v.is_empty());
+    let reference = env_image
+        .as_deref()
+        .unwrap_or(crate::docker_cmd::DEFAULT_IMAGE);
+    let pin = crate::docker_cmd::pin_for(reference, &lock)?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let container_run = format!("build-{}-{nanos}", std::process::id());
+    let mut options = DockerOptions::new(pin, container_run, helper_exe()?);
+    options.network = config.network.unwrap_or(true);
+    Ok(options)
 }
 
 /// The policy of a build checkout: the run-state paths (hidden ones always

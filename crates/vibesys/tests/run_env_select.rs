@@ -178,10 +178,6 @@ fn environments_this_build_cannot_run_in_refuse_and_nothing_runs() {
             &["--run-environment", "skypilot"][..],
             "the skypilot run environment is not available in this build",
         ),
-        (
-            &[][..],
-            "the docker run environment does not run trusted builds in this build yet; use --run-environment host",
-        ),
     ] {
         let args = [
             &["build", "--project", p, "--run", "r1", "--commit", "HEAD"][..],
