@@ -83,6 +83,9 @@ verifies each declared output (inside the checkout, no symlink on its path, a re
 and records its sha256 in .vibesys/state/runs/RUN/builds/COMMIT.json; the verified bytes are
 copied read-only to .vibesys/state/runs/RUN/artifacts/SHA256.
 
+Run environments: docker (default) confines the build in a container of its own from the
+pinned editor image (VIBESYS_DOCKER_IMAGE, VIBESYS_IMAGES_LOCK); host uses bubblewrap or
+Landlock (--confine); slurm, modal and skypilot are not available in this build.
 A build never runs unconfined: with VIBESYS_AGENT_SANDBOX=off it refuses (exit 125), even
 with --no-require-enforcement.
 
@@ -98,7 +101,7 @@ pub struct BuildArgs {
     /// The commit (any git revision) to build.
     #[arg(long, value_name = "REV")]
     commit: String,
-    /// The confinement mechanism; `auto` follows VIBESYS_AGENT_SANDBOX.
+    /// The host run environment's mechanism; `auto` follows VIBESYS_AGENT_SANDBOX.
     #[arg(long, value_enum, default_value_t = BuildConfine::Auto)]
     confine: BuildConfine,
     #[command(flatten)]
