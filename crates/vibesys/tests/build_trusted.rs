@@ -172,7 +172,7 @@ fn a_build_that_writes_its_output_is_verified_and_recorded() {
     assert_eq!(fs::read(&artifact).unwrap(), b"hello\n");
     assert_eq!(
         fs::metadata(&artifact).unwrap().permissions().mode() & 0o777,
-        0o444
+        0o555
     );
     assert_checkouts_removed(p);
 
@@ -202,6 +202,11 @@ fn an_output_changed_after_verification_is_detected_by_load_output() {
     let artifact = p
         .join(".vibesys/state/runs/r1/artifacts")
         .join(HELLO_SHA256);
+    // Not executable: read-only for everyone.
+    assert_eq!(
+        fs::metadata(&artifact).unwrap().permissions().mode() & 0o777,
+        0o444
+    );
     fs::set_permissions(&artifact, fs::Permissions::from_mode(0o644)).unwrap();
     fs::write(&artifact, b"evil!\n").unwrap();
     let err = trusted.load_output("target/bin/app").unwrap_err();

@@ -8,7 +8,7 @@
 //! already-opened parent), by type (a regular file, never a symlink, fifo
 //! or directory) and by sha256, and its verified bytes are copied outside
 //! every workspace into the hidden run record
-//! (`runs/<run>/artifacts/<sha256>`, mode 0444). The record
+//! (`runs/<run>/artifacts/<sha256>`, mode 0444 or 0555). The record
 //! `runs/<run>/builds/<commit>.json` is written atomically.
 //! [`TrustedBuild::load_output`] re-checks the sha256 before handing out an
 //! artifact, so evaluation loads exactly the verified bytes.
@@ -501,7 +501,8 @@ fn open_beneath(root: &Path, rel: &str) -> std::result::Result<File, String> {
 }
 
 /// Verifies one declared output and copies its bytes, hashed as they are
-/// copied, to `artifacts/<sha256>` (mode 0444, atomic).
+/// copied, to `artifacts/<sha256>` (mode 0444, or 0555 when the output
+/// had an execute bit; atomic).
 fn verify_and_copy(root: &Path, name: &str, artifacts: &Path, run: &RunId) -> Result<BuildOutput> {
     let reject = |reason: String| RuntimeError::OutputRejected {
         path: name.to_owned(),
@@ -543,7 +544,10 @@ fn verify_and_copy(root: &Path, name: &str, artifacts: &Path, run: &RunId) -> Re
             dst.write_all(&buf[..n])
                 .map_err(|e| RuntimeError::io("write", &tmp, e))?;
         }
-        dst.set_permissions(fs::Permissions::from_mode(0o444))
+        // Read-only for everyone; executable when the output was, so an
+        // evaluator can run exactly these bytes.
+        let mode = if executable { 0o555 } else { 0o444 };
+        dst.set_permissions(fs::Permissions::from_mode(mode))
             .map_err(|e| RuntimeError::io("set permissions of", &tmp, e))?;
         dst.sync_all()
             .map_err(|e| RuntimeError::io("sync", &tmp, e))?;
