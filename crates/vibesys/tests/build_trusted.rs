@@ -426,3 +426,38 @@ fn unknown_build_keys_are_rejected_naming_them() {
         "{err}"
     );
 }
+
+#[test]
+fn a_commit_that_plants_a_symlink_over_the_state_directory_is_refused() {
+    let dir = project("echo hello > out", &["out"], "");
+    let p = dir.path();
+    // The candidate commits .vibesys as a symlink to a host directory, so
+    // the checkout's hidden paths would resolve outside it.
+    let outside = tempfile::tempdir().unwrap();
+    let cand = tempfile::tempdir().unwrap();
+    let c = cand.path();
+    git(c, &["init", "-q"]);
+    fs::copy(p.join("vibesys.toml"), c.join("vibesys.toml")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), c.join(".vibesys")).unwrap();
+    git(c, &["add", "."]);
+    git(c, &["commit", "-q", "-m", "hostile"]);
+    git(p, &["fetch", "-q", c.to_str().unwrap(), "HEAD"]);
+    let out = vibesys(
+        p,
+        &[
+            "build",
+            "--run",
+            "r1",
+            "--commit",
+            "FETCH_HEAD",
+            "--run-environment",
+            "host",
+        ],
+        &[],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(err.contains("symlink"), "{err}");
+    assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
+    assert_checkouts_removed(p);
+}
