@@ -39,7 +39,7 @@ command -v cargo >/dev/null 2>&1 || {
 # The musl target's standard library must be installed. With rustup we can
 # add it; without rustup (a distribution's Rust) we can only check.
 if command -v rustup >/dev/null 2>&1; then
-    if ! rustup target list --installed | grep -qx "$target"; then
+    if ! rustup target list --installed | grep -x "$target" >/dev/null; then
         echo "build-static.sh: installing the Rust target $target (rustup target add)" >&2
         if ! rustup target add "$target" >&2; then
             echo "build-static.sh: error: cannot install the Rust target $target with rustup" \

@@ -52,7 +52,7 @@ ci_setup_nix() {
         fi
     done
     if command -v rustup >/dev/null 2>&1 &&
-        ! rustup target list --installed | grep -qx x86_64-unknown-linux-musl; then
+        ! rustup target list --installed | grep -x x86_64-unknown-linux-musl >/dev/null; then
         rustup target add x86_64-unknown-linux-musl >&2 ||
             { echo "ci-setup-nix: rustup target add x86_64-unknown-linux-musl failed" >&2; return 1; }
     fi
