@@ -91,7 +91,7 @@ fi
 # shared library (no NEEDED entry). readelf decides; without it, `file`
 # ("statically linked", or "static-pie linked" since file 5.40).
 if command -v readelf >/dev/null 2>&1; then
-    if readelf -lW "$bin" | grep -q 'INTERP' || readelf -dW "$bin" | grep -q '(NEEDED)'; then
+    if readelf -lW "$bin" | grep 'INTERP' >/dev/null || readelf -dW "$bin" | grep '(NEEDED)' >/dev/null; then
         echo "build-static.sh: error: $bin is not static: it has a dynamic loader or needs shared libraries" >&2
         exit 1
     fi
