@@ -35,17 +35,14 @@ fn require(tool: &str, install: &str) {
     let found = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
         .unwrap_or(false);
-    assert!(
-        found,
-        "`{tool}` not found on PATH: {install} (scripts/ci-setup-nix.sh does it)"
-    );
+    assert!(found, "`{tool}` not found on PATH: {install}");
 }
 
 fn require_nix() {
     for tool in ["nix-build", "nix-store", "nix-instantiate"] {
         require(
             tool,
-            "install Nix, e.g. Debian's nix-bin (`apt-get install nix-bin`)",
+            "install Nix, e.g. Debian's nix-bin (`apt-get install nix-bin`; scripts/ci-setup-nix.sh does it with the nixbld users)",
         );
     }
 }
@@ -154,7 +151,7 @@ fn flake_lock_pins_nixpkgs() {
     require_nix();
     require(
         "nix",
-        "install Nix, e.g. Debian's nix-bin (`apt-get install nix-bin`)",
+        "install Nix, e.g. Debian's nix-bin (`apt-get install nix-bin`; scripts/ci-setup-nix.sh does it with the nixbld users)",
     );
     let out = run(Command::new("nix")
         .args([
@@ -486,7 +483,10 @@ fn nix_built_image_runs_in_docker_and_matches_the_build_outside_nix() {
 fn static_vibesys_runs_alone_in_an_image() {
     require_nix();
     require_docker();
-    require("file", "install file (`apt-get install file`)");
+    require(
+        "file",
+        "install file (`apt-get install file`; scripts/ci-setup-nix.sh does it)",
+    );
     let root = repo_root();
     let vibesys_static = static_vibesys();
     let desc = stdout(&run(Command::new("file").arg("-b").arg(&vibesys_static)));
