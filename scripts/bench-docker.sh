@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Docker run environment benchmark, in one run (release build):
+#   1. DockerSandbox::execute of `true` against `docker exec <ctr> true`
+#      on the same container (medians, ratio);
+#   2. `vibesys image load` against `docker load -i` of the same archive
+#      (image removed before each run), and the no-op load when present.
+# Needs a running Docker Engine, hyperfine and busybox-static.
+#   scripts/bench-docker.sh            (BENCH_RUNS=100 execute iterations)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+runs=${BENCH_RUNS:-100}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
+for tool in docker hyperfine python3; do
+  command -v "$tool" >/dev/null || { echo "bench-docker: $tool missing (Debian: docker.io, hyperfine)" >&2; exit 1; }
+done
+docker version --format '{{.Server.Version}}' >/dev/null || { echo "bench-docker: the Docker Engine does not answer" >&2; exit 1; }
+
+cargo build --release -q -p vibesys --manifest-path "$root/Cargo.toml"
+vibesys=$CARGO_TARGET_DIR/release/vibesys
+work=$(mktemp -d)
+ids=()
+cleanup() {
+  for id in "${ids[@]}"; do docker rmi -f "$id" >/dev/null 2>&1 || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo "== execute: DockerSandbox::execute vs docker exec (runs=$runs)" >&2
+exec_json=$(BENCH_RUNS=$runs cargo test --release -q -p vibesys --manifest-path "$root/Cargo.toml" \
+  --test docker_bench -- --ignored --nocapture 2>/dev/null | grep '^{')
+echo "$exec_json" >&2
+
+echo "== load: vibesys image load vs docker load -i" >&2
+# A unique image (own label, so its own digests) with 64 MiB of content.
+name="vibesys-bench-$$"
+mkdir -p "$work/root/bin" "$work/root/data"
+cp /bin/busybox "$work/root/bin/busybox"
+head -c $((64 << 20)) /dev/urandom > "$work/root/data/blob"
+sed -e "s/^name = \"vibesys-editor\"/name = \"$name\"/" \
+    -e "s/^\[config.labels\]/[config.labels]\n\"dev.vibesys.bench\" = \"$name\"/" \
+    "$root/images/editor.toml" > "$work/spec.toml"
+"$vibesys" image build "$work/spec.toml" --root "$work/root" --out "$work/image.tar" --no-cache >/dev/null
+"$vibesys" image pin "$work/image.tar" --lock "$work/images.lock" >/dev/null
+id=$(sed -n 's/^config_digest = "\(.*\)"/\1/p' "$work/images.lock" | head -n1)
+ids+=("$id")
+size=$(stat -c %s "$work/image.tar")
+hyperfine -N --style none --runs 8 --warmup 1 \
+  --prepare "docker rmi -f $id" \
+  --export-json "$work/load.json" \
+  -n "vibesys image load" "$vibesys image load $work/image.tar --lock $work/images.lock" \
+  -n "docker load -i" "docker load -q -i $work/image.tar" >&2
+"$vibesys" image load "$work/image.tar" --lock "$work/images.lock" >/dev/null
+hyperfine -N --style none --runs 20 --warmup 2 \
+  --export-json "$work/noop.json" \
+  -n "vibesys image load (present)" "$vibesys image load $work/image.tar --lock $work/images.lock" \
+  -n "docker load -i (present)" "docker load -q -i $work/image.tar" >&2
+
+python3 - "$exec_json" "$work/load.json" "$work/noop.json" "$size" <<'PY'
+import json, statistics, sys
+ex = json.loads(sys.argv[1])
+load = {r["command"]: r for r in json.load(open(sys.argv[2]))["results"]}
+noop = {r["command"]: r for r in json.load(open(sys.argv[3]))["results"]}
+med = lambda r: statistics.median(r["times"]) * 1000
+size = int(sys.argv[4])
+print("| benchmark | vibesys (median) | peer (median) | ratio peer/vibesys |")
+print("|---|---|---|---|")
+a, b = ex["execute_true_median_ms"], ex["docker_exec_true_median_ms"]
+print(f"| execute `true` ({ex['runs']} runs) | {a:.1f} ms | {b:.1f} ms (`docker exec`) | {b/a:.2f}x |")
+a, b = med(load["vibesys image load"]), med(load["docker load -i"])
+print(f"| load {size/2**20:.0f} MiB archive | {a:.0f} ms | {b:.0f} ms (`docker load -i`) | {b/a:.2f}x |")
+a, b = med(noop["vibesys image load (present)"]), med(noop["docker load -i (present)"])
+print(f"| load, image present | {a:.1f} ms | {b:.1f} ms (`docker load -i`) | {b/a:.2f}x |")
+print(f"| DockerSandbox::start (one run) | {ex['start_ms']:.0f} ms | | |")
+PY
