@@ -296,12 +296,7 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
                 progress.layer_done(p.size(), true);
                 return Ok((meta, path, true));
             }
-            let (meta, path) = p.write(
-                &blobs,
-                opts.compression,
-                epoch,
-                opts.format == OutputFormat::Oci,
-            )?;
+            let (meta, path) = p.write(&blobs, opts.compression, epoch)?;
             if let Some(c) = &cache {
                 c.store(&key, &meta, &path);
             }

@@ -5,6 +5,8 @@
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
+
 use crate::Error;
 
 /// Trees larger than this are split into several groups (root and host
@@ -191,15 +193,16 @@ impl Scanner {
         })
     }
 
-    /// Scans the children of directory `host` (image path `img`); returns
-    /// the entries not carved out into their own groups, and their size.
+    /// Scans the children of directory `host` (image path `img`), in
+    /// parallel; returns the entries not carved out into their own groups,
+    /// their size, and the groups carved out below.
+    #[allow(clippy::type_complexity)]
     fn scan_dir(
         &self,
         host: &Path,
         img: &str,
         parents: &[Entry],
-        out: &mut Vec<Group>,
-    ) -> Result<(Vec<Entry>, u64), Error> {
+    ) -> Result<(Vec<Entry>, u64, Vec<Group>), Error> {
         let mut names = Vec::new();
         for d in std::fs::read_dir(host).map_err(|e| Error::io("read directory", host, e))? {
             let d = d.map_err(|e| Error::io("read directory", host, e))?;
@@ -214,48 +217,59 @@ impl Scanner {
             names.push(name);
         }
         names.sort();
+        let children: Vec<(String, Entry)> = names
+            .into_par_iter()
+            .map(|name| {
+                let child_img = if img.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{img}/{name}")
+                };
+                let e = self.entry(&host.join(&name), child_img)?;
+                Ok((name, e))
+            })
+            .collect::<Result<_, Error>>()?;
+        let (dirs, files): (Vec<_>, Vec<_>) = children
+            .into_iter()
+            .partition(|(_, e)| matches!(e.kind, Kind::Dir));
+        let subs: Vec<(Entry, Vec<Entry>, u64, Vec<Group>)> = dirs
+            .into_par_iter()
+            .map(|(name, e)| {
+                let mut chain = parents.to_vec();
+                chain.push(e.clone());
+                let (sub, size, groups) = self.scan_dir(&host.join(&name), &e.path, &chain)?;
+                Ok((e, sub, size, groups))
+            })
+            .collect::<Result<_, Error>>()?;
+        let mut out = Vec::new();
         let mut own = Vec::new();
         let mut own_size = 0u64;
-        let mut direct = Vec::new();
-        let mut direct_size = 0u64;
-        for name in names {
-            let child_host = host.join(&name);
-            let child_img = if img.is_empty() {
-                name.clone()
-            } else {
-                format!("{img}/{name}")
-            };
-            let e = self.entry(&child_host, child_img.clone())?;
-            if matches!(e.kind, Kind::Dir) {
-                let ps = parents.to_vec();
-                let mut chain = ps.clone();
-                chain.push(e.clone());
-                let (sub, sub_size) = self.scan_dir(&child_host, &child_img, &chain, out)?;
+        for (e, sub, sub_size, groups) in subs {
+            out.extend(groups);
+            if sub_size >= self.split {
+                let name = format!("/{}", e.path);
                 let mut entries = vec![e];
                 entries.extend(sub);
-                if sub_size >= self.split {
-                    out.push(Group {
-                        name: format!("/{child_img}"),
-                        parents: ps,
-                        entries,
-                        size: sub_size,
-                    });
-                } else {
-                    own.extend(entries);
-                    own_size += sub_size;
-                }
+                out.push(Group {
+                    name,
+                    parents: parents.to_vec(),
+                    entries,
+                    size: sub_size,
+                });
             } else {
-                direct_size += e.size();
-                direct.push(e);
+                own.push(e);
+                own.extend(sub);
+                own_size += sub_size;
             }
         }
+        let direct: Vec<Entry> = files.into_iter().map(|(_, e)| e).collect();
+        let direct_size: u64 = direct.iter().map(Entry::size).sum();
         if direct_size >= self.split {
-            let ps = parents.to_vec();
             for (i, chunk) in chunk_files(direct, self.split).into_iter().enumerate() {
                 let size = chunk.iter().map(Entry::size).sum();
                 out.push(Group {
                     name: format!("/{img}/ (files, part {})", i + 1),
-                    parents: ps.clone(),
+                    parents: parents.to_vec(),
                     entries: chunk,
                     size,
                 });
@@ -264,7 +278,7 @@ impl Scanner {
             own.extend(direct);
             own_size += direct_size;
         }
-        Ok((own, own_size))
+        Ok((own, own_size, out))
     }
 }
 
@@ -321,8 +335,7 @@ pub(crate) fn scan_root(root: &Path, allow_setuid: bool) -> Result<Vec<Group>, E
         allow_setuid,
         split: SPLIT_BYTES,
     };
-    let mut out = Vec::new();
-    let (rest, size) = s.scan_dir(root, "", &[], &mut out)?;
+    let (rest, size, mut out) = s.scan_dir(root, "", &[])?;
     if !rest.is_empty() {
         out.push(Group {
             name: "/".to_owned(),
@@ -367,8 +380,7 @@ pub(crate) fn scan_paths(
         if matches!(e.kind, Kind::Dir) {
             let mut chain = parents.clone();
             chain.push(e.clone());
-            let mut sub_groups = Vec::new();
-            let (sub, size) = s.scan_dir(&host, &rel, &chain, &mut sub_groups)?;
+            let (sub, size, sub_groups) = s.scan_dir(&host, &rel, &chain)?;
             let mut entries = vec![e];
             entries.extend(sub);
             out.push(Group {

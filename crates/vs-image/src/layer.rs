@@ -110,13 +110,11 @@ impl LayerPlan {
     }
 
     /// Writes the layer into `dir` as `<hex>` and returns what it is.
-    /// `sync`: flush the blob to disk (a final output, not staging).
     pub(crate) fn write(
         &self,
         dir: &Path,
         compression: Compression,
         mtime: u64,
-        sync: bool,
     ) -> Result<(LayerMeta, PathBuf), Error> {
         let tmp = tempfile::Builder::new()
             .prefix(".layer-")
@@ -194,10 +192,7 @@ impl LayerPlan {
         let file = buf
             .into_inner()
             .map_err(|e| Error::io("write", &tmp_path, e.into_error()))?;
-        if sync {
-            file.sync_data()
-                .map_err(|e| Error::io("sync", &tmp_path, e))?;
-        }
+        drop(file);
         let diff_id = if compression == Compression::None {
             digest.clone()
         } else {
