@@ -119,7 +119,9 @@ pub fn options_for(
     project_dir: Option<&Path>,
 ) -> anyhow::Result<DockerOptions> {
     let lock_path = find_lock(project_dir)?;
-    let env_image = std::env::var("VIBESYS_DOCKER_IMAGE").ok().filter(|v| !v.is_empty());
+    let env_image = std::env::var("VIBESYS_DOCKER_IMAGE")
+        .ok()
+        .filter(|v| !v.is_empty());
     let reference = image.or(env_image.as_deref()).unwrap_or(DEFAULT_IMAGE);
     let pin = pin_for(reference, &lock_path)?;
     let mut options = DockerOptions::new(pin, run_id(), crate::project::helper_exe()?);

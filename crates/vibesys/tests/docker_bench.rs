@@ -1,7 +1,7 @@
 //! Benchmark (ignored; scripts/bench-docker.sh runs it in release):
 //! `DockerSandbox::execute` of `true` against `docker exec <ctr> true` on
 //! the same container, in the same run. Prints one JSON line.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 mod docker_support;
 
