@@ -230,6 +230,23 @@ fn policy_show_and_doctor_describe_the_docker_backend() {
             .iter()
             .all(|p| p["enforced"] == true)
     );
+    let out = ok(vibesys(ws.path())
+        .env("VIBESYS_IMAGES_LOCK", &img.lock)
+        .env("VIBESYS_DOCKER_IMAGE", &img.name)
+        .args([
+            "policy",
+            "show",
+            "--backend",
+            "docker",
+            "--json",
+            "--no-network",
+        ])
+        .output()
+        .unwrap());
+    assert_eq!(
+        json(&out)["backends"]["docker"]["plan"]["network_mode"],
+        "none"
+    );
     let doctor = ok(vibesys(ws.path())
         .env("VIBESYS_IMAGES_LOCK", &img.lock)
         .args(["doctor", "--json"])

@@ -188,6 +188,26 @@ fn execute_results_match_the_host_runner() {
     let r = sh(&sandbox, &root, "no-such-program");
     assert_eq!(r.exit_code, 127);
 
+    // Concurrent commands share the container (one client, many threads).
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..3)
+            .map(|i| {
+                let sandbox = &sandbox;
+                let root = &root;
+                scope.spawn(move || sh(sandbox, root, &format!("sleep 1; echo {i}")))
+            })
+            .collect();
+        for (i, h) in handles.into_iter().enumerate() {
+            assert_eq!(text(&h.join().unwrap()).0, format!("{i}\n"));
+        }
+    });
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+
     // Bounded output: 2 GiB printed, 64 KiB kept per stream, memory flat.
     let start = Instant::now();
     let r = sh(
