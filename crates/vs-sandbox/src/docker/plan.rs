@@ -2,6 +2,7 @@
 //! `vibesys policy show --backend docker` prints and [`super::DockerSandbox`]
 //! hands to the Engine.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -148,7 +149,7 @@ pub struct DockerPlan {
     /// The container name (`vibesys-<run id>`).
     pub name: String,
     /// Labels of the container.
-    pub labels: Vec<(String, String)>,
+    pub labels: BTreeMap<String, String>,
     /// `uid:gid` of every process in the container.
     pub user: String,
     /// Bind mounts, parents first.
@@ -227,10 +228,10 @@ impl DockerPlan {
         Self {
             image: options.image.config_digest.clone(),
             name: container_name(&options.run_id),
-            labels: vec![
+            labels: BTreeMap::from([
                 (RUN_ID_LABEL.to_owned(), options.run_id.clone()),
                 (IMAGE_LABEL.to_owned(), options.image.name.clone()),
-            ],
+            ]),
             user: options.user.clone(),
             mounts,
             cap_drop: vec!["ALL".to_owned()],
@@ -348,7 +349,29 @@ mod tests {
         assert_eq!(plan.network_mode, "none");
         assert_eq!(plan.cap_drop, ["ALL"]);
         assert_eq!(plan.image, pin().config_digest);
-        assert_eq!(plan.labels[0], (RUN_ID_LABEL.into(), "r1".into()));
+        assert_eq!(plan.labels[RUN_ID_LABEL], "r1");
+    }
+
+    /// What `policy show --backend docker --json` prints as the plan.
+    #[test]
+    fn plan_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("evaluator")).unwrap();
+        std::fs::create_dir_all(dir.path().join("secrets")).unwrap();
+        std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+        std::fs::write(dir.path().join(".netrc"), "x").unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let policy = ProjectPathPolicy::new(["evaluator"], ["secrets", ".netrc"])
+            .unwrap()
+            .resolve(&ws)
+            .unwrap();
+        let mut opts = DockerOptions::new(pin(), "run-1", "/usr/bin/vibesys");
+        opts.mask_root = PathBuf::from("/run/user/1000/vibesys-docker/run-1");
+        opts.user = "1000:1000".into();
+        let plan = DockerPlan::new(&policy, &opts);
+        let json = serde_json::to_string_pretty(&plan).unwrap();
+        let root = ws.root().display().to_string();
+        insta::assert_snapshot!(json.replace(&root, "[WORKSPACE]"));
     }
 
     #[test]

@@ -614,7 +614,7 @@ async fn start_container(
         cmd: Some(plan.lifeline.clone()),
         entrypoint: Some(Vec::new()),
         working_dir: Some(plan.workdir.to_string_lossy().into_owned()),
-        labels: Some(plan.labels.iter().cloned().collect()),
+        labels: Some(plan.labels.clone().into_iter().collect()),
         open_stdin: Some(true),
         stdin_once: Some(true),
         attach_stdin: Some(true),
