@@ -106,6 +106,7 @@ impl Store {
             .entries_with_seek()
             .map_err(|e| Error::malformed(path, format!("not a tar archive: {e}")))?;
         let mut end = 0u64;
+        let mut links: Vec<(String, String)> = Vec::new();
         for e in entries {
             let e =
                 e.map_err(|e| Error::malformed(path, format!("truncated or corrupt tar: {e}")))?;
@@ -131,6 +132,25 @@ impl Store {
             if ty.is_dir() {
                 continue;
             }
+            if ty.is_symlink() || ty.is_hard_link() {
+                // skopeo's docker-archive links `<id>/layer.tar` to the blob.
+                let target = e
+                    .link_name_bytes()
+                    .map(|l| String::from_utf8_lossy(&l).into_owned())
+                    .unwrap_or_default();
+                let base = if ty.is_symlink() {
+                    name.rsplit_once('/').map_or("", |(d, _)| d)
+                } else {
+                    ""
+                };
+                let resolved = resolve_member(base, &target).ok_or_else(|| Error::UnsafeEntry {
+                    layer: path.display().to_string(),
+                    entry: format!("{raw} -> {target}"),
+                    reason: "link escapes the archive root".to_owned(),
+                })?;
+                links.push((name, resolved));
+                continue;
+            }
             if !(ty.is_file() || ty == tar::EntryType::Continuous) {
                 return Err(Error::UnsafeEntry {
                     layer: path.display().to_string(),
@@ -148,6 +168,20 @@ impl Store {
                 ));
             }
             if members.insert(name.clone(), (pos, size)).is_some() {
+                return Err(Error::malformed(
+                    path,
+                    format!("member {name} appears twice"),
+                ));
+            }
+        }
+        for (name, target) in links {
+            let m = *members.get(&target).ok_or_else(|| {
+                Error::malformed(
+                    path,
+                    format!("member {name} links to {target}, which is not a file in the archive"),
+                )
+            })?;
+            if members.insert(name.clone(), m).is_some() {
                 return Err(Error::malformed(
                     path,
                     format!("member {name} appears twice"),
@@ -258,6 +292,26 @@ impl Store {
         check_blob(&d.digest, d.size, &Digest::of(&bytes), bytes.len() as u64)?;
         Ok(bytes)
     }
+}
+
+/// `target` resolved from directory `base` inside an archive; `None` when
+/// it leaves the archive root.
+fn resolve_member(base: &str, target: &str) -> Option<String> {
+    let mut parts: Vec<&str> = if target.starts_with('/') {
+        Vec::new()
+    } else {
+        base.split('/').filter(|c| !c.is_empty()).collect()
+    };
+    for c in target.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            c => parts.push(c),
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join("/"))
 }
 
 fn check_blob(
