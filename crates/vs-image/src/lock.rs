@@ -84,6 +84,36 @@ pub struct FoundImage {
     pub diff_ids: Vec<Digest>,
 }
 
+impl FoundImage {
+    /// Reads `Id` and `RootFS.Layers` from one object of `docker image
+    /// inspect` output (the Engine API's image inspect has the same keys).
+    pub fn from_docker_inspect(v: &serde_json::Value) -> Result<Self, Error> {
+        let bad = |reason: &str| Error::Malformed {
+            path: "docker image inspect".into(),
+            reason: reason.to_owned(),
+        };
+        let id: Digest = v
+            .get("Id")
+            .and_then(|i| i.as_str())
+            .ok_or_else(|| bad("no Id"))?
+            .parse()?;
+        let layers = v
+            .get("RootFS")
+            .and_then(|r| r.get("Layers"))
+            .and_then(|l| l.as_array())
+            .ok_or_else(|| bad("no RootFS.Layers"))?;
+        let diff_ids = layers
+            .iter()
+            .map(|l| {
+                l.as_str()
+                    .ok_or_else(|| bad("a layer is not a string"))?
+                    .parse()
+            })
+            .collect::<Result<_, Error>>()?;
+        Ok(Self { id, diff_ids })
+    }
+}
+
 /// Which pinned digest an image ID matched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -414,6 +444,17 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn reads_docker_inspect_output() {
+        let v = serde_json::json!({"Id": d('b').to_string(), "RootFS": {"Type": "layers", "Layers": [d('c').to_string(), d('d').to_string()]}});
+        let f = FoundImage::from_docker_inspect(&v).unwrap();
+        assert_eq!(
+            lock().check_found("editor", &f, Path::new("l")).unwrap(),
+            IdKind::Config
+        );
+        assert!(FoundImage::from_docker_inspect(&serde_json::json!({"Id": "nope"})).is_err());
     }
 
     #[test]
