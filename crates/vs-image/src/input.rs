@@ -152,6 +152,12 @@ pub(crate) fn check_symlink(link: &str, target: &str) -> Result<(), Error> {
 impl Scanner {
     fn entry(&self, host: &Path, img: String) -> Result<Entry, Error> {
         let m = std::fs::symlink_metadata(host).map_err(|e| Error::io("stat", host, e))?;
+        self.entry_with(host, img, &m)
+    }
+
+    /// Like [`Scanner::entry`] with metadata already read (`DirEntry`
+    /// metadata is a `statx` relative to the directory: no path walk).
+    fn entry_with(&self, host: &Path, img: String, m: &std::fs::Metadata) -> Result<Entry, Error> {
         let ft = m.file_type();
         let kind = if ft.is_dir() {
             Kind::Dir
@@ -189,7 +195,7 @@ impl Scanner {
             path: img,
             kind,
             mode,
-            stamp: stamp(&m),
+            stamp: stamp(m),
         })
     }
 
@@ -203,7 +209,7 @@ impl Scanner {
         img: &str,
         parents: &[Entry],
     ) -> Result<(Vec<Entry>, u64, Vec<Group>), Error> {
-        let mut names = Vec::new();
+        let mut dents = Vec::new();
         for d in std::fs::read_dir(host).map_err(|e| Error::io("read directory", host, e))? {
             let d = d.map_err(|e| Error::io("read directory", host, e))?;
             let name = d.file_name();
@@ -214,18 +220,22 @@ impl Scanner {
                     reason: "not valid UTF-8".to_owned(),
                 })?
                 .to_owned();
-            names.push(name);
+            dents.push((name, d));
         }
-        names.sort();
-        let children: Vec<(String, Entry)> = names
+        dents.sort_by(|a, b| a.0.cmp(&b.0));
+        let children: Vec<(String, Entry)> = dents
             .into_par_iter()
-            .map(|name| {
+            .map(|(name, d)| {
                 let child_img = if img.is_empty() {
                     name.clone()
                 } else {
                     format!("{img}/{name}")
                 };
-                let e = self.entry(&host.join(&name), child_img)?;
+                let child_host = d.path();
+                let m = d
+                    .metadata()
+                    .map_err(|e| Error::io("stat", &child_host, e))?;
+                let e = self.entry_with(&child_host, child_img, &m)?;
                 Ok((name, e))
             })
             .collect::<Result<_, Error>>()?;

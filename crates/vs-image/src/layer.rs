@@ -26,9 +26,14 @@ pub(crate) struct LayerMeta {
     pub groups: Vec<(String, Digest)>,
 }
 
+/// What a layer keeps of each of its groups.
+pub(crate) struct GroupInfo {
+    pub name: String,
+}
+
 /// A layer to write: its groups, already merged and deduplicated.
 pub(crate) struct LayerPlan {
-    pub groups: Vec<Group>,
+    pub groups: Vec<GroupInfo>,
     pub entries: Vec<(usize, Entry)>,
 }
 
@@ -38,17 +43,18 @@ impl LayerPlan {
     /// are an error.
     pub(crate) fn new(groups: Vec<Group>) -> Result<Self, Error> {
         let mut map: BTreeMap<String, (usize, Entry, bool)> = BTreeMap::new();
-        for (gi, g) in groups.iter().enumerate() {
-            for p in &g.parents {
-                map.entry(p.path.clone()).or_insert((gi, p.clone(), true));
+        let mut infos = Vec::with_capacity(groups.len());
+        for (gi, g) in groups.into_iter().enumerate() {
+            for p in g.parents {
+                map.entry(p.path.clone()).or_insert((gi, p, true));
             }
-            for e in &g.entries {
+            for e in g.entries {
                 match map.get(&e.path) {
                     Some((_, old, synthetic))
                         if matches!(old.kind, Kind::Dir) && matches!(e.kind, Kind::Dir) =>
                     {
                         if *synthetic {
-                            map.insert(e.path.clone(), (gi, e.clone(), false));
+                            map.insert(e.path.clone(), (gi, e, false));
                         }
                     }
                     Some((_, old, true)) if matches!(old.kind, Kind::Dir) => {
@@ -64,13 +70,17 @@ impl LayerPlan {
                         });
                     }
                     None => {
-                        map.insert(e.path.clone(), (gi, e.clone(), false));
+                        map.insert(e.path.clone(), (gi, e, false));
                     }
                 }
             }
+            infos.push(GroupInfo { name: g.name });
         }
         let entries = map.into_values().map(|(gi, e, _)| (gi, e)).collect();
-        Ok(Self { groups, entries })
+        Ok(Self {
+            groups: infos,
+            entries,
+        })
     }
 
     pub(crate) fn size(&self) -> u64 {
@@ -81,7 +91,7 @@ impl LayerPlan {
     pub(crate) fn cache_key(&self, compression: Compression, mtime: u64) -> Digest {
         let mut h = Sha256::new();
         h.update(format!(
-            "vs-image layer v1\0{}\0{mtime}\0",
+            "vs-image layer v2\0{}\0{mtime}\0",
             compression.as_str()
         ));
         for g in &self.groups {
@@ -89,22 +99,39 @@ impl LayerPlan {
             h.update(b"\0");
         }
         h.update(b"\n");
+        let num = |h: &mut Sha256, v: u64| h.update(v.to_le_bytes());
         for (gi, e) in &self.entries {
             let s = e.stamp;
-            h.update(format!("{gi}\0{}\0{:o}\0", e.path, e.mode));
+            num(&mut h, *gi as u64);
+            num(&mut h, e.path.len() as u64);
+            h.update(e.path.as_bytes());
+            num(&mut h, u64::from(e.mode));
             match &e.kind {
                 Kind::Dir => h.update(b"d"),
-                Kind::File { size, .. } => h.update(format!(
-                    "f{size}\0{}.{}\0{}.{}\0{}\0{}",
-                    s.mtime, s.mtime_ns, s.ctime, s.ctime_ns, s.ino, s.dev
-                )),
+                Kind::File { size, .. } => {
+                    h.update(b"f");
+                    for v in [
+                        *size,
+                        s.mtime as u64,
+                        s.mtime_ns as u64,
+                        s.ctime as u64,
+                        s.ctime_ns as u64,
+                        s.ino,
+                        s.dev,
+                    ] {
+                        num(&mut h, v);
+                    }
+                }
                 Kind::Inline(b) => {
                     h.update(b"i");
                     h.update(Sha256::digest(b));
                 }
-                Kind::Symlink(t) => h.update(format!("l{t}")),
+                Kind::Symlink(t) => {
+                    h.update(b"l");
+                    num(&mut h, t.len() as u64);
+                    h.update(t.as_bytes());
+                }
             }
-            h.update(b"\n");
         }
         Digest::from_hasher(h)
     }
