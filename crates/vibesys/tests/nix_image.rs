@@ -433,6 +433,25 @@ fn nix_built_image_runs_in_docker_and_matches_the_build_outside_nix() {
         "the archives differ byte-wise"
     );
 
+    // `vibesys image pin` records the Nix-built digests; the archive built
+    // outside Nix then verifies against that lock (a CI with pinned images
+    // checks its own build this way).
+    let lock = t.join("images.lock");
+    run(Command::new(env!("CARGO_BIN_EXE_vibesys"))
+        .args(["image", "pin"])
+        .arg(&nix_out)
+        .arg("--lock")
+        .arg(&lock));
+    let pinned = std::fs::read_to_string(&lock).unwrap();
+    assert!(
+        pinned.contains(&nix_manifest) && pinned.contains(&nix_config),
+        "{pinned}"
+    );
+    run(Command::new(env!("CARGO_BIN_EXE_vibesys"))
+        .args(["image", "verify", "--lock"])
+        .arg(&lock)
+        .arg(&outside));
+
     // Into this machine's Docker Engine, and run.
     let out = run(Command::new("docker").arg("load").arg("-i").arg(&nix_out));
     println!("{}", stdout(&out));
