@@ -106,8 +106,9 @@ struct BuildArgs {
     /// Layer cache directory.
     #[arg(long, env = "VIBESYS_IMAGE_CACHE", value_name = "DIR")]
     cache: Option<PathBuf>,
-    /// Do not read or write the layer cache.
-    #[arg(long, conflicts_with = "cache")]
+    /// Do not read or write the layer cache (wins over --cache and
+    /// VIBESYS_IMAGE_CACHE).
+    #[arg(long)]
     no_cache: bool,
     /// Print the build report as JSON.
     #[arg(long)]

@@ -246,6 +246,26 @@ fn cache_rebuilds_only_the_changed_layer() {
     std::fs::write(d.join("in/p2/n"), "changed\n").unwrap();
     assert_eq!(build("3.tar", true), [true, false, true]);
     build("4.tar", false);
+    // --no-cache wins over VIBESYS_IMAGE_CACHE.
+    let env_cache = d.join("env-cache");
+    ok(vibesys(d)
+        .env("VIBESYS_IMAGE_CACHE", &env_cache)
+        .args([
+            "image",
+            "build",
+            spec.to_str().unwrap(),
+            "--out",
+            "5.tar",
+            "--no-cache",
+            "--path",
+        ])
+        .arg(d.join("in/p1"))
+        .output()
+        .unwrap());
+    assert!(
+        !env_cache.exists(),
+        "--no-cache must not touch VIBESYS_IMAGE_CACHE"
+    );
     assert_eq!(
         std::fs::read(d.join("3.tar")).unwrap(),
         std::fs::read(d.join("4.tar")).unwrap(),
