@@ -464,3 +464,56 @@ fn spec_errors_name_the_field() {
     );
     assert!(err.contains("SOURCE_DATE_EPOCH"), "{err}");
 }
+
+/// More groups than `layer_cap - 1`: the rest merge into the last layer,
+/// the extra files stay on top.
+#[test]
+fn layer_cap_merges_the_rest_into_the_last_layer() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    sh(
+        d,
+        "mkdir -p a b c e && for x in a b c e; do echo $x > $x/f; done",
+    );
+    let spec = write(
+        d,
+        "s.toml",
+        "name = \"capped\"\nlayer_cap = 3\n[[files]]\npath = \"/etc/motd\"\ncontent = \"hi\\n\"\n",
+    );
+    let mut c = vibesys(d);
+    c.args([
+        "image",
+        "build",
+        spec.to_str().unwrap(),
+        "--out",
+        "x.tar",
+        "--no-cache",
+        "--json",
+        "--path",
+    ]);
+    for p in ["a", "b", "c", "e"] {
+        c.arg(d.join(p));
+    }
+    let r = json(&ok(c.output().unwrap()));
+    let groups: Vec<Vec<String>> = r["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            l["groups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|g| g.as_str().unwrap().rsplit('/').next().unwrap().to_owned())
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        groups,
+        [vec!["a"], vec!["b", "c", "e"], vec!["extra files"]]
+    );
+    ok(vibesys(d)
+        .args(["image", "inspect", "--verify", "x.tar"])
+        .output()
+        .unwrap());
+}
