@@ -315,3 +315,26 @@ fn an_image_that_differs_from_its_pin_is_refused_naming_both_digests() {
     );
     assert!(err.contains("bad.lock"), "{err}");
 }
+
+/// A layout directory with a Docker manifest.json naming a file outside it.
+#[test]
+fn manifest_json_paths_cannot_leave_the_image() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    build(d, "layout", "oci");
+    write(
+        &d.join("layout"),
+        "manifest.json",
+        r#"[{"Config":"../../../etc/passwd","RepoTags":["x:1"],"Layers":[]}]"#,
+    );
+    let err = fails(
+        vibesys(d)
+            .args(["image", "inspect", "layout"])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        err.contains("../../../etc/passwd") && err.contains("escapes"),
+        "{err}"
+    );
+}

@@ -669,10 +669,25 @@ fn docker_entry(store: &Store) -> Result<(String, Vec<String>), Error> {
             format!("manifest.json lists {} images, expected 1", entries.len()),
         ));
     };
-    let clean = |s: &str| s.trim_start_matches("./").to_owned();
+    // Names come from the archive: never let them leave it (a layout
+    // directory is read from the file system).
+    let clean = |s: &str| {
+        let n = s.trim_start_matches("./");
+        if n.is_empty() || n.starts_with('/') || n.split('/').any(|c| c == ".." || c.is_empty()) {
+            return Err(Error::UnsafeEntry {
+                layer: "manifest.json".to_owned(),
+                entry: s.to_owned(),
+                reason: "escapes the archive root".to_owned(),
+            });
+        }
+        Ok(n.to_owned())
+    };
     Ok((
-        clean(&e.config),
-        e.layers.iter().map(|l| clean(l)).collect(),
+        clean(&e.config)?,
+        e.layers
+            .iter()
+            .map(|l| clean(l))
+            .collect::<Result<_, _>>()?,
     ))
 }
 
