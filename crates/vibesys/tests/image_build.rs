@@ -517,3 +517,46 @@ fn layer_cap_merges_the_rest_into_the_last_layer() {
         .output()
         .unwrap());
 }
+
+/// `--format oci` replaces an existing layout, never another directory.
+#[test]
+fn an_oci_output_replaces_only_a_layout() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let spec = write(d, "s.toml", TINY_SPEC);
+    let build = |out: &str| {
+        vibesys(d)
+            .args([
+                "image",
+                "build",
+                spec.to_str().unwrap(),
+                "--out",
+                out,
+                "--format",
+                "oci",
+                "--no-cache",
+                "--path",
+                busybox(),
+            ])
+            .output()
+            .unwrap()
+    };
+    ok(build("layout"));
+    ok(build("layout"));
+    write(d, "precious/notes.txt", "keep me");
+    let err = fails(build("precious"));
+    assert!(
+        err.contains("precious") && err.contains("refusing"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.join("precious/notes.txt")).unwrap(),
+        "keep me"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

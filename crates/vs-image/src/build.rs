@@ -461,11 +461,25 @@ fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
+/// An existing output directory may be replaced only when it is empty or
+/// an OCI layout (never a directory given by mistake).
+fn replaceable(dir: &Path) -> bool {
+    dir.join("oci-layout").is_file() || std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
+}
+
 /// Moves the finished `stage` directory to `out`, replacing an existing
 /// directory only after the new one is complete.
 fn replace_dir(stage: &Path, out: &Path) -> Result<(), Error> {
     match std::fs::symlink_metadata(out) {
         Err(_) => std::fs::rename(stage, out).map_err(|e| Error::io("rename into place", out, e)),
+        Ok(m) if m.is_dir() && !replaceable(out) => {
+            let _ = std::fs::remove_dir_all(stage);
+            Err(Error::InputPath {
+                path: out.to_owned(),
+                reason: "exists and is neither empty nor an OCI layout: refusing to replace it"
+                    .to_owned(),
+            })
+        }
         Ok(m) if m.is_dir() => {
             let old = stage.with_extension("old");
             std::fs::rename(out, &old).map_err(|e| Error::io("move aside", out, e))?;
