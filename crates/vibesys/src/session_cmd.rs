@@ -45,6 +45,10 @@ pub struct SessionArgs {
     /// Resume a session by id (`latest` for the most recent).
     #[arg(long, value_name = "ID")]
     resume: Option<String>,
+    /// The image for --confine docker: a name pinned in images/images.lock
+    /// (default vibesys-editor) or a pinned image ID (sha256:...).
+    #[arg(long, value_name = "REF")]
+    image: Option<String>,
     /// Allow running unconfined when confinement is disabled.
     #[arg(long = "no-require-enforcement")]
     no_require_enforcement: bool,
@@ -104,13 +108,52 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
         enforcement,
         network: project.network,
     };
-    let bwrap = find_bwrap(std::env::var_os("PATH").as_deref()).unwrap_or_else(|_| "bwrap".into());
-    let confinement = confine(&exec, &helper_exe()?, &bwrap, writable)?;
     let cwd =
         chdir_in(&project.workspace).unwrap_or_else(|| project.workspace.root().to_path_buf());
+    if mode == vs_sandbox::ConfineMode::Docker {
+        return run_in_docker(&args, &project, &launch, &env, &cwd);
+    }
+    let bwrap = find_bwrap(std::env::var_os("PATH").as_deref()).unwrap_or_else(|_| "bwrap".into());
+    let confinement = confine(&exec, &helper_exe()?, &bwrap, writable)?;
     let mut cmd = session_command(confinement.as_deref(), &launch, &env, &cwd)?;
     let status = cmd
         .status()
         .with_context(|| format!("cannot start the session ({})", provider.name()))?;
+    Ok(vs_sandbox::launch::exit_code(status) as u8)
+}
+
+/// The session in the run's container (the docker run environment): the
+/// same launcher, with the DockerSandbox as the confinement. Only the
+/// allow-listed names cross into the container; PATH, HOME, USER, SHELL
+/// and TMPDIR are the image's own.
+fn run_in_docker(
+    args: &SessionArgs,
+    project: &crate::project::ProjectPolicy,
+    launch: &agentshim::Launch,
+    env: &vs_agent::SessionEnv,
+    cwd: &std::path::Path,
+) -> anyhow::Result<u8> {
+    use vs_sandbox::docker::{DockerSandbox, EnvAllowList};
+    const HOST_ONLY: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR"];
+    let mut options = crate::docker_cmd::options_for(
+        project,
+        args.image.as_deref(),
+        args.policy.project.as_deref(),
+    )?;
+    let names: Vec<String> = env
+        .vars
+        .iter()
+        .filter_map(|(k, _)| k.to_str())
+        .chain(launch.env.iter().map(|(k, _)| *k))
+        .filter(|k| !HOST_ONLY.contains(k))
+        .map(str::to_owned)
+        .collect();
+    options.env = EnvAllowList::default().with(names);
+    let sandbox = DockerSandbox::start(&project.resolved, &options)?;
+    let mut cmd = session_command(Some(&sandbox), launch, env, cwd)?;
+    let status = cmd
+        .status()
+        .context("cannot start the session in the container")?;
+    drop(sandbox);
     Ok(vs_sandbox::launch::exit_code(status) as u8)
 }

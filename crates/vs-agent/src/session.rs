@@ -103,7 +103,7 @@ pub fn confine(
         }
         ConfineMode::Docker => Err(AgentError::UnsupportedMode {
             mode: "docker",
-            reason: "use the docker run environment's DockerSandbox (vibesys exec --confine docker) or --confine bwrap".into(),
+            reason: "a DockerSandbox needs the Engine and the image lock: start one (vs_sandbox::docker::DockerSandbox::start) and pass it to session_command".into(),
         }),
         ConfineMode::Off => Err(AgentError::UnsupportedMode {
             mode: "off",
