@@ -316,20 +316,15 @@ fn chunk_files(files: Vec<Entry>, split: u64) -> Vec<Vec<Entry>> {
 
 /// Directories above an absolute image path, with the modes of the host
 /// directories at the same place (following symlinks).
-fn ancestors(abs: &str, s: &Scanner) -> Result<Vec<Entry>, Error> {
+fn ancestors(abs: &str) -> Vec<Entry> {
+    // The parents of an input are not inputs: their modes are fixed, so the
+    // same closure gives the same digests on a host whose /nix/store is
+    // 1775 and inside a Nix sandbox or on another machine.
     let rel = abs.trim_start_matches('/');
     let comps: Vec<&str> = rel.split('/').collect();
-    let mut out = Vec::new();
-    for i in 1..comps.len() {
-        let p = comps[..i].join("/");
-        let host = PathBuf::from(format!("/{p}"));
-        let mode = match std::fs::metadata(&host) {
-            Ok(m) if m.is_dir() => normalize_mode(m.mode(), true, s.allow_setuid),
-            _ => 0o755,
-        };
-        out.push(Entry::dir(p, mode));
-    }
-    Ok(out)
+    (1..comps.len())
+        .map(|i| Entry::dir(comps[..i].join("/"), 0o755))
+        .collect()
 }
 
 /// Groups of a root directory: its tree becomes `/`.
@@ -385,7 +380,7 @@ pub(crate) fn scan_paths(
             });
         }
         let host = PathBuf::from(p);
-        let parents = ancestors(p, &s)?;
+        let parents = ancestors(p);
         let e = s.entry(&host, rel.clone())?;
         if matches!(e.kind, Kind::Dir) {
             let mut chain = parents.clone();
