@@ -8,26 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Result, RuntimeError};
 
-/// Describes a file type for error messages.
+/// Describes a file type for error messages (one vocabulary with the
+/// sandbox policy's errors).
 pub(crate) fn kind_name(ft: &fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if ft.is_symlink() {
-        "symlink"
-    } else if ft.is_dir() {
-        "directory"
-    } else if ft.is_file() {
-        "regular file"
-    } else if ft.is_fifo() {
-        "fifo"
-    } else if ft.is_socket() {
-        "socket"
-    } else if ft.is_block_device() {
-        "block device"
-    } else if ft.is_char_device() {
-        "character device"
-    } else {
-        "unknown file type"
-    }
+    vs_sandbox::policy::file_type_name(ft)
 }
 
 /// Writes `bytes` to `path` atomically: a temp file in the same directory

@@ -309,17 +309,7 @@ fn resolve_one(
     } else if ft.is_file() {
         PathKind::File
     } else {
-        let found = if ft.is_fifo() {
-            "fifo"
-        } else if ft.is_socket() {
-            "socket"
-        } else if ft.is_block_device() {
-            "block device"
-        } else if ft.is_char_device() {
-            "character device"
-        } else {
-            "special file"
-        };
+        let found = file_type_name(&ft);
         return Err(PolicyError::UnsupportedType {
             path: rel.as_path().to_path_buf(),
             resolved: host,
@@ -333,6 +323,27 @@ fn resolve_one(
         kind,
         access,
     })
+}
+
+/// Names a file type for messages ("fifo", "symlink", ...).
+pub fn file_type_name(ft: &std::fs::FileType) -> &'static str {
+    if ft.is_symlink() {
+        "symlink"
+    } else if ft.is_dir() {
+        "directory"
+    } else if ft.is_file() {
+        "regular file"
+    } else if ft.is_fifo() {
+        "fifo"
+    } else if ft.is_socket() {
+        "socket"
+    } else if ft.is_block_device() {
+        "block device"
+    } else if ft.is_char_device() {
+        "character device"
+    } else {
+        "special file"
+    }
 }
 
 /// A workspace: an existing directory, held by its canonical path.
