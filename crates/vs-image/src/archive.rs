@@ -115,6 +115,7 @@ pub(crate) fn write(
     // loss, which `inspect --verify` (end marker, digests) always detects;
     // the peers (skopeo, docker save) do not sync either.
     drop(f);
+    crate::perm::publish_file(tmp.as_file()).map_err(|e| Error::io("chmod", &tmp_path, e))?;
     tmp.persist(out)
         .map_err(|e| Error::io("rename into place", out, e.error))?;
     Ok(())

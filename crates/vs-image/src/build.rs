@@ -280,6 +280,7 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
         .prefix(&format!(".{}.tmp-", file_name(&opts.out)))
         .tempdir_in(&out_dir)
         .map_err(|e| Error::io("create temporary directory in", &out_dir, e))?;
+    crate::perm::publish_dir(stage.path()).map_err(|e| Error::io("chmod", stage.path(), e))?;
     let blobs = stage.path().join("blobs").join("sha256");
     std::fs::create_dir_all(&blobs).map_err(|e| Error::io("create", &blobs, e))?;
     let cache = opts.cache.as_deref().and_then(Cache::open);
@@ -456,6 +457,7 @@ fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), Error> {
     let mut tmp = tempfile::NamedTempFile::new_in(dir)
         .map_err(|e| Error::io("create temporary file in", dir, e))?;
     std::io::Write::write_all(&mut tmp, bytes).map_err(|e| Error::io("write", &dest, e))?;
+    crate::perm::publish_file(tmp.as_file()).map_err(|e| Error::io("chmod", &dest, e))?;
     tmp.persist(&dest)
         .map_err(|e| Error::io("rename into place", &dest, e.error))?;
     Ok(())

@@ -75,15 +75,18 @@ impl Cache {
 }
 
 /// Hard-links `src` to `dest`, or copies through a temporary file when a
-/// link is not possible (another file system).
+/// link is not possible (another file system). Either way `dest` ends up
+/// with the published file mode (a link shares the inode, so the cached
+/// copy gets it too).
 pub(crate) fn link_or_copy(src: &Path, dest: &Path) -> std::io::Result<()> {
     if std::fs::hard_link(src, dest).is_ok() {
-        return Ok(());
+        return crate::perm::publish_file(&std::fs::File::open(dest)?);
     }
     let dir = dest.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
     let mut f = std::fs::File::open(src)?;
     std::io::copy(&mut f, tmp.as_file_mut())?;
+    crate::perm::publish_file(tmp.as_file())?;
     tmp.persist(dest).map_err(|e| e.error)?;
     Ok(())
 }

@@ -226,6 +226,7 @@ impl LayerPlan {
             diff_id
         };
         let dest = dir.join(digest.hex());
+        crate::perm::publish_file(tmp.as_file()).map_err(|e| Error::io("chmod", &dest, e))?;
         tmp.persist(&dest)
             .map_err(|e| Error::io("rename into place", &dest, e.error))?;
         let groups = self

@@ -23,6 +23,7 @@ mod json;
 mod layer;
 mod lock;
 mod oci;
+mod perm;
 mod read;
 mod spec;
 mod squashfs;

@@ -171,6 +171,7 @@ impl Lock {
         tmp.write_all(b"# Written by `vibesys image pin`; checked by `vibesys image verify`.\n")
             .and_then(|()| tmp.write_all(text.as_bytes()))
             .map_err(|e| Error::io("write", path, e))?;
+        crate::perm::publish_file(tmp.as_file()).map_err(|e| Error::io("chmod", path, e))?;
         tmp.persist(path)
             .map_err(|e| Error::io("rename into place", path, e.error))?;
         Ok(())

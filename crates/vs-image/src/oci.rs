@@ -285,6 +285,7 @@ pub(crate) fn write_blob(
         .map_err(|e| Error::io("create temporary file in", blobs, e))?;
     tmp.write_all(bytes)
         .map_err(|e| Error::io("write", tmp.path().to_owned(), e))?;
+    crate::perm::publish_file(tmp.as_file()).map_err(|e| Error::io("chmod", &dest, e))?;
     tmp.persist(&dest)
         .map_err(|e| Error::io("rename into place", &dest, e.error))?;
     Ok(Descriptor::new(media_type, d, bytes.len() as u64))
