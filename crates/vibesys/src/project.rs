@@ -56,10 +56,13 @@ impl PolicyArgs {
         if workspace.root().join(vs_runtime::state::STATE_DIR).is_dir() {
             // Every hidden path must exist where it is applied.
             vs_runtime::StateLayout::prepare(workspace.root())?;
-            let state = ProjectPathPolicy::new(
-                vs_runtime::StateLayout::read_only_paths(),
-                vs_runtime::StateLayout::hidden_paths(),
-            )?;
+            // Read-only entries protect what is there; a linked candidate
+            // worktree holds only the prepared hidden directories.
+            let read_only: Vec<_> = vs_runtime::StateLayout::read_only_paths()
+                .into_iter()
+                .filter(|p| std::fs::symlink_metadata(workspace.root().join(p)).is_ok())
+                .collect();
+            let state = ProjectPathPolicy::new(read_only, vs_runtime::StateLayout::hidden_paths())?;
             policy = policy.merge(&state)?;
         }
         let resolved = policy.resolve(&workspace)?;
