@@ -51,42 +51,36 @@ pub fn load(path: &Path, lock_path: &Path) -> anyhow::Result<LoadReport> {
     let name = report.name.clone().context("the archive names no image")?;
     let tag = report.tag.clone().unwrap_or_else(|| "latest".to_owned());
     let engine = Engine::connect()?;
-    if let Some((id, kind)) = present(
-        &engine,
-        &lock,
-        &name,
-        &report.config_digest,
-        &report.manifest_digest,
-        lock_path,
-    )? {
+    // The pinned image present in the Engine (tagged), as a report.
+    let settle = |loaded: bool, bytes: u64| -> anyhow::Result<Option<LoadReport>> {
+        let Some((id, kind)) = present(
+            &engine,
+            &lock,
+            &name,
+            &report.config_digest,
+            &report.manifest_digest,
+            lock_path,
+        )?
+        else {
+            return Ok(None);
+        };
         engine.block_on(ensure_tag(&engine, &id, &name, &tag));
-        return Ok(LoadReport {
-            image: name,
+        Ok(Some(LoadReport {
+            image: name.clone(),
             id,
             id_kind: kind,
-            loaded: false,
-            bytes: 0,
-        });
+            loaded,
+            bytes,
+        }))
+    };
+    if let Some(done) = settle(false, 0)? {
+        return Ok(done);
     }
     let (bytes, loaded_refs) = engine.block_on(stream_archive(&engine, path))?;
     // What did the Engine load? Prefer the pinned IDs; fall back to the
     // references it reported, so a mismatch names what was found.
-    if let Some((id, kind)) = present(
-        &engine,
-        &lock,
-        &name,
-        &report.config_digest,
-        &report.manifest_digest,
-        lock_path,
-    )? {
-        engine.block_on(ensure_tag(&engine, &id, &name, &tag));
-        return Ok(LoadReport {
-            image: name,
-            id,
-            id_kind: kind,
-            loaded: true,
-            bytes,
-        });
+    if let Some(done) = settle(true, bytes)? {
+        return Ok(done);
     }
     for r in &loaded_refs {
         if let Ok(img) = engine.block_on(engine.docker().inspect_image(r)) {
