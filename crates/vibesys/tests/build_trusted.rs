@@ -384,14 +384,19 @@ fn with_confinement_off_the_build_refuses_and_nothing_runs() {
 
 #[test]
 fn a_failing_build_command_records_nothing() {
-    let dir = project("echo hello > out; exit 3", &["out"], "");
+    let dir = project(
+        "echo hello > out; echo BUILD-LOG-MARKER >&2; exit 3",
+        &["out"],
+        "",
+    );
     let p = dir.path();
     let out = build(p, &[], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    // The failure names the status and carries the tail of the build's log.
+    let err = stderr(&out);
     assert!(
-        stderr(&out).contains("exited with status 3"),
-        "{}",
-        stderr(&out)
+        err.contains("exited with status 3") && err.contains("BUILD-LOG-MARKER"),
+        "{err}"
     );
     assert!(!record_path(p).exists());
     assert_checkouts_removed(p);

@@ -19,8 +19,7 @@ use std::io::{self, Read, Seek, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -270,10 +269,8 @@ impl BuildCheckout {
         let wrapped = confinement
             .wrap(&argv)
             .map_err(|source| RuntimeError::Confinement { source })?;
-        let exit_code = run_with_limit(&wrapped, &root, env, spec.timeout_secs)?;
-        if exit_code != 0 {
-            return Err(RuntimeError::BuildFailed { exit_code });
-        }
+        run_with_limit(&wrapped, &root, env, spec.timeout_secs)?;
+        let exit_code = 0;
         let artifacts_rel = Path::new(STATE_DIR)
             .join("runs")
             .join(self.run.as_str())
@@ -312,58 +309,48 @@ impl BuildCheckout {
     }
 }
 
-/// Runs `argv` in `cwd` with exactly `env`, its stdout sent to our stderr
-/// (so `--json` stdout stays clean), in its own process group; kills the
-/// group when `timeout_secs` passes.
+/// How much of the build's output a failure report keeps (the tail).
+const FAILURE_LOG_BYTES: usize = 8 * 1024;
+
+/// Runs `argv` in `cwd` with exactly `env` through the command runner: its
+/// whole process tree (setsid'd and double-forked descendants included) is
+/// killed at `timeout_secs` and when vibesys dies, and its output is kept
+/// bounded. A failure carries the tail of what it printed.
 fn run_with_limit(
     argv: &[OsString],
     cwd: &Path,
     env: &[(OsString, OsString)],
     timeout_secs: Option<u64>,
-) -> Result<i32> {
-    use std::os::fd::AsFd;
-    use std::os::unix::process::CommandExt;
+) -> Result<()> {
+    use vs_sandbox::{CommandRunner, CommandSpec, LocalShellRunner};
 
-    let Some((program, args)) = argv.split_first() else {
-        return Err(RuntimeError::Confinement {
-            source: vs_sandbox::SandboxError::InvalidCommand("the build command is empty".into()),
-        });
-    };
-    let stdout = io::stderr()
-        .as_fd()
-        .try_clone_to_owned()
-        .map_err(|e| RuntimeError::io("duplicate stderr for", program, e))?;
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .current_dir(cwd)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(stdout))
-        .process_group(0);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| RuntimeError::io("start", PathBuf::from(program), e))?;
-    let deadline = timeout_secs.map(|s| (s, Instant::now() + Duration::from_secs(s)));
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) => {}
-            Err(e) => return Err(RuntimeError::io("wait for", PathBuf::from(program), e)),
+    let mut spec = CommandSpec::new(argv.iter().cloned(), cwd);
+    spec.env = env.iter().cloned().collect();
+    if let Some(secs) = timeout_secs {
+        spec = spec.timeout(Duration::from_secs(secs));
+    }
+    let result = LocalShellRunner::default()
+        .run(&spec)
+        .map_err(|e| RuntimeError::Confinement { source: e.into() })?;
+    if let (true, Some(secs)) = (result.timed_out, timeout_secs) {
+        return Err(RuntimeError::BuildTimedOut { secs });
+    }
+    if result.success() {
+        return Ok(());
+    }
+    let mut log = result.stdout.text_lossy();
+    log.push_str(&result.stderr.text_lossy());
+    if log.len() > FAILURE_LOG_BYTES {
+        let mut cut = log.len() - FAILURE_LOG_BYTES;
+        while !log.is_char_boundary(cut) {
+            cut += 1;
         }
-        if let Some((secs, at)) = deadline
-            && Instant::now() >= at
-        {
-            crate::procgroup::kill_group(child.id());
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(RuntimeError::BuildTimedOut { secs });
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    // Whatever the command left running in its group does not outlive it.
-    crate::procgroup::kill_group(child.id());
-    Ok(vs_sandbox::launch::exit_code(status))
+        log.replace_range(..cut, "[...]");
+    }
+    Err(RuntimeError::BuildFailed {
+        exit_code: result.exit_code,
+        log,
+    })
 }
 
 /// One verified output in a build record.

@@ -181,10 +181,14 @@ pub enum RuntimeError {
         source: vs_sandbox::SandboxError,
     },
     /// The build command exited unsuccessfully.
-    #[error("the build command exited with status {exit_code}; nothing was recorded")]
+    #[error(
+        "the build command exited with status {exit_code}; nothing was recorded; its output ended with:\n{log}"
+    )]
     BuildFailed {
         /// The exit status (128+N for signal N).
         exit_code: i32,
+        /// The tail of what the build printed (bounded).
+        log: String,
     },
     /// The build command ran longer than its `timeout_secs`.
     #[error("the build command ran longer than {secs} s and was killed; nothing was recorded")]

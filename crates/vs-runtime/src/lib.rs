@@ -13,7 +13,6 @@ mod fsutil;
 pub mod gate;
 mod git;
 mod id;
-mod procgroup;
 pub mod state;
 mod time;
 pub mod worktree;
