@@ -47,13 +47,6 @@ pub fn find_lock(project: Option<&Path>) -> anyhow::Result<PathBuf> {
 /// digest is refused, naming it and what the lock pins.
 pub fn pin_for(reference: &str, lock_path: &Path) -> anyhow::Result<ImagePin> {
     let lock = Lock::load(lock_path)?;
-    let to_pin = |name: &str, img: &vs_image::LockedImage| ImagePin {
-        name: name.to_owned(),
-        tag: img.tag.clone(),
-        config_digest: img.config_digest.to_string(),
-        manifest_digest: img.manifest_digest.as_ref().map(ToString::to_string),
-        diff_ids: img.diff_ids.iter().map(ToString::to_string).collect(),
-    };
     if reference.starts_with("sha256:") {
         for (name, img) in &lock.images {
             let matches = img.config_digest.to_string() == reference
@@ -96,6 +89,21 @@ pub fn pin_for(reference: &str, lock_path: &Path) -> anyhow::Result<ImagePin> {
         );
     }
     Ok(to_pin(name, img))
+}
+
+/// The pin of image `name` in an already loaded lock.
+pub fn pin_from_lock(lock: &Lock, name: &str, lock_path: &Path) -> anyhow::Result<ImagePin> {
+    Ok(to_pin(name, lock.image(name, lock_path)?))
+}
+
+fn to_pin(name: &str, img: &vs_image::LockedImage) -> ImagePin {
+    ImagePin {
+        name: name.to_owned(),
+        tag: img.tag.clone(),
+        config_digest: img.config_digest.to_string(),
+        manifest_digest: img.manifest_digest.as_ref().map(ToString::to_string),
+        diff_ids: img.diff_ids.iter().map(ToString::to_string).collect(),
+    }
 }
 
 /// A run id for `vibesys exec`: `VIBESYS_RUN_ID`, else `exec-<pid>-<ns>`.

@@ -18,8 +18,8 @@ use anyhow::{Context, bail};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use serde::Serialize;
-use vs_image::{Digest, FoundImage, IdKind, Lock};
-use vs_sandbox::docker::Engine;
+use vs_image::{FoundImage, IdKind, Lock};
+use vs_sandbox::docker::{DockerError, Engine};
 
 /// What `image load` did (the `--json` output).
 #[derive(Debug, Serialize)]
@@ -53,15 +53,7 @@ pub fn load(path: &Path, lock_path: &Path) -> anyhow::Result<LoadReport> {
     let engine = Engine::connect()?;
     // The pinned image present in the Engine (tagged), as a report.
     let settle = |loaded: bool, bytes: u64| -> anyhow::Result<Option<LoadReport>> {
-        let Some((id, kind)) = present(
-            &engine,
-            &lock,
-            &name,
-            &report.config_digest,
-            &report.manifest_digest,
-            lock_path,
-        )?
-        else {
+        let Some((id, kind)) = present(&engine, &lock, &name, lock_path)? else {
             return Ok(None);
         };
         engine.block_on(ensure_tag(&engine, &id, &name, &tag));
@@ -110,60 +102,35 @@ pub fn load(path: &Path, lock_path: &Path) -> anyhow::Result<LoadReport> {
     )
 }
 
-/// The pinned image when the Engine holds it under a pinned ID.
+/// The pinned image when the Engine holds it under a pinned ID with the
+/// pinned layers (the same check `DockerSandbox` makes before it starts a
+/// container); `None` when it is absent, an error when it differs.
 fn present(
     engine: &Engine,
     lock: &Lock,
     name: &str,
-    config: &Digest,
-    manifest: &Option<Digest>,
     lock_path: &Path,
 ) -> anyhow::Result<Option<(String, IdKind)>> {
-    let mut ids = vec![config.to_string()];
-    ids.extend(manifest.as_ref().map(ToString::to_string));
-    for id in ids {
-        match engine.block_on(engine.docker().inspect_image(&id)) {
-            Ok(img) => {
-                if img.id.as_deref() != Some(id.as_str()) {
-                    continue;
-                }
-                let found = found_image(&img)?;
-                let kind = lock.check_found(name, &found, lock_path)?;
-                return Ok(Some((id, kind)));
-            }
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 404, ..
-            }) => {}
-            Err(e) => bail!("docker engine: inspect image failed: {e}"),
+    let pin = crate::docker_cmd::pin_from_lock(lock, name, lock_path)?;
+    match engine.check_pinned(&pin) {
+        Ok(id) => {
+            let kind = if id == pin.config_digest {
+                IdKind::Config
+            } else {
+                IdKind::Manifest
+            };
+            Ok(Some((id, kind)))
         }
+        Err(vs_sandbox::SandboxError::Docker(DockerError::ImageMissing { .. })) => Ok(None),
+        Err(e) => Err(e.into()),
     }
-    Ok(None)
 }
 
+/// What the Engine reports for an image, in the form the lock compares.
 fn found_image(img: &bollard::models::ImageInspect) -> anyhow::Result<FoundImage> {
-    let id: Digest = img
-        .id
-        .as_deref()
-        .unwrap_or_default()
-        .parse()
-        .with_context(|| {
-            format!(
-                "the Engine reported an image ID that is not a sha256 digest: {:?}",
-                img.id
-            )
-        })?;
-    let diff_ids = img
-        .root_fs
-        .as_ref()
-        .and_then(|r| r.layers.as_ref())
-        .map(|l| {
-            l.iter()
-                .map(|d| d.parse())
-                .collect::<Result<Vec<Digest>, _>>()
-        })
-        .transpose()?
-        .unwrap_or_default();
-    Ok(FoundImage { id, diff_ids })
+    Ok(FoundImage::from_docker_inspect(&serde_json::to_value(
+        img,
+    )?)?)
 }
 
 async fn ensure_tag(engine: &Engine, id: &str, name: &str, tag: &str) {
