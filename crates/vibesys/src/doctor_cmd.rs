@@ -1,7 +1,5 @@
 //! `vibesys doctor`: which confinement mechanisms work here, and why not.
 
-use std::io::{Read, Write};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -106,64 +104,53 @@ fn check_landlock() -> Check {
     }
 }
 
-fn docker_socket() -> PathBuf {
-    match std::env::var("DOCKER_HOST") {
-        Ok(h) if h.starts_with("unix://") => PathBuf::from(&h["unix://".len()..]),
-        _ => PathBuf::from("/var/run/docker.sock"),
-    }
-}
-
 fn check_docker() -> Check {
-    let sock = docker_socket();
-    let attempt = || -> std::io::Result<String> {
-        let mut s = std::os::unix::net::UnixStream::connect(&sock)?;
-        s.set_read_timeout(Some(Duration::from_secs(3)))?;
-        s.set_write_timeout(Some(Duration::from_secs(3)))?;
-        s.write_all(b"GET /version HTTP/1.0\r\nHost: docker\r\n\r\n")?;
-        let mut buf = Vec::new();
-        s.take(64 * 1024).read_to_end(&mut buf)?;
-        Ok(String::from_utf8_lossy(&buf).into_owned())
+    use vs_sandbox::docker::{Engine, engine_socket};
+    let sock = engine_socket();
+    let fail = |detail: String, fix: &str| Check {
+        name: "docker",
+        ok: false,
+        detail,
+        fix: Some(fix.into()),
     };
-    match attempt() {
-        Ok(resp) if resp.starts_with("HTTP/1.0 200") || resp.starts_with("HTTP/1.1 200") => {
-            let version = resp
-                .split("\"Version\":\"")
-                .nth(1)
-                .and_then(|r| r.split('"').next())
-                .unwrap_or("unknown");
-            Check {
-                name: "docker",
-                ok: true,
-                detail: format!(
-                    "Engine {version} answers at {}; {}",
-                    sock.display(),
-                    pinned_images()
-                ),
-                fix: None,
-            }
+    let engine = match Engine::connect() {
+        Ok(e) => e,
+        Err(e) => {
+            return fail(
+                format!("no Engine at {}: {e}", sock.display()),
+                "start the Docker Engine, or use the host environment (bwrap)",
+            );
         }
-        Ok(resp) => Check {
+    };
+    let version = engine.block_on(async {
+        tokio::time::timeout(Duration::from_secs(5), engine.docker().version()).await
+    });
+    match version {
+        Ok(Ok(v)) => Check {
             name: "docker",
-            ok: false,
+            ok: true,
             detail: format!(
-                "{} answered: {}",
+                "Engine {} answers at {}; {}",
+                v.version.as_deref().unwrap_or("unknown"),
                 sock.display(),
-                resp.lines().next().unwrap_or("")
+                pinned_images(&engine)
             ),
-            fix: Some("check that this user may use the Docker Engine".into()),
+            fix: None,
         },
-        Err(e) => Check {
-            name: "docker",
-            ok: false,
-            detail: format!("no Engine at {}: {e}", sock.display()),
-            fix: Some("start the Docker Engine, or use the host environment (bwrap)".into()),
-        },
+        Ok(Err(e)) => fail(
+            format!("no Engine at {}: {e}", sock.display()),
+            "start the Docker Engine, check that this user may use it, or use the host environment (bwrap)",
+        ),
+        Err(_) => fail(
+            format!("the Engine at {} did not answer within 5 s", sock.display()),
+            "check the Docker Engine, or use the host environment (bwrap)",
+        ),
     }
 }
 
 /// Which images pinned in the lock the Engine holds (by pinned ID and
 /// layers), as one line.
-fn pinned_images() -> String {
+fn pinned_images(engine: &vs_sandbox::docker::Engine) -> String {
     let Ok(lock_path) = crate::docker_cmd::find_lock(None) else {
         return "no images.lock found, pinned images not checked".into();
     };
@@ -171,13 +158,9 @@ fn pinned_images() -> String {
         Ok(l) => l,
         Err(e) => return format!("cannot read {}: {e}", lock_path.display()),
     };
-    let engine = match vs_sandbox::docker::Engine::connect() {
-        Ok(e) => e,
-        Err(e) => return format!("pinned images not checked: {e}"),
-    };
     let mut parts = Vec::new();
     for name in lock.images.keys() {
-        let state = match crate::docker_cmd::pin_for(name, &lock_path) {
+        let state = match crate::docker_cmd::pin_from_lock(&lock, name, &lock_path) {
             Ok(pin) => match engine.check_pinned(&pin) {
                 Ok(id) => format!("{name} loaded ({id})"),
                 Err(vs_sandbox::SandboxError::Docker(vs_sandbox::DockerError::ImageMissing {
