@@ -40,43 +40,54 @@ and the run-state paths when .vibesys/state exists.")]
 pub struct ExecArgs {
     #[command(flatten)]
     policy: PolicyArgs,
-    /// The confinement mechanism; `auto` follows VIBESYS_AGENT_SANDBOX.
-    #[arg(long, value_enum, default_value_t = ConfineArg::Auto)]
-    confine: ConfineArg,
-    /// The image for --confine docker: a name pinned in images/images.lock
-    /// (default vibesys-editor) or a pinned image ID (sha256:...).
-    #[arg(long, value_name = "REF")]
-    image: Option<String>,
-    /// Allow running unconfined when confinement is disabled (a library
-    /// embedder's choice; every run entry point requires enforcement).
-    #[arg(long = "no-require-enforcement")]
-    no_require_enforcement: bool,
+    #[command(flatten)]
+    confine: ConfineArgs,
     /// The command and its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     command: Vec<OsString>,
 }
 
-/// Resolves the mechanism: an explicit `--confine` wins, `auto` reads the
-/// environment variable (an unknown value is an error either way).
-pub fn resolve_mode(confine: ConfineArg) -> anyhow::Result<ConfineMode> {
-    let env_mode = ConfineMode::from_env_value(std::env::var_os(SANDBOX_ENV).as_deref())?;
-    Ok(match confine {
-        ConfineArg::Auto => env_mode,
-        ConfineArg::Bwrap => ConfineMode::Bwrap,
-        ConfineArg::Landlock => ConfineMode::Landlock,
-        ConfineArg::Docker => ConfineMode::Docker,
-        ConfineArg::None => ConfineMode::Off,
-    })
+/// The confinement flags shared by `exec` and `session`.
+#[derive(Debug, Args)]
+pub struct ConfineArgs {
+    /// The confinement mechanism; `auto` follows VIBESYS_AGENT_SANDBOX.
+    #[arg(long, value_enum, default_value_t = ConfineArg::Auto)]
+    pub confine: ConfineArg,
+    /// The image for --confine docker: a name pinned in images/images.lock
+    /// (default vibesys-editor) or a pinned image ID (sha256:...).
+    #[arg(long, value_name = "REF")]
+    pub image: Option<String>,
+    /// Allow running unconfined when confinement is disabled (a library
+    /// embedder's choice; every run entry point requires enforcement).
+    #[arg(long = "no-require-enforcement")]
+    pub no_require_enforcement: bool,
+}
+
+impl ConfineArgs {
+    /// The mechanism and the enforcement requirement. An explicit
+    /// `--confine` wins; `auto` reads VIBESYS_AGENT_SANDBOX (an unknown
+    /// value is an error either way).
+    pub fn resolve(&self) -> anyhow::Result<(ConfineMode, Enforcement)> {
+        let env_mode = ConfineMode::from_env_value(std::env::var_os(SANDBOX_ENV).as_deref())?;
+        let mode = match self.confine {
+            ConfineArg::Auto => env_mode,
+            ConfineArg::Bwrap => ConfineMode::Bwrap,
+            ConfineArg::Landlock => ConfineMode::Landlock,
+            ConfineArg::Docker => ConfineMode::Docker,
+            ConfineArg::None => ConfineMode::Off,
+        };
+        let enforcement = if self.no_require_enforcement {
+            Enforcement::Optional
+        } else {
+            Enforcement::Required
+        };
+        Ok((mode, enforcement))
+    }
 }
 
 /// Runs `vibesys exec`.
 pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
-    let mode = resolve_mode(args.confine)?;
-    let enforcement = if args.no_require_enforcement {
-        Enforcement::Optional
-    } else {
-        Enforcement::Required
-    };
+    let (mode, enforcement) = args.confine.resolve()?;
     let project = args.policy.resolve()?;
     if allow_unconfined(mode, enforcement)? {
         let (program, rest) = args.command.split_first().context("the command is empty")?;
@@ -135,7 +146,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
         }
         ConfineMode::Docker => crate::docker_cmd::exec(
             &project,
-            args.image.as_deref(),
+            args.confine.image.as_deref(),
             args.policy.project.as_deref(),
             &args.command,
         ),

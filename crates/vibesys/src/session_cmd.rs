@@ -9,10 +9,9 @@ use clap::Args;
 use vs_agent::{
     ExecutionPolicy, confine, prepare_state_paths, session_command, session_env_allowlist,
 };
-use vs_sandbox::Enforcement;
 use vs_sandbox::bwrap::find_bwrap;
 
-use crate::exec_cmd::{ConfineArg, resolve_mode};
+use crate::exec_cmd::ConfineArgs;
 use crate::project::{PolicyArgs, chdir_in, helper_exe};
 
 /// Arguments of `vibesys session`.
@@ -33,9 +32,8 @@ pub struct SessionArgs {
     provider: String,
     #[command(flatten)]
     policy: PolicyArgs,
-    /// The confinement mechanism; `auto` follows VIBESYS_AGENT_SANDBOX.
-    #[arg(long, value_enum, default_value_t = ConfineArg::Auto)]
-    confine: ConfineArg,
+    #[command(flatten)]
+    confine: ConfineArgs,
     /// Pass this variable through as well (a valid name; repeatable).
     #[arg(long = "env", value_name = "NAME")]
     env: Vec<String>,
@@ -45,13 +43,6 @@ pub struct SessionArgs {
     /// Resume a session by id (`latest` for the most recent).
     #[arg(long, value_name = "ID")]
     resume: Option<String>,
-    /// The image for --confine docker: a name pinned in images/images.lock
-    /// (default vibesys-editor) or a pinned image ID (sha256:...).
-    #[arg(long, value_name = "REF")]
-    image: Option<String>,
-    /// Allow running unconfined when confinement is disabled.
-    #[arg(long = "no-require-enforcement")]
-    no_require_enforcement: bool,
     /// Extra provider arguments (or, for `custom`, the command).
     #[arg(
         trailing_var_arg = true,
@@ -83,12 +74,7 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
         }
         (None, None) => provider.interactive(&args.args),
     };
-    let mode = resolve_mode(args.confine)?;
-    let enforcement = if args.no_require_enforcement {
-        Enforcement::Optional
-    } else {
-        Enforcement::Required
-    };
+    let (mode, enforcement) = args.confine.resolve()?;
     let project = args.policy.resolve()?;
     let env = session_env_allowlist(std::env::vars_os(), &provider, &args.env)?;
     let home = std::env::var_os("HOME").map(PathBuf::from);
@@ -137,7 +123,7 @@ fn run_in_docker(
     const HOST_ONLY: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR"];
     let mut options = crate::docker_cmd::options_for(
         project,
-        args.image.as_deref(),
+        args.confine.image.as_deref(),
         args.policy.project.as_deref(),
     )?;
     let names: Vec<String> = env
