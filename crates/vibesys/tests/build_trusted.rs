@@ -8,20 +8,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
+mod common;
+use common::require_tool as require;
 use vs_runtime::{RunId, RuntimeError, StateLayout, TrustedBuild};
 
 /// sha256 of "hello\n".
 const HELLO_SHA256: &str = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
-
-fn require(tool: &str, install: &str) {
-    let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
-        .unwrap_or(false);
-    assert!(
-        found,
-        "this test needs `{tool}`: install it with `{install}`"
-    );
-}
 
 fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")

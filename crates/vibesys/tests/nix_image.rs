@@ -19,6 +19,9 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{require_docker, require_tool as require};
+
 /// Fixed timestamp for both builds (any value works; both must agree).
 const EPOCH: &str = "1700000000";
 const IMAGE_NAME: &str = "vibesys-nix-test";
@@ -30,14 +33,6 @@ fn repo_root() -> PathBuf {
         .unwrap()
 }
 
-/// Fails the test when `tool` is not on PATH, saying what to install.
-fn require(tool: &str, install: &str) {
-    let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
-        .unwrap_or(false);
-    assert!(found, "`{tool}` not found on PATH: {install}");
-}
-
 fn require_nix() {
     for tool in ["nix-build", "nix-store", "nix-instantiate"] {
         require(
@@ -45,22 +40,6 @@ fn require_nix() {
             "install Nix, e.g. Debian's nix-bin (`apt-get install nix-bin`; scripts/ci-setup-nix.sh does it with the nixbld users)",
         );
     }
-}
-
-fn require_docker() {
-    require(
-        "docker",
-        "install Docker (Debian: `apt-get install docker.io`) and start the Engine",
-    );
-    let out = Command::new("docker")
-        .args(["version", "--format", "{{.Server.Version}}"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the Docker Engine does not answer `docker version`: start dockerd\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Runs `cmd`, failing the test with its output unless it succeeds.

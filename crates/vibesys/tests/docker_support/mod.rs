@@ -6,58 +6,22 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::Command;
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_vibesys");
+#[path = "../common/mod.rs"]
+mod common;
+// Each test binary uses a different subset.
+#[allow(unused_imports)]
+pub use common::{BIN, fails, ok, unique, vibesys_in as vibesys};
 
-/// Fails the test when the Engine does not answer, saying what to do.
+/// Fails the test unless the Engine answers and the busybox the test
+/// images are built from is there.
 pub fn require_docker() {
-    let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join("docker").is_file()))
-        .unwrap_or(false);
-    assert!(
-        found,
-        "`docker` not found on PATH: install Docker (Debian: docker.io) and start the Engine"
-    );
-    let out = Command::new("docker")
-        .args(["version", "--format", "{{.Server.Version}}"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the Docker Engine does not answer: start dockerd\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::require_docker();
     assert!(
         Path::new("/bin/busybox").is_file(),
         "/bin/busybox missing: install busybox-static"
     );
-}
-
-/// A unique, run-id-safe name.
-pub fn unique(prefix: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!(
-        "{prefix}-{}-{}-{nanos}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    )
-}
-
-pub fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "command failed ({}):\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A test image built, pinned and loaded; removed on drop.
@@ -201,15 +165,6 @@ pub fn containers_of_run(run_id: &str) -> Vec<String> {
         .split_whitespace()
         .map(str::to_owned)
         .collect()
-}
-
-/// A vibesys command with a clean, explicit environment.
-pub fn vibesys(cwd: &Path) -> Command {
-    let mut c = Command::new(BIN);
-    c.current_dir(cwd)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
-    c
 }
 
 /// A workspace with `ro/` (read-only) holding `ro/secret/` (hidden), a

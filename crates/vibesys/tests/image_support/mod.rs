@@ -3,30 +3,15 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_vibesys");
-
-/// Fails the test when `tool` is not on PATH, saying what to install.
-pub fn require(tool: &str, install: &str) {
-    let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
-        .unwrap_or(false);
-    assert!(found, "`{tool}` not found on PATH: install {install}");
-}
-
-pub fn require_docker() {
-    require("docker", "Docker (Debian: docker.io) and start the Engine");
-    let out = Command::new("docker")
-        .args(["version", "--format", "{{.Server.Version}}"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the Docker Engine does not answer: start dockerd\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+#[path = "../common/mod.rs"]
+mod common;
+// Each test binary uses a different subset.
+#[allow(unused_imports)]
+pub use common::{
+    BIN, fails, ok, require_docker, require_tool as require, unique, vibesys_in as vibesys,
+};
 
 /// The static busybox from Debian's busybox-static.
 pub fn busybox() -> &'static str {
@@ -44,40 +29,6 @@ pub fn busybox() -> &'static str {
         );
     }
     p
-}
-
-/// A vibesys command with a clean, explicit environment.
-pub fn vibesys(cwd: &Path) -> Command {
-    let mut c = Command::new(BIN);
-    c.current_dir(cwd)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
-    c
-}
-
-pub fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "command failed ({}):\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Runs and expects vibesys's own failure (exit 125); returns stderr.
-pub fn fails(out: Output) -> String {
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(
-        out.status.code(),
-        Some(125),
-        "expected exit 125, got {}; stderr: {err}; stdout: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout)
-    );
-    assert!(err.starts_with("vibesys: error: "), "{err}");
-    err
 }
 
 pub fn json(s: &str) -> serde_json::Value {
@@ -126,13 +77,4 @@ pub fn sh(cwd: &Path, script: &str) -> String {
         .current_dir(cwd)
         .output()
         .unwrap())
-}
-
-/// A unique tag for Docker objects created by a test.
-pub fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!("{prefix}-{}-{nanos}", std::process::id())
 }

@@ -6,23 +6,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
+#[path = "../common/mod.rs"]
+mod common;
+// Each test binary uses a different subset.
+#[allow(unused_imports)]
+pub use common::require_tool;
+
 /// The unprivileged user the harness creates.
 pub const TEST_USER: &str = "vibesys-test";
 
 /// The vibesys binary under test.
 pub fn vibesys() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_vibesys"))
-}
-
-/// Fails (never skips) when a tool the test needs is missing.
-pub fn require_tool(tool: &str, install: &str) {
-    let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
-        .unwrap_or(false);
-    assert!(
-        found,
-        "this test needs `{tool}`: install it with `{install}`"
-    );
 }
 
 /// Who runs the confined command.

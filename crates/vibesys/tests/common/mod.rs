@@ -1,0 +1,88 @@
+//! The helpers every end-to-end test shares: the binary under test,
+//! tools it requires (a missing tool fails the test, naming how to
+//! install it: nothing is skipped), and running commands.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The vibesys binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_vibesys");
+
+/// Fails the test when `tool` is not on PATH; `install` says how to get it.
+pub fn require_tool(tool: &str, install: &str) {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+        .unwrap_or(false);
+    assert!(
+        found,
+        "this test needs `{tool}`, not found on PATH: {install}"
+    );
+}
+
+/// Fails the test unless the Docker Engine answers.
+pub fn require_docker() {
+    require_tool(
+        "docker",
+        "install Docker (Debian: apt-get install docker.io) and start the Engine",
+    );
+    let out = Command::new("docker")
+        .args(["version", "--format", "{{.Server.Version}}"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the Docker Engine does not answer `docker version`: start dockerd\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// vibesys in `cwd` with a clean environment (only PATH).
+pub fn vibesys_in(cwd: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    c.current_dir(cwd)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    c
+}
+
+/// Expects success; returns stdout.
+pub fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "command failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Expects vibesys's own failure (exit 125, `vibesys: error: `); returns stderr.
+pub fn fails(out: Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(125),
+        "expected exit 125, got {}; stderr: {err}; stdout: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(err.starts_with("vibesys: error: "), "{err}");
+    err
+}
+
+/// A name unique to this process and call (safe as a run id or tag).
+pub fn unique(prefix: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "{prefix}-{}-{}-{nanos}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
