@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Docker run environment benchmark, in one run (release build):
-#   1. DockerSandbox::execute of `true` against `docker exec <ctr> true`
-#      on the same container (medians, ratio);
+#   1. DockerSandbox::execute of `true` (through the in-container command
+#      server, a static vibesys built by scripts/build-static.sh, and
+#      through the Engine's exec API) against `docker exec <ctr> true`
+#      (medians, ratios);
 #   2. `vibesys image load` against `docker load -i` of the same archive
 #      (image removed before each run), and the no-op load when present.
 # Needs a running Docker Engine, hyperfine and busybox-static.
@@ -65,7 +67,9 @@ size = int(sys.argv[4])
 print("| benchmark | vibesys (median) | peer (median) | ratio peer/vibesys |")
 print("|---|---|---|---|")
 a, b = ex["execute_true_median_ms"], ex["docker_exec_true_median_ms"]
-print(f"| execute `true` ({ex['runs']} runs) | {a:.1f} ms | {b:.1f} ms (`docker exec`) | {b/a:.2f}x |")
+print(f"| execute `true`, command server ({ex['runs']} runs) | {a:.2f} ms | {b:.1f} ms (`docker exec`) | {b/a:.2f}x |")
+e = ex["engine_exec_true_median_ms"]
+print(f"| execute `true`, Engine exec API ({ex['runs']} runs) | {e:.1f} ms | {b:.1f} ms (`docker exec`) | {b/e:.2f}x |")
 a, b = med(load["vibesys image load"]), med(load["docker load -i"])
 print(f"| load {size/2**20:.0f} MiB archive | {a:.0f} ms | {b:.0f} ms (`docker load -i`) | {b/a:.2f}x |")
 a, b = med(noop["vibesys image load (present)"]), med(noop["docker load -i (present)"])

@@ -132,7 +132,9 @@ pub fn options_for(
         .filter(|v| !v.is_empty());
     let reference = image.or(env_image.as_deref()).unwrap_or(DEFAULT_IMAGE);
     let pin = pin_for(reference, &lock_path)?;
-    let mut options = DockerOptions::new(pin, run_id(), crate::project::helper_exe()?);
+    let exe = crate::project::helper_exe()?;
+    let mut options = DockerOptions::new(pin, run_id(), &exe);
+    options.command_server = command_server(&exe)?;
     options.network = project.network;
     options.chdir = crate::project::chdir_in(&project.workspace);
     if let Some(extra) = std::env::var_os("VIBESYS_DOCKER_ENV") {
@@ -140,6 +142,28 @@ pub fn options_for(
         options.env = EnvAllowList::default().with(extra.split(',').map(str::trim));
     }
     Ok(options)
+}
+
+/// The static vibesys a run's container runs as its command server:
+/// `VIBESYS_COMMAND_SERVER` when set (it must be a static executable),
+/// else this executable when it is static, else none: `execute` then goes
+/// through the Engine's exec API, which is slower.
+fn command_server(exe: &Path) -> anyhow::Result<Option<PathBuf>> {
+    if let Some(p) = std::env::var_os("VIBESYS_COMMAND_SERVER").filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(p);
+        vs_sandbox::docker::check_static_executable(&p)
+            .context("VIBESYS_COMMAND_SERVER names no usable command server")?;
+        return Ok(Some(p));
+    }
+    match vs_sandbox::docker::check_static_executable(exe) {
+        Ok(()) => Ok(Some(exe.to_path_buf())),
+        Err(e) => {
+            tracing::info!(
+                "no command server: {e}; framework commands in Docker go through the Engine's exec API (slower)"
+            );
+            Ok(None)
+        }
+    }
 }
 
 /// `vibesys exec --confine docker`: start the run's container, run the

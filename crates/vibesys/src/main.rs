@@ -73,6 +73,9 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
+    /// Internal: the command server, a run container's main process.
+    #[command(name = "internal-command-server", hide = true)]
+    InternalCommandServer,
 }
 
 fn main() -> ExitCode {
@@ -90,6 +93,12 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    if matches!(cli.command, Command::InternalCommandServer) {
+        // Inside the container: stdout is the reply channel, nothing else
+        // may write to it.
+        let status = vs_sandbox::docker::serve_commands();
+        return ExitCode::from(u8::try_from(status).unwrap_or(1));
+    }
     init_logging();
     let result = match cli.command {
         Command::Exec(args) => exec_cmd::run(args),
@@ -101,6 +110,7 @@ fn main() -> ExitCode {
         Command::InternalDockerAttach { args } => {
             return ExitCode::from(docker_cmd::internal_attach(args));
         }
+        Command::InternalCommandServer => return ExitCode::from(EXIT_VIBESYS_ERROR),
         Command::Image(args) => image_cmd::run(args),
         Command::State(args) => state_cmd::run(args),
         Command::Gate(args) => gate_cmd::run(args),

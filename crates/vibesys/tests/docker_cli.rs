@@ -8,17 +8,12 @@ mod docker_support;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use docker_support::{TestImage, containers_of_run, ok, unique, vibesys, workspace};
+use docker_support::{
+    BIN, TestImage, containers_of_run, fails, ok, static_vibesys, unique, vibesys, workspace,
+};
 
 fn json(s: &str) -> serde_json::Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}"))
-}
-
-fn fails(out: std::process::Output) -> String {
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(125), "{err}");
-    assert!(err.starts_with("vibesys: error: "), "{err}");
-    err
 }
 
 #[test]
@@ -153,10 +148,23 @@ fn exec_confine_docker_runs_the_command_in_the_pinned_image() {
 
 #[test]
 fn kill_9_of_vibesys_leaves_no_container_behind() {
+    kill_9_leaves_no_container(None);
+}
+
+#[test]
+fn kill_9_of_vibesys_leaves_no_container_behind_with_the_command_server() {
+    kill_9_leaves_no_container(Some(static_vibesys()));
+}
+
+fn kill_9_leaves_no_container(server: Option<std::path::PathBuf>) {
     let img = TestImage::new();
     let ws = workspace();
     let run_id = unique("kill");
-    let mut child = exec(&img, ws.path(), &run_id)
+    let mut cmd = exec(&img, ws.path(), &run_id);
+    if let Some(server) = &server {
+        cmd.env("VIBESYS_COMMAND_SERVER", server);
+    }
+    let mut child = cmd
         .args(["/bin/sh", "-c", "sleep 1000"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -223,6 +231,39 @@ fn policy_show_and_doctor_describe_the_docker_backend() {
         ["workspace", "mask-file", "read-only", "mask-dir"],
         "{v}"
     );
+    assert_eq!(plan["execute_via"], "engine-exec", "a dynamic vibesys: {v}");
+    let out = ok(vibesys(ws.path())
+        .env("VIBESYS_IMAGES_LOCK", &img.lock)
+        .env("VIBESYS_DOCKER_IMAGE", &img.name)
+        .env("VIBESYS_COMMAND_SERVER", static_vibesys())
+        .args(["policy", "show", "--backend", "docker", "--json"])
+        .output()
+        .unwrap());
+    let v = json(&out);
+    let plan = &v["backends"]["docker"]["plan"];
+    assert_eq!(plan["execute_via"], "command-server", "{v}");
+    assert_eq!(plan["lifeline"][1], "internal-command-server", "{v}");
+    // A dynamic executable cannot serve inside the image: named, refused.
+    let out = ok(vibesys(ws.path())
+        .env("VIBESYS_IMAGES_LOCK", &img.lock)
+        .env("VIBESYS_DOCKER_IMAGE", &img.name)
+        .env("VIBESYS_COMMAND_SERVER", BIN)
+        .args(["policy", "show", "--backend", "docker", "--json"])
+        .output()
+        .unwrap());
+    let err = json(&out)["backends"]["docker"]["error"].to_string();
+    assert!(
+        err.contains("VIBESYS_COMMAND_SERVER") && err.contains("dynamically linked"),
+        "{err}"
+    );
+    let err = fails(
+        exec(&img, ws.path(), &unique("dyn"))
+            .env("VIBESYS_COMMAND_SERVER", BIN)
+            .args(["/bin/sh", "-c", "echo RAN"])
+            .output()
+            .unwrap(),
+    );
+    assert!(err.contains("dynamically linked"), "{err}");
     assert!(
         v["backends"]["docker"]["report"]["paths"]
             .as_array()

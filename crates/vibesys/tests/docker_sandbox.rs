@@ -2,7 +2,9 @@
 //! local files: the confinement scenarios of the host backends, bounded
 //! output, timeouts that kill a process tree inside the container, exit
 //! codes, the environment allow-list, `wrap`, and the stale-container
-//! cleanup by run id.
+//! cleanup by run id. `execute` is tested both ways: through the
+//! in-container command server (a static vibesys, built once by
+//! `scripts/build-static.sh`) and through the Engine's exec API.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
@@ -12,7 +14,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use docker_support::{TestImage, containers_of_run, unique, workspace};
+use docker_support::{TestImage, containers_of_run, static_vibesys, unique, workspace};
 use vs_sandbox::docker::{DockerOptions, EnvAllowList};
 use vs_sandbox::{
     CommandRunner, CommandSpec, Confinement, DockerSandbox, ProjectPathPolicy, ResolvedPolicy,
@@ -27,10 +29,59 @@ fn policy(ws: &Path) -> ResolvedPolicy {
         .unwrap()
 }
 
+/// Options with the command server (the default of a static vibesys).
 fn options(img: &TestImage) -> DockerOptions {
+    let mut o = options_engine_exec(img);
+    o.command_server = Some(static_vibesys());
+    o
+}
+
+/// Options without a command server: `execute` uses the Engine's exec API.
+fn options_engine_exec(img: &TestImage) -> DockerOptions {
     let mut o = DockerOptions::new(img.pin(), unique("t"), env!("CARGO_BIN_EXE_vibesys"));
     o.mask_root = img.dir.path().join("masks").join(&o.run_id);
     o
+}
+
+/// A command in the container (same uid as the server, no capabilities)
+/// cannot open the command server's descriptors, read its memory or
+/// environment, or ptrace it.
+fn assert_server_unreachable(sandbox: &DockerSandbox, root: &Path) -> String {
+    // docker-init is pid 1; its one child is the server.
+    let pid = text(&sh(sandbox, root, "cat /proc/1/task/1/children"))
+        .0
+        .trim()
+        .to_owned();
+    let cmdline = text(&sh(
+        sandbox,
+        root,
+        &format!("tr '\\0' ' ' < /proc/{pid}/cmdline"),
+    ));
+    assert!(cmdline.0.contains("internal-command-server"), "{cmdline:?}");
+    assert!(
+        !pid.is_empty() && !pid.contains('\n'),
+        "one command server: {pid:?}"
+    );
+    let r = sh(
+        sandbox,
+        root,
+        &format!(
+            "p={pid}; \
+             (echo forged > /proc/$p/fd/1) 2>/dev/null && echo WROTE-FD1 || echo DENIED-FD1; \
+             (exec 3</proc/$p/fd/0) 2>/dev/null && echo OPENED-FD0 || echo DENIED-FD0; \
+             readlink /proc/$p/fd/1 >/dev/null 2>&1 && echo READLINK || echo DENIED-READLINK; \
+             (head -c 1 /proc/$p/environ >/dev/null) 2>/dev/null && echo READ-ENV || echo DENIED-ENV; \
+             (exec 3</proc/$p/mem) 2>/dev/null && echo OPENED-MEM || echo DENIED-MEM"
+        ),
+    );
+    let (out, _) = text(&r);
+    for denied in ["FD1", "FD0", "READLINK", "ENV", "MEM"] {
+        assert!(
+            out.contains(&format!("DENIED-{denied}")),
+            "the command server is reachable ({denied}): {out}"
+        );
+    }
+    pid
 }
 
 fn sh(sandbox: &DockerSandbox, ws: &Path, script: &str) -> vs_sandbox::CommandResult {
@@ -85,6 +136,7 @@ fn confinement_scenarios() {
     assert!(!root.join("hid/new").exists());
 
     // The workspace is writable and files are owned by the host user.
+    assert_server_unreachable(&sandbox, &root);
     let r = sh(&sandbox, &root, "echo made > made.txt && id -u && id -g");
     assert!(r.success(), "{r:?}");
     let meta = std::fs::metadata(root.join("made.txt")).unwrap();
@@ -152,19 +204,31 @@ fn non_root_user_owns_what_it_writes() {
         "id -u; echo x > mine.txt; echo y > ro/no.txt",
     );
     assert_eq!(text(&r).0, "4242\n", "{r:?}");
+    assert_server_unreachable(&sandbox, &root);
     let meta = std::fs::metadata(root.join("mine.txt")).unwrap();
     assert_eq!((meta.uid(), meta.gid()), (4242, 4242));
     assert!(!root.join("ro/no.txt").exists());
 }
 
 #[test]
-fn execute_results_match_the_host_runner() {
+fn execute_results_match_the_host_runner_through_the_command_server() {
     let img = TestImage::new();
+    execute_results_match_the_host_runner(&options(&img), "command-server");
+}
+
+#[test]
+fn execute_results_match_the_host_runner_through_engine_exec() {
+    let img = TestImage::new();
+    execute_results_match_the_host_runner(&options_engine_exec(&img), "engine-exec");
+}
+
+fn execute_results_match_the_host_runner(o: &DockerOptions, via: &str) {
     let ws = workspace();
     let root = std::fs::canonicalize(ws.path()).unwrap();
-    let sandbox = DockerSandbox::start(&policy(&root), &options(&img))
+    let sandbox = DockerSandbox::start(&policy(&root), o)
         .unwrap()
         .with_output_cap(64 * 1024);
+    assert_eq!(sandbox.execute_via(), via);
 
     let r = sh(&sandbox, &root, "echo out; echo err >&2; exit 7");
     assert_eq!((r.exit_code, r.signal), (7, None));
@@ -224,11 +288,21 @@ fn execute_results_match_the_host_runner() {
 }
 
 #[test]
-fn timeout_kills_the_process_tree_inside_the_container() {
+fn timeout_kills_the_process_tree_through_the_command_server() {
     let img = TestImage::new();
+    timeout_kills_the_process_tree_inside_the_container(&options(&img));
+}
+
+#[test]
+fn timeout_kills_the_process_tree_through_engine_exec() {
+    let img = TestImage::new();
+    timeout_kills_the_process_tree_inside_the_container(&options_engine_exec(&img));
+}
+
+fn timeout_kills_the_process_tree_inside_the_container(o: &DockerOptions) {
     let ws = workspace();
     let root = std::fs::canonicalize(ws.path()).unwrap();
-    let sandbox = DockerSandbox::start(&policy(&root), &options(&img)).unwrap();
+    let sandbox = DockerSandbox::start(&policy(&root), o).unwrap();
     let start = Instant::now();
     // A child, a setsid'd double-forked orphan, and the shell itself.
     let r = sandbox
@@ -379,5 +453,47 @@ fn a_mismatched_or_missing_image_refuses_naming_both_digests() {
         err.contains("layer 1") && err.contains(&"0".repeat(64)),
         "{err}"
     );
+    assert!(containers_of_run(&o.run_id).is_empty());
+}
+
+#[test]
+fn an_agent_that_kills_the_command_server_ends_the_run_not_the_checks() {
+    let img = TestImage::new();
+    let ws = workspace();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    let o = options(&img);
+    let sandbox = DockerSandbox::start(&policy(&root), &o).unwrap();
+    let pid = assert_server_unreachable(&sandbox, &root);
+    // Same uid: the agent can kill it. The container then ends, and every
+    // later command fails naming the server; none reports a success.
+    let kill = format!("kill -9 {pid}");
+    let _ = sandbox.run(&CommandSpec::new(["/bin/sh", "-c", kill.as_str()], &root));
+    let err = sandbox
+        .run(&CommandSpec::new(["/bin/sh", "-c", "true"], &root))
+        .unwrap_err()
+        .to_string();
+    eprintln!("after the kill: {err}");
+    assert!(err.contains("command server is unreachable"), "{err}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !containers_of_run(&o.run_id).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        containers_of_run(&o.run_id).is_empty(),
+        "the container is gone"
+    );
+}
+
+#[test]
+fn a_dynamic_command_server_is_refused_before_anything_starts() {
+    let img = TestImage::new();
+    let ws = workspace();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    let mut o = options_engine_exec(&img);
+    o.command_server = Some(env!("CARGO_BIN_EXE_vibesys").into());
+    let err = DockerSandbox::start(&policy(&root), &o)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("dynamically linked"), "{err}");
     assert!(containers_of_run(&o.run_id).is_empty());
 }

@@ -16,22 +16,16 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{require_docker, require_tool as require};
+use common::{require_docker, require_tool as require, static_vibesys};
 
 /// Fixed timestamp for both builds (any value works; both must agree).
 const EPOCH: &str = "1700000000";
 const IMAGE_NAME: &str = "vibesys-nix-test";
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
+use common::repo_root;
 
 fn require_nix() {
     for tool in ["nix-build", "nix-store", "nix-instantiate"] {
@@ -151,52 +145,6 @@ fn flake_lock_pins_nixpkgs() {
         meta["description"],
         "vibesys: confinement and hermetic images for AI coding agents"
     );
-}
-
-/// The cargo target directory of this test run: the nearest ancestor of
-/// the test's own vibesys binary that holds cargo's `CACHEDIR.TAG`.
-fn target_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
-        return PathBuf::from(d);
-    }
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_vibesys"));
-    exe.ancestors()
-        .find(|d| d.join("CACHEDIR.TAG").is_file())
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| exe.parent().unwrap().parent().unwrap().to_path_buf())
-}
-
-/// The static vibesys: `VIBESYS_STATIC_BIN`, or built by
-/// `scripts/build-static.sh` into this run's target directory, once per
-/// test process (the tests that need it wait for one build).
-fn static_vibesys() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(build_static_vibesys).clone()
-}
-
-fn build_static_vibesys() -> PathBuf {
-    if let Some(p) = std::env::var_os("VIBESYS_STATIC_BIN") {
-        let p = PathBuf::from(p);
-        assert!(
-            p.is_file(),
-            "VIBESYS_STATIC_BIN={} is not a file",
-            p.display()
-        );
-        return p;
-    }
-    require("cargo", "install Rust (rustup)");
-    let start = Instant::now();
-    let out = run(Command::new("bash")
-        .arg(repo_root().join("scripts/build-static.sh"))
-        .env("CARGO_TARGET_DIR", target_dir()));
-    let bin = PathBuf::from(stdout(&out));
-    println!(
-        "static vibesys: {} ({} bytes), built in {:.1?}",
-        bin.display(),
-        bin.metadata().unwrap().len(),
-        start.elapsed()
-    );
-    bin
 }
 
 /// One image through `nix/default.nix`: an `archive` from one host path.

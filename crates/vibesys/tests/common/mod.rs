@@ -3,9 +3,11 @@
 //! install it: nothing is skipped), and running commands.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Instant;
 
 /// The vibesys binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_vibesys");
@@ -85,4 +87,67 @@ pub fn unique(prefix: &str) -> String {
         std::process::id(),
         N.fetch_add(1, Ordering::SeqCst)
     )
+}
+
+/// The repository's root directory.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// The cargo target directory of this test run: the nearest ancestor of
+/// the test's own vibesys binary that holds cargo's `CACHEDIR.TAG`.
+pub fn target_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(d);
+    }
+    let exe = PathBuf::from(BIN);
+    exe.ancestors()
+        .find(|d| d.join("CACHEDIR.TAG").is_file())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| exe.parent().unwrap().parent().unwrap().to_path_buf())
+}
+
+/// The static vibesys (the Nix image builder, the in-container command
+/// server): `VIBESYS_STATIC_BIN`, or built by `scripts/build-static.sh`
+/// into this run's target directory, once per test process (tests that
+/// need it wait for one build; cargo's lock serialises test binaries).
+pub fn static_vibesys() -> PathBuf {
+    static STATIC: OnceLock<PathBuf> = OnceLock::new();
+    STATIC.get_or_init(build_static_vibesys).clone()
+}
+
+fn build_static_vibesys() -> PathBuf {
+    if let Some(p) = std::env::var_os("VIBESYS_STATIC_BIN") {
+        let p = PathBuf::from(p);
+        assert!(
+            p.is_file(),
+            "VIBESYS_STATIC_BIN={} is not a file",
+            p.display()
+        );
+        return p;
+    }
+    require_tool("cargo", "install Rust (rustup)");
+    let start = Instant::now();
+    let out = Command::new("bash")
+        .arg(repo_root().join("scripts/build-static.sh"))
+        .env("CARGO_TARGET_DIR", target_dir())
+        .output()
+        .expect("cannot run scripts/build-static.sh");
+    assert!(
+        out.status.success(),
+        "scripts/build-static.sh failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bin = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    eprintln!(
+        "static vibesys: {} ({} bytes), built in {:.1?}",
+        bin.display(),
+        bin.metadata().unwrap().len(),
+        start.elapsed()
+    );
+    bin
 }

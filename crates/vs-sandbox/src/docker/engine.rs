@@ -103,6 +103,15 @@ impl Engine {
         self.rt.block_on(f)
     }
 
+    /// Spawns a task on this client's runtime (it runs while some thread
+    /// is inside [`Engine::block_on`]).
+    pub(crate) fn spawn(
+        &self,
+        f: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
+    ) -> tokio::task::JoinHandle<()> {
+        self.rt.spawn(f)
+    }
+
     /// Finds the pinned image: by config digest (classic store), then by
     /// manifest digest (containerd store); its layers must equal the
     /// pinned diff_ids. Returns the ID to run it by.

@@ -11,12 +11,16 @@
 use std::path::PathBuf;
 
 mod attach;
+mod channel;
 mod engine;
 mod env;
 mod plan;
 mod procs;
 mod sandbox;
+mod server;
+mod static_elf;
 mod tty;
+pub mod wire;
 
 pub use attach::{AttachRequest, attach};
 pub use engine::{Engine, engine_socket};
@@ -26,6 +30,8 @@ pub use plan::{
     RUN_ID_LABEL, container_name, current_user, default_mask_root, docker_report, valid_run_id,
 };
 pub use sandbox::DockerSandbox;
+pub use server::serve as serve_commands;
+pub use static_elf::{StaticElfError, check_static_executable};
 
 /// Why the Docker backend failed.
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +75,14 @@ pub enum DockerError {
     InvalidRunId {
         /// The value given.
         value: String,
+    },
+    /// The command server cannot be used.
+    #[error("the command server {path:?} cannot be used: {reason}")]
+    CommandServer {
+        /// The executable given.
+        path: PathBuf,
+        /// Why.
+        reason: String,
     },
     /// A mask could not be created.
     #[error("cannot prepare the mask {path:?}: {source}")]

@@ -11,6 +11,7 @@ use crate::confinement::EnforcementReport;
 use crate::policy::{Access, PathKind, ResolvedPolicy, metadata_paths};
 
 use super::env::EnvAllowList;
+use super::wire::{SERVER_PATH, SERVER_SUBCOMMAND};
 
 /// The label every vibesys container carries; its value is the run id.
 pub const RUN_ID_LABEL: &str = "dev.vibesys.run-id";
@@ -62,6 +63,12 @@ pub struct DockerOptions {
     /// The directory commands start in (inside the workspace), or the
     /// workspace root when `None`.
     pub chdir: Option<PathBuf>,
+    /// A static vibesys executable to run as the container's main process,
+    /// the command server that `execute` talks to over the attach
+    /// connection (mounted read-only at [`super::wire::SERVER_PATH`]).
+    /// `None`: `execute` goes through the Engine's exec API (slower: one
+    /// exec create, start and inspect per command).
+    pub command_server: Option<PathBuf>,
 }
 
 impl DockerOptions {
@@ -81,6 +88,7 @@ impl DockerOptions {
             run_id,
             helper: helper.into(),
             chdir: None,
+            command_server: None,
         }
     }
 }
@@ -125,6 +133,8 @@ pub enum MountRole {
     MaskDir,
     /// An empty read-only file over a hidden file.
     MaskFile,
+    /// The static vibesys that serves `execute`, read-only.
+    CommandServer,
 }
 
 /// One bind mount of the container.
@@ -170,8 +180,12 @@ pub struct DockerPlan {
     pub init: bool,
     /// The container's main process: it waits on stdin, which vibesys
     /// holds open; when vibesys goes away the container stops and the
-    /// Engine removes it (`AutoRemove`).
+    /// Engine removes it (`AutoRemove`). With a command server it is the
+    /// server, which also reads its requests from that stdin.
     pub lifeline: Vec<String>,
+    /// How `execute` reaches the container: `"command-server"` or
+    /// `"engine-exec"`.
+    pub execute_via: String,
     /// Names of the variables passed to each command (values are read at
     /// the time of the command and never stored in the plan).
     pub env_names: Vec<String>,
@@ -219,6 +233,14 @@ impl DockerPlan {
                 read_only: true,
             });
         }
+        if let Some(server) = &options.command_server {
+            mounts.push(PlannedMount {
+                role: MountRole::CommandServer,
+                source: server.clone(),
+                target: PathBuf::from(SERVER_PATH),
+                read_only: true,
+            });
+        }
         let workdir = options
             .chdir
             .as_deref()
@@ -241,7 +263,15 @@ impl DockerPlan {
             pids_limit: options.pids_limit,
             memory_bytes: options.memory_bytes,
             init: true,
-            lifeline: LIFELINE.iter().map(|s| (*s).to_owned()).collect(),
+            lifeline: match options.command_server {
+                Some(_) => vec![SERVER_PATH.to_owned(), SERVER_SUBCOMMAND.to_owned()],
+                None => LIFELINE.iter().map(|s| (*s).to_owned()).collect(),
+            },
+            execute_via: match options.command_server {
+                Some(_) => "command-server",
+                None => "engine-exec",
+            }
+            .to_owned(),
             env_names: options.env.names().to_vec(),
             workdir,
         }
@@ -292,6 +322,10 @@ pub fn docker_report(policy: &ResolvedPolicy, options: &DockerOptions) -> Enforc
         format!("pids limit {}", options.pids_limit),
         format!("memory limit {} bytes", options.memory_bytes),
         "container removed when vibesys stops or dies (stdin lifeline + AutoRemove)".into(),
+        match options.command_server {
+            Some(_) => "framework commands: a non-dumpable command server in the container, reached only through the Engine's attach connection".into(),
+            None => "framework commands: the Engine's exec API".into(),
+        },
     ];
     report.gaps = vec![
         "the image's root file system is writable by the container user for the container's lifetime (it is discarded with the container)".into(),
@@ -372,6 +406,28 @@ mod tests {
         let json = serde_json::to_string_pretty(&plan).unwrap();
         let root = ws.root().display().to_string();
         insta::assert_snapshot!(json.replace(&root, "[WORKSPACE]"));
+    }
+
+    #[test]
+    fn a_command_server_is_mounted_read_only_and_is_the_main_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let policy = ProjectPathPolicy::empty().resolve(&ws).unwrap();
+        let mut opts = DockerOptions::new(pin(), "r1", "/usr/bin/vibesys");
+        opts.command_server = Some(PathBuf::from("/opt/vibesys-static"));
+        let plan = DockerPlan::new(&policy, &opts);
+        let server = plan
+            .mounts
+            .iter()
+            .find(|m| m.role == MountRole::CommandServer)
+            .unwrap();
+        assert_eq!(server.source, Path::new("/opt/vibesys-static"));
+        assert_eq!(server.target, Path::new(SERVER_PATH));
+        assert!(server.read_only);
+        assert_eq!(plan.lifeline, [SERVER_PATH, SERVER_SUBCOMMAND]);
+        assert_eq!(plan.execute_via, "command-server");
+        let report = docker_report(&policy, &opts);
+        assert!(report.hardening.iter().any(|h| h.contains("non-dumpable")));
     }
 
     #[test]

@@ -6,8 +6,7 @@ use std::ffi::OsString;
 use std::io;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bollard::container::LogOutput;
@@ -18,7 +17,7 @@ use bollard::query_parameters::{
     RemoveContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use crate::confinement::{Confinement, EnforcementReport};
 use crate::error::SandboxError;
@@ -28,6 +27,7 @@ use crate::runner::{
 };
 
 use super::DockerError;
+use super::channel::{Channel, Output, READY_TIMEOUT, Writer};
 use super::engine::{Engine, engine_err, is_not_found};
 use super::plan::{
     DockerOptions, DockerPlan, MountRole, RUN_ID_LABEL, docker_report, valid_run_id,
@@ -38,17 +38,13 @@ use super::procs;
 /// (a descendant may hold the stream open).
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
-type Writer = Pin<Box<dyn AsyncWrite + Send>>;
-type Output =
-    Pin<Box<dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>>;
-
 /// The attached stdin of the container's main process. While vibesys
 /// holds it, the container runs; when vibesys exits or dies, the Engine
 /// closes the container's stdin, the main process ends and the Engine
 /// removes the container (`AutoRemove`).
 struct Lifeline {
-    _input: Writer,
-    _output: Output,
+    input: Writer,
+    output: Output,
 }
 
 /// Agent confinement and command runner in a Docker container.
@@ -67,6 +63,9 @@ struct Lifeline {
 /// container (`AutoRemove`). A start with the same run id also removes any
 /// container still labelled with it.
 pub struct DockerSandbox {
+    /// The command server's connection (also the lifeline), when the
+    /// container runs one.
+    channel: Mutex<Option<Arc<Channel>>>,
     engine: Engine,
     plan: DockerPlan,
     options: DockerOptions,
@@ -97,6 +96,14 @@ impl DockerSandbox {
             }
             .into());
         }
+        if let Some(server) = &options.command_server {
+            super::static_elf::check_static_executable(server).map_err(|e| {
+                DockerError::CommandServer {
+                    path: server.clone(),
+                    reason: e.to_string(),
+                }
+            })?;
+        }
         let engine = Engine::connect()?;
         let mut plan = DockerPlan::new(policy, options);
         let report = docker_report(policy, options);
@@ -113,7 +120,20 @@ impl DockerSandbox {
                 return Err(e);
             }
         };
+        let serving = options.command_server.is_some();
+        let (channel, lifeline, ready) = if serving {
+            let (ch, ready) = Channel::open(
+                |f| engine.spawn(f),
+                lifeline.input,
+                lifeline.output,
+                DEFAULT_OUTPUT_CAP,
+            );
+            (Some(Arc::new(ch)), None, Some(ready))
+        } else {
+            (None, Some(lifeline), None)
+        };
         let mut sandbox = Self {
+            channel: Mutex::new(channel),
             engine,
             plan,
             options: options.clone(),
@@ -122,8 +142,26 @@ impl DockerSandbox {
             lifeline_pid: 0,
             report,
             output_cap: DEFAULT_OUTPUT_CAP,
-            lifeline: Mutex::new(Some(lifeline)),
+            lifeline: Mutex::new(lifeline),
         };
+        if let Some(ready) = ready {
+            // Dropping `sandbox` on error removes the container.
+            let answered = sandbox
+                .engine
+                .block_on(async { tokio::time::timeout(READY_TIMEOUT, ready).await });
+            if !matches!(answered, Ok(Ok(_))) {
+                let why = match (answered, sandbox.channel()) {
+                    (Err(_), _) => format!("no answer within {} s", READY_TIMEOUT.as_secs()),
+                    (_, Some(ch)) => ch.why_closed(),
+                    (_, None) => "the connection ended".into(),
+                };
+                return Err(DockerError::CommandServer {
+                    path: options.command_server.clone().unwrap_or_default(),
+                    reason: format!("it did not start in the container: {why}"),
+                }
+                .into());
+            }
+        }
         let inspect = sandbox
             .engine
             .block_on(sandbox.engine.docker().inspect_container(
@@ -150,7 +188,23 @@ impl DockerSandbox {
     #[must_use]
     pub fn with_output_cap(mut self, bytes_per_stream: usize) -> Self {
         self.output_cap = bytes_per_stream;
+        if let Some(ch) = self.channel() {
+            ch.set_output_cap(bytes_per_stream);
+        }
         self
+    }
+
+    fn channel(&self) -> Option<Arc<Channel>> {
+        self.channel
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// How `execute` reaches the container: `"command-server"` or
+    /// `"engine-exec"`.
+    pub fn execute_via(&self) -> &str {
+        &self.plan.execute_via
     }
 
     /// The container's ID.
@@ -198,6 +252,9 @@ impl DockerSandbox {
         ));
         if let Ok(mut l) = self.lifeline.lock() {
             l.take();
+        }
+        if let Ok(mut c) = self.channel.lock() {
+            c.take();
         }
         let _ = std::fs::remove_dir_all(&self.options.mask_root);
     }
@@ -249,8 +306,27 @@ impl Confinement for DockerSandbox {
 
 impl CommandRunner for DockerSandbox {
     fn run(&self, command: &CommandSpec) -> Result<CommandResult, RunnerError> {
-        self.engine.block_on(self.run_async(command))
+        match self.channel() {
+            Some(ch) => {
+                let argv = to_strings(&command.argv)?;
+                let env = self.command_env(command)?;
+                let cwd = utf8_cwd(command)?;
+                self.engine.block_on(ch.run(command, argv, env, cwd))
+            }
+            None => self.engine.block_on(self.run_async(command)),
+        }
     }
+}
+
+fn utf8_cwd(command: &CommandSpec) -> Result<String, RunnerError> {
+    command
+        .cwd
+        .to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| RunnerError::NulByte {
+            what: "working directory (not UTF-8)",
+            value: command.cwd.to_string_lossy().into_owned(),
+        })
 }
 
 fn to_strings(argv: &[OsString]) -> Result<Vec<String>, RunnerError> {
@@ -282,12 +358,16 @@ fn runner_engine(operation: &'static str, e: bollard::errors::Error) -> RunnerEr
 }
 
 impl DockerSandbox {
-    async fn run_async(&self, command: &CommandSpec) -> Result<CommandResult, RunnerError> {
-        let started = Instant::now();
-        let argv = to_strings(&command.argv)?;
-        let mut env: Vec<String> = Vec::new();
+    /// The variables a command gets on top of the image's environment:
+    /// the allow-listed host variables when it inherits, then its own.
+    fn command_env(&self, command: &CommandSpec) -> Result<Vec<(String, String)>, RunnerError> {
+        let mut env: Vec<(String, String)> = Vec::new();
         if command.inherit_env {
-            env.extend(self.options.env.pick_from_process());
+            for entry in self.options.env.pick_from_process() {
+                if let Some((k, v)) = entry.split_once('=') {
+                    env.push((k.to_owned(), v.to_owned()));
+                }
+            }
         }
         for (k, v) in &command.env {
             let (Some(k), Some(v)) = (k.to_str(), v.to_str()) else {
@@ -298,13 +378,28 @@ impl DockerSandbox {
             if k.is_empty() || k.contains(['=', '\0']) {
                 return Err(RunnerError::InvalidEnvName { name: k.to_owned() });
             }
-            env.retain(|e| e.split_once('=').map(|p| p.0) != Some(k));
-            env.push(format!("{k}={v}"));
+            if v.contains('\0') {
+                return Err(RunnerError::NulByte {
+                    what: "environment value",
+                    value: k.to_owned(),
+                });
+            }
+            env.retain(|(name, _)| name != k);
+            env.push((k.to_owned(), v.to_owned()));
         }
-        let workdir = command.cwd.to_str().ok_or_else(|| RunnerError::NulByte {
-            what: "working directory (not UTF-8)",
-            value: command.cwd.to_string_lossy().into_owned(),
-        })?;
+        Ok(env)
+    }
+
+    async fn run_async(&self, command: &CommandSpec) -> Result<CommandResult, RunnerError> {
+        let started = Instant::now();
+        let argv = to_strings(&command.argv)?;
+        let env: Vec<String> = self
+            .command_env(command)?
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let workdir = utf8_cwd(command)?;
+        let workdir = workdir.as_str();
         let docker = self.engine.docker();
         let exec = docker
             .create_exec(
@@ -594,7 +689,13 @@ async fn start_container(
             ..Default::default()
         })
         .collect();
+    let serving = plan.execute_via == "command-server";
     let host = HostConfig {
+        // The server's replies go only to vibesys, never to a log file.
+        log_config: serving.then(|| bollard::models::HostConfigLogConfig {
+            typ: Some("none".into()),
+            config: None,
+        }),
         mounts: Some(mounts),
         cap_drop: Some(plan.cap_drop.clone()),
         security_opt: Some(plan.security_opt.clone()),
@@ -618,8 +719,8 @@ async fn start_container(
         open_stdin: Some(true),
         stdin_once: Some(true),
         attach_stdin: Some(true),
-        attach_stdout: Some(false),
-        attach_stderr: Some(false),
+        attach_stdout: Some(serving),
+        attach_stderr: Some(serving),
         tty: Some(false),
         env: Some(Vec::new()),
         host_config: Some(host),
@@ -657,6 +758,8 @@ async fn start_container(
                 AttachContainerOptionsBuilder::new()
                     .stream(true)
                     .stdin(true)
+                    .stdout(serving)
+                    .stderr(serving)
                     .build(),
             ),
         )
@@ -691,8 +794,8 @@ async fn start_container(
     Ok((
         id,
         Lifeline {
-            _input: attached.input,
-            _output: attached.output,
+            input: attached.input,
+            output: attached.output,
         },
     ))
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-mod b64;
+pub(crate) mod b64;
 mod capture;
 #[cfg(target_os = "linux")]
 mod linux;
@@ -253,6 +253,20 @@ pub enum RunnerError {
     SupervisorLost {
         /// What is known about how it ended.
         detail: String,
+    },
+    /// The connection to a container's command server is gone (the server
+    /// or the container ended); no later command can run there.
+    #[error("the container's command server is unreachable: {detail}")]
+    CommandServerLost {
+        /// What is known about how it ended.
+        detail: String,
+    },
+    /// The command server inside a container could not start or observe
+    /// the command (its runner's error, as text).
+    #[error("in the container: {message}")]
+    InContainer {
+        /// The server's message.
+        message: String,
     },
     /// This runner does not exist on this operating system.
     #[error("{runner} is not supported on {os}")]
