@@ -166,6 +166,23 @@ fn command_server(exe: &Path) -> anyhow::Result<Option<PathBuf>> {
     }
 }
 
+/// How framework commands would reach a run's container, as one phrase
+/// for `vibesys doctor`.
+pub fn execute_summary() -> String {
+    let exe = match crate::project::helper_exe() {
+        Ok(e) => e,
+        Err(e) => return format!("{e:#}"),
+    };
+    match command_server(&exe) {
+        Ok(Some(p)) => format!(
+            "framework commands go through the command server ({})",
+            p.display()
+        ),
+        Ok(None) => "framework commands go through the Engine's exec API (this vibesys is dynamically linked; a static one, from scripts/build-static.sh or VIBESYS_COMMAND_SERVER, serves them over 10x faster)".into(),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
 /// `vibesys exec --confine docker`: start the run's container, run the
 /// command attached, remove the container; the command's status.
 pub fn exec(

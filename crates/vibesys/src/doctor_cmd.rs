@@ -130,10 +130,11 @@ fn check_docker() -> Check {
             name: "docker",
             ok: true,
             detail: format!(
-                "Engine {} answers at {}; {}",
+                "Engine {} answers at {}; {}; {}",
                 v.version.as_deref().unwrap_or("unknown"),
                 sock.display(),
-                pinned_images(&engine)
+                pinned_images(&engine),
+                crate::docker_cmd::execute_summary()
             ),
             fix: None,
         },

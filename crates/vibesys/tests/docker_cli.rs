@@ -306,4 +306,15 @@ fn policy_show_and_doctor_describe_the_docker_backend() {
         detail.contains(&format!("{} loaded ({})", img.name, img.config_digest)),
         "{detail}"
     );
+    assert!(detail.contains("the Engine's exec API"), "{detail}");
+    let doctor = ok(vibesys(ws.path())
+        .env("VIBESYS_IMAGES_LOCK", &img.lock)
+        .env("VIBESYS_COMMAND_SERVER", static_vibesys())
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap());
+    assert!(
+        doctor.contains("framework commands go through the command server"),
+        "{doctor}"
+    );
 }
