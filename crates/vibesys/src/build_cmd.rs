@@ -337,7 +337,9 @@ fn docker_options(layout: &StateLayout, config: &PolicyConfig) -> anyhow::Result
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     let container_run = format!("build-{}-{nanos}", std::process::id());
-    let mut options = DockerOptions::new(pin, container_run, helper_exe()?);
+    let exe = helper_exe()?;
+    let mut options = DockerOptions::new(pin, container_run, &exe);
+    options.command_server = crate::docker_cmd::command_server(&exe)?;
     options.network = config.network.unwrap_or(true);
     Ok(options)
 }

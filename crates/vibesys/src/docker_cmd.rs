@@ -148,7 +148,7 @@ pub fn options_for(
 /// `VIBESYS_COMMAND_SERVER` when set (it must be a static executable),
 /// else this executable when it is static, else none: `execute` then goes
 /// through the Engine's exec API, which is slower.
-fn command_server(exe: &Path) -> anyhow::Result<Option<PathBuf>> {
+pub fn command_server(exe: &Path) -> anyhow::Result<Option<PathBuf>> {
     if let Some(p) = std::env::var_os("VIBESYS_COMMAND_SERVER").filter(|v| !v.is_empty()) {
         let p = PathBuf::from(p);
         vs_sandbox::docker::check_static_executable(&p)

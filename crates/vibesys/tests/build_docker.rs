@@ -38,6 +38,9 @@ fn vibesys(img: &TestImage, dir: &Path, args: &[&str]) -> Output {
         .env_remove("VIBESYS_AGENT_SANDBOX")
         .env("VIBESYS_IMAGES_LOCK", &img.lock)
         .env("VIBESYS_DOCKER_IMAGE", &img.name)
+        // As the shipped (static) binary does: the build runs through the
+        // container's command server.
+        .env("VIBESYS_COMMAND_SERVER", docker_support::static_vibesys())
         .output()
         .unwrap()
 }

@@ -5,7 +5,7 @@
 
 mod docker_support;
 
-use docker_support::{TestImage, containers_of_run, unique, vibesys, workspace};
+use docker_support::{TestImage, containers_of_run, static_vibesys, unique, vibesys, workspace};
 
 #[test]
 fn a_session_runs_confined_in_the_container_with_the_allow_list() {
@@ -15,6 +15,7 @@ fn a_session_runs_confined_in_the_container_with_the_allow_list() {
     let out = vibesys(ws.path())
         .env("VIBESYS_IMAGES_LOCK", &img.lock)
         .env("VIBESYS_RUN_ID", &run_id)
+        .env("VIBESYS_COMMAND_SERVER", static_vibesys())
         .env("MY_EXTRA", "extra-value")
         .env("VIBESYS_TEST_SECRET", "must-not-leak")
         .env("OPENAI_API_KEY", "sk-not-for-custom")
