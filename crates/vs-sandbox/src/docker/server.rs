@@ -57,7 +57,13 @@ pub fn serve() -> i32 {
         let request: Request = match serde_json::from_slice(&body) {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("vibesys command server: a malformed request: {e}");
+                // Not `{e}`: serde's message may quote the request, which
+                // can hold environment values.
+                eprintln!(
+                    "vibesys command server: a malformed request ({:?} error at byte column {})",
+                    e.classify(),
+                    e.column()
+                );
                 break 1;
             }
         };
