@@ -203,6 +203,7 @@ fn extra_group(spec: &ImageSpec, source: &Source) -> Result<Option<Group>, Error
     }
     Ok(Some(Group {
         name: EXTRA_GROUP.to_owned(),
+        host_root: std::sync::Arc::from(Path::new("/")),
         parents,
         entries,
         size: 0,
@@ -214,17 +215,16 @@ fn groups_of(opts: &BuildOptions) -> Result<Vec<Group>, Error> {
     let allow = spec.allow_setuid;
     match &opts.source {
         Source::Root(r) => input::scan_root(r, allow),
-        Source::Paths(p) => input::scan_paths(p, allow, true),
+        Source::Paths(p) => input::scan_paths(p, allow, input::PathKind::Host),
         Source::ReferencesGraph(f) => {
-            let g = ReferencesGraph::load(f)?;
-            let order: Vec<String> = g.by_popularity().into_iter().map(|(p, _)| p).collect();
-            input::scan_paths(&order, allow, false)
+            let order = graph_order(f)?;
+            input::scan_paths(&order, allow, input::PathKind::Store)
         }
         Source::Spec => {
             if let Some(r) = &spec.host.root {
                 input::scan_root(Path::new(r), allow)
             } else if !spec.host.paths.is_empty() {
-                input::scan_paths(&spec.host.paths, allow, true)
+                input::scan_paths(&spec.host.paths, allow, input::PathKind::Host)
             } else if !spec.files.is_empty() {
                 Ok(Vec::new())
             } else {
@@ -237,42 +237,176 @@ fn groups_of(opts: &BuildOptions) -> Result<Vec<Group>, Error> {
     }
 }
 
+/// The store paths of a references graph file, most popular first.
+fn graph_order(file: &Path) -> Result<Vec<String>, Error> {
+    let g = ReferencesGraph::load(file)?;
+    let order: Vec<String> = g.by_popularity().into_iter().map(|(p, _)| p).collect();
+    input::check_inputs(&order)?;
+    Ok(order)
+}
+
 /// Splits groups into at most `cap` layers: one per group, the remainder
 /// merged into the last, extra files on top.
 fn plan(groups: Vec<Group>, extra: Option<Group>, cap: u32) -> Result<Vec<LayerPlan>, Error> {
-    let slots = (cap as usize)
-        .saturating_sub(usize::from(extra.is_some()))
-        .max(1);
-    let mut plans = Vec::new();
-    let mut it = groups.into_iter();
+    let mut layers = split_slots(groups, extra.is_some(), cap);
+    if let Some(e) = extra {
+        layers.push(vec![e]);
+    }
+    layers.into_par_iter().map(LayerPlan::new).collect()
+}
+
+/// Splits `items` into at most `cap` layers (one slot kept for the extra
+/// files when `extra`): one item per layer, the remainder in the last.
+fn split_slots<T>(items: Vec<T>, extra: bool, cap: u32) -> Vec<Vec<T>> {
+    let slots = (cap as usize).saturating_sub(usize::from(extra)).max(1);
+    let mut layers = Vec::new();
+    let mut it = items.into_iter();
     let mut n = 0;
     for g in it.by_ref() {
         n += 1;
         if n == slots {
             let mut last = vec![g];
             last.extend(it.by_ref());
-            plans.push(LayerPlan::new(last)?);
+            layers.push(last);
             break;
         }
-        plans.push(LayerPlan::new(vec![g])?);
+        layers.push(vec![g]);
     }
+    layers
+}
+
+/// A layer before its cache lookup.
+enum Pending {
+    /// Scanned: every entry known.
+    Plan(LayerPlan),
+    /// Whole store paths of a references graph, not read yet; `key` is
+    /// their name key when every path may be keyed by name (see
+    /// [`crate::store`]), else the layer is scanned and keyed by its files.
+    Store {
+        paths: Vec<String>,
+        key: Option<Digest>,
+    },
+}
+
+/// The layers of a build, bottom first. Store paths whose name key is
+/// enough are not read here.
+fn pending_layers(opts: &BuildOptions) -> Result<Vec<Pending>, Error> {
+    let extra = extra_group(&opts.spec, &opts.source)?;
+    let cap = opts.spec.layer_cap;
+    let Source::ReferencesGraph(file) = &opts.source else {
+        let groups = groups_of(opts)?;
+        return Ok(plan(groups, extra, cap)?
+            .into_iter()
+            .map(Pending::Plan)
+            .collect());
+    };
+    let order = graph_order(file)?;
+    let store = crate::store::store_dir();
+    let keyed = opts.cache.is_some();
+    let mut out: Vec<Pending> = split_slots(order, extra.is_some(), cap)
+        .into_par_iter()
+        .map(|paths| {
+            let stamps: Option<Vec<_>> = keyed
+                .then(|| {
+                    paths
+                        .iter()
+                        .map(|p| match crate::store::trusted(p, &store) {
+                            Ok(s) => Some((p.clone(), s)),
+                            Err(why) => {
+                                tracing::debug!("{p}: keyed by its files: {why}");
+                                None
+                            }
+                        })
+                        .collect()
+                })
+                .flatten();
+            let key = stamps.map(|s| {
+                crate::store::layer_key(
+                    &s,
+                    opts.compression,
+                    opts.source_date_epoch,
+                    opts.spec.allow_setuid,
+                )
+            });
+            Pending::Store { paths, key }
+        })
+        .collect();
     if let Some(e) = extra {
-        plans.push(LayerPlan::new(vec![e])?);
+        out.push(Pending::Plan(LayerPlan::new(vec![e])?));
     }
-    Ok(plans)
+    Ok(out)
+}
+
+/// Reads whole store paths into one layer plan.
+fn scan_store(paths: &[String], allow_setuid: bool) -> Result<LayerPlan, Error> {
+    LayerPlan::new(input::scan_paths(
+        paths,
+        allow_setuid,
+        input::PathKind::Store,
+    )?)
+}
+
+/// A layer after its cache lookup.
+enum Looked {
+    /// From the cache: what it is and where its blob is.
+    Hit(LayerMeta, PathBuf),
+    /// To write, and the key to cache it under.
+    Miss(LayerPlan, Option<Digest>),
+}
+
+/// Looks a layer up in the cache, reading (scanning) it only as needed.
+fn look_up(p: Pending, cache: Option<&Cache>, opts: &BuildOptions) -> Result<Looked, Error> {
+    let allow = opts.spec.allow_setuid;
+    let epoch = opts.source_date_epoch;
+    let Some(cache) = cache else {
+        let plan = match p {
+            Pending::Plan(plan) => plan,
+            Pending::Store { paths, .. } => scan_store(&paths, allow)?,
+        };
+        return Ok(Looked::Miss(plan, None));
+    };
+    let (plan, key) = match p {
+        Pending::Store {
+            paths,
+            key: Some(key),
+        } => {
+            if let Some((meta, path)) = cache.lookup(&key) {
+                return Ok(Looked::Hit(meta, path));
+            }
+            return Ok(Looked::Miss(scan_store(&paths, allow)?, Some(key)));
+        }
+        Pending::Store { paths, key: None } => {
+            let plan = scan_store(&paths, allow)?;
+            let key = plan.cache_key(opts.compression, epoch);
+            (plan, key)
+        }
+        Pending::Plan(plan) => {
+            let key = plan.cache_key(opts.compression, epoch);
+            (plan, key)
+        }
+    };
+    Ok(match cache.lookup(&key) {
+        Some((meta, path)) => Looked::Hit(meta, path),
+        None => Looked::Miss(plan, Some(key)),
+    })
 }
 
 /// Builds an image as described by `opts`.
 pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport, Error> {
     opts.spec.validate()?;
-    let groups = groups_of(opts)?;
-    let plans = plan(
-        groups,
-        extra_group(&opts.spec, &opts.source)?,
-        opts.spec.layer_cap,
-    )?;
+    let t0 = std::time::Instant::now();
+    let pending = pending_layers(opts)?;
+    tracing::debug!("plan: {:?}", t0.elapsed());
     let epoch = opts.source_date_epoch;
     if opts.format == OutputFormat::Squashfs {
+        let allow = opts.spec.allow_setuid;
+        let plans = pending
+            .into_par_iter()
+            .map(|p| match p {
+                Pending::Plan(plan) => Ok(plan),
+                Pending::Store { paths, .. } => scan_store(&paths, allow),
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
         return squashfs::build(opts, &plans, progress);
     }
     let out_dir = parent_of(&opts.out);
@@ -285,38 +419,47 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
     std::fs::create_dir_all(&blobs).map_err(|e| Error::io("create", &blobs, e))?;
     let cache = opts.cache.as_deref().and_then(Cache::open);
 
-    progress.begin(plans.len(), plans.iter().map(LayerPlan::size).sum());
-    let built: Vec<(LayerMeta, PathBuf, bool)> = plans
-        .par_iter()
-        .map(|p| {
-            let key = p.cache_key(opts.compression, epoch);
-            if let Some(c) = &cache
-                && let Some((meta, path)) = c.lookup(&key)
-            {
+    let looked: Vec<Looked> = pending
+        .into_par_iter()
+        .map(|p| look_up(p, cache.as_ref(), opts))
+        .collect::<Result<_, Error>>()?;
+    tracing::debug!("lookup: {:?}", t0.elapsed());
+    let size = |l: &Looked| match l {
+        Looked::Hit(meta, _) => meta.uncompressed_size,
+        Looked::Miss(plan, _) => plan.size(),
+    };
+    progress.begin(looked.len(), looked.iter().map(size).sum());
+    let built: Vec<(LayerMeta, PathBuf, bool)> = looked
+        .into_par_iter()
+        .map(|l| match l {
+            Looked::Hit(meta, path) => {
                 tracing::debug!("layer {} from cache", meta.digest);
-                progress.layer_done(p.size(), true);
-                return Ok((meta, path, true));
+                progress.layer_done(meta.uncompressed_size, true);
+                Ok((meta, path, true))
             }
-            let (meta, path) = p.write(&blobs, opts.compression, epoch)?;
-            if let Some(c) = &cache {
-                c.store(&key, &meta, &path);
+            Looked::Miss(p, key) => {
+                let (meta, path) = p.write(&blobs, opts.compression, epoch)?;
+                if let (Some(c), Some(key)) = (&cache, key) {
+                    c.store(&key, &meta, &path);
+                }
+                progress.layer_done(p.size(), false);
+                Ok((meta, path, false))
             }
-            progress.layer_done(p.size(), false);
-            Ok((meta, path, false))
         })
         .collect::<Result<_, Error>>()?;
 
+    tracing::debug!("layers: {:?}", t0.elapsed());
     let layer_media = opts.compression.media_type();
     let layers: Vec<Descriptor> = built
         .iter()
         .map(|(m, _, _)| Descriptor::new(layer_media, m.digest.clone(), m.size))
         .collect();
     let diff_ids: Vec<Digest> = built.iter().map(|(m, _, _)| m.diff_id.clone()).collect();
-    let history: Vec<String> = plans
+    let history: Vec<String> = built
         .iter()
-        .map(|p| {
-            let first = p.groups.first().map(|g| g.name.as_str()).unwrap_or("");
-            match p.groups.len() {
+        .map(|(m, _, _)| {
+            let first = m.groups.first().map(|g| g.0.as_str()).unwrap_or("");
+            match m.groups.len() {
                 0 | 1 => format!("vibesys image build: {first}"),
                 n => format!("vibesys image build: {first} and {} more", n - 1),
             }
@@ -352,6 +495,7 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
     );
     let index = oci::index(&manifest, Some(&sbom_manifest))?;
 
+    tracing::debug!("documents: {:?}", t0.elapsed());
     // Layers that came from the cache live outside the stage.
     let mut blob_files: Vec<(Digest, PathBuf)> = Vec::new();
     for (m, path, cached) in &built {
@@ -417,6 +561,7 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
         }
     };
 
+    tracing::debug!("output: {:?}", t0.elapsed());
     Ok(BuildReport {
         name: opts.spec.name.clone(),
         tag: opts.spec.tag.clone(),

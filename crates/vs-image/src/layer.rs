@@ -2,7 +2,7 @@
 //! content hashed while written (diff_id before compression, digest after),
 //! written to a temporary file and renamed to `blobs/sha256/<hex>`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -29,6 +29,8 @@ pub(crate) struct LayerMeta {
 /// What a layer keeps of each of its groups.
 pub(crate) struct GroupInfo {
     pub name: String,
+    /// See [`Group::host_root`].
+    pub host_root: std::sync::Arc<Path>,
 }
 
 /// A layer to write: its groups, already merged and deduplicated.
@@ -42,45 +44,84 @@ impl LayerPlan {
     /// groups appear once. Two different non-directory entries at one path
     /// are an error.
     pub(crate) fn new(groups: Vec<Group>) -> Result<Self, Error> {
-        let mut map: BTreeMap<String, (usize, Entry, bool)> = BTreeMap::new();
+        // Every entry in input order (per group: its parents, then its
+        // entries), sorted by path with a stable sort so that entries at one
+        // path are merged in input order: the first real directory wins
+        // over synthetic parents, anything else twice is an error.
         let mut infos = Vec::with_capacity(groups.len());
+        let mut items: Vec<Option<(usize, Entry, bool)>> = Vec::new();
         for (gi, g) in groups.into_iter().enumerate() {
-            for p in g.parents {
-                map.entry(p.path.clone()).or_insert((gi, p, true));
-            }
-            for e in g.entries {
-                match map.get(&e.path) {
-                    Some((_, old, synthetic))
-                        if matches!(old.kind, Kind::Dir) && matches!(e.kind, Kind::Dir) =>
-                    {
-                        if *synthetic {
-                            map.insert(e.path.clone(), (gi, e, false));
-                        }
-                    }
-                    Some((_, old, true)) if matches!(old.kind, Kind::Dir) => {
-                        return Err(Error::InputPath {
-                            path: format!("/{}", e.path).into(),
-                            reason: "is a directory in another input".to_owned(),
-                        });
-                    }
-                    Some(_) => {
-                        return Err(Error::InputPath {
-                            path: format!("/{}", e.path).into(),
-                            reason: "given by two inputs".to_owned(),
-                        });
-                    }
-                    None => {
-                        map.insert(e.path.clone(), (gi, e, false));
-                    }
-                }
-            }
-            infos.push(GroupInfo { name: g.name });
+            items.reserve(g.parents.len() + g.entries.len());
+            items.extend(g.parents.into_iter().map(|p| Some((gi, p, true))));
+            items.extend(g.entries.into_iter().map(|e| Some((gi, e, false))));
+            infos.push(GroupInfo {
+                name: g.name,
+                host_root: g.host_root,
+            });
         }
-        let entries = map.into_values().map(|(gi, e, _)| (gi, e)).collect();
+        let path = |i: usize| items[i].as_ref().map_or("", |(_, e, _)| e.path.as_str());
+        let mut order: Vec<usize> = (0..items.len()).collect();
+        order.sort_by(|&a, &b| path(a).cmp(path(b)));
+        let mut entries: Vec<(usize, Entry)> = Vec::with_capacity(order.len());
+        // (input position, error) of the first conflict in input order.
+        let mut conflict: Option<(usize, Error)> = None;
+        let mut kept: Option<(usize, Entry, bool)> = None;
+        for &i in &order {
+            let Some((gi, e, synthetic)) = items[i].take() else {
+                continue;
+            };
+            let same = kept.as_ref().is_some_and(|(_, old, _)| old.path == e.path);
+            if !same {
+                if let Some((kgi, ke, _)) = kept.take() {
+                    entries.push((kgi, ke));
+                }
+                kept = Some((gi, e, synthetic));
+                continue;
+            }
+            let Some((_, old, old_synthetic)) = kept.as_mut() else {
+                continue;
+            };
+            let both_dirs = matches!(old.kind, Kind::Dir) && matches!(e.kind, Kind::Dir);
+            let err = if synthetic {
+                // A parent where something already is: keep what is there.
+                None
+            } else if both_dirs {
+                if *old_synthetic {
+                    kept = Some((gi, e, false));
+                }
+                None
+            } else if *old_synthetic && matches!(old.kind, Kind::Dir) {
+                Some(Error::InputPath {
+                    path: format!("/{}", e.path).into(),
+                    reason: "is a directory in another input".to_owned(),
+                })
+            } else {
+                Some(Error::InputPath {
+                    path: format!("/{}", e.path).into(),
+                    reason: "given by two inputs".to_owned(),
+                })
+            };
+            if let Some(err) = err
+                && conflict.as_ref().is_none_or(|(at, _)| i < *at)
+            {
+                conflict = Some((i, err));
+            }
+        }
+        if let Some((_, err)) = conflict {
+            return Err(err);
+        }
+        if let Some((kgi, ke, _)) = kept.take() {
+            entries.push((kgi, ke));
+        }
         Ok(Self {
             groups: infos,
             entries,
         })
+    }
+
+    /// The host file of entry `e` of group `gi`.
+    pub(crate) fn source(&self, gi: usize, e: &Entry) -> PathBuf {
+        self.groups[gi].host_root.join(&e.path)
     }
 
     pub(crate) fn size(&self) -> u64 {
@@ -91,7 +132,7 @@ impl LayerPlan {
     pub(crate) fn cache_key(&self, compression: Compression, mtime: u64) -> Digest {
         let mut h = Sha256::new();
         h.update(format!(
-            "vs-image layer v2\0{}\0{mtime}\0",
+            "vs-image layer v3\0{}\0{mtime}\0",
             compression.as_str()
         ));
         for g in &self.groups {
@@ -99,19 +140,23 @@ impl LayerPlan {
             h.update(b"\0");
         }
         h.update(b"\n");
-        let num = |h: &mut Sha256, v: u64| h.update(v.to_le_bytes());
+        // Each entry is encoded into one buffer and hashed with one call.
+        let mut buf: Vec<u8> = Vec::with_capacity(256);
+        let num = |buf: &mut Vec<u8>, v: u64| buf.extend_from_slice(&v.to_le_bytes());
         for (gi, e) in &self.entries {
             let s = e.stamp;
-            num(&mut h, *gi as u64);
-            num(&mut h, e.path.len() as u64);
-            h.update(e.path.as_bytes());
-            num(&mut h, u64::from(e.mode));
+            buf.clear();
+            num(&mut buf, *gi as u64);
+            num(&mut buf, e.path.len() as u64);
+            buf.extend_from_slice(e.path.as_bytes());
+            num(&mut buf, u64::from(e.mode));
             match &e.kind {
-                Kind::Dir => h.update(b"d"),
-                Kind::File { size, .. } => {
-                    h.update(b"f");
+                Kind::Dir => buf.push(b'd'),
+                Kind::File { size, nlink, .. } => {
+                    buf.push(b'f');
                     for v in [
                         *size,
+                        *nlink,
                         s.mtime as u64,
                         s.mtime_ns as u64,
                         s.ctime as u64,
@@ -119,19 +164,20 @@ impl LayerPlan {
                         s.ino,
                         s.dev,
                     ] {
-                        num(&mut h, v);
+                        num(&mut buf, v);
                     }
                 }
                 Kind::Inline(b) => {
-                    h.update(b"i");
-                    h.update(Sha256::digest(b));
+                    buf.push(b'i');
+                    buf.extend_from_slice(&Sha256::digest(b));
                 }
                 Kind::Symlink(t) => {
-                    h.update(b"l");
-                    num(&mut h, t.len() as u64);
-                    h.update(t.as_bytes());
+                    buf.push(b'l');
+                    num(&mut buf, t.len() as u64);
+                    buf.extend_from_slice(t.as_bytes());
                 }
             }
+            h.update(&buf);
         }
         Digest::from_hasher(h)
     }
@@ -160,58 +206,10 @@ impl LayerPlan {
             HashWriter::new(enc)
         };
         let mut tar = TarWriter::new(diff, mtime);
+        // Each group's listing: paths, modes, link targets and the sha256 of
+        // each file's content as read for the layer.
         let mut group_hashers: Vec<Sha256> = self.groups.iter().map(|_| Sha256::new()).collect();
-        let mut links: HashMap<(u64, u64), &str> = HashMap::new();
-        for (gi, e) in &self.entries {
-            let gh = &mut group_hashers[*gi];
-            gh.update(format!("{}\0{:o}\0", e.path, e.mode));
-            match &e.kind {
-                Kind::Dir => {
-                    gh.update(b"d\n");
-                    tar.dir(&e.path, e.mode).map_err(|err| {
-                        Error::io("write layer entry", format!("/{}", e.path), err)
-                    })?;
-                }
-                Kind::Symlink(t) => {
-                    gh.update(format!("l{t}\n"));
-                    tar.symlink(&e.path, t).map_err(|err| {
-                        Error::io("write layer entry", format!("/{}", e.path), err)
-                    })?;
-                }
-                Kind::Inline(b) => {
-                    gh.update(b"f");
-                    gh.update(Sha256::digest(b));
-                    gh.update(b"\n");
-                    tar.bytes(&e.path, e.mode, b).map_err(|err| {
-                        Error::io("write layer entry", format!("/{}", e.path), err)
-                    })?;
-                }
-                Kind::File {
-                    src,
-                    size,
-                    dev,
-                    ino,
-                    nlink,
-                } => {
-                    if *nlink > 1 {
-                        if let Some(first) = links.get(&(*dev, *ino)) {
-                            gh.update(format!("h{first}\n"));
-                            tar.hardlink(&e.path, first).map_err(|err| {
-                                Error::io("write layer entry", format!("/{}", e.path), err)
-                            })?;
-                            continue;
-                        }
-                        links.insert((*dev, *ino), e.path.as_str());
-                    }
-                    let f = File::open(src).map_err(|err| Error::io("read", src, err))?;
-                    let mut r = HashReader::new(f);
-                    tar.file(&e.path, e.mode, *size, &mut r)
-                        .map_err(|err| Error::io("read", src, err))?;
-                    let (d, _) = r.finish().map_err(|err| Error::io("read", src, err))?;
-                    gh.update(format!("f{}\n", d.hex()));
-                }
-            }
-        }
+        self.write_entries(&mut tar, &mut group_hashers)?;
         let diff = tar.finish().map_err(|e| Error::io("write", &tmp_path, e))?;
         let (enc, diff_id, uncompressed_size) = diff.finish();
         let blob = enc.finish().map_err(|e| Error::io("write", &tmp_path, e))?;
@@ -245,6 +243,60 @@ impl LayerPlan {
             },
             dest,
         ))
+    }
+
+    /// Writes every entry into `tar` and its listing into its group's
+    /// hasher.
+    fn write_entries<W: Write>(
+        &self,
+        tar: &mut TarWriter<W>,
+        group_hashers: &mut [Sha256],
+    ) -> Result<(), Error> {
+        let mut links: HashMap<(u64, u64), &str> = HashMap::new();
+        for (gi, e) in &self.entries {
+            let entry_err = |err| Error::io("write layer entry", format!("/{}", e.path), err);
+            let gh = &mut group_hashers[*gi];
+            gh.update(format!("{}\0{:o}\0", e.path, e.mode));
+            match &e.kind {
+                Kind::Dir => {
+                    gh.update(b"d\n");
+                    tar.dir(&e.path, e.mode).map_err(entry_err)?;
+                }
+                Kind::Symlink(t) => {
+                    gh.update(format!("l{t}\n"));
+                    tar.symlink(&e.path, t).map_err(entry_err)?;
+                }
+                Kind::Inline(b) => {
+                    gh.update(b"f");
+                    gh.update(Sha256::digest(b));
+                    gh.update(b"\n");
+                    tar.bytes(&e.path, e.mode, b).map_err(entry_err)?;
+                }
+                Kind::File {
+                    size,
+                    dev,
+                    ino,
+                    nlink,
+                } => {
+                    if *nlink > 1 {
+                        if let Some(first) = links.get(&(*dev, *ino)) {
+                            gh.update(format!("h{first}\n"));
+                            tar.hardlink(&e.path, first).map_err(entry_err)?;
+                            continue;
+                        }
+                        links.insert((*dev, *ino), e.path.as_str());
+                    }
+                    let src = self.source(*gi, e);
+                    let f = File::open(&src).map_err(|err| Error::io("read", &src, err))?;
+                    let mut r = HashReader::new(f);
+                    tar.file(&e.path, e.mode, *size, &mut r)
+                        .map_err(|err| Error::io("read", &src, err))?;
+                    let (d, _) = r.finish().map_err(|err| Error::io("read", &src, err))?;
+                    gh.update(format!("f{}\n", d.hex()));
+                }
+            }
+        }
+        Ok(())
     }
 }
 

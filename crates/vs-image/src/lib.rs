@@ -27,6 +27,7 @@ mod perm;
 mod read;
 mod spec;
 mod squashfs;
+mod store;
 mod tarw;
 
 pub use build::{

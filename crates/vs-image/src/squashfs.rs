@@ -77,7 +77,7 @@ pub(crate) fn build(
 
 fn flatten(p: &LayerPlan, root: &Path, symlinks: &mut BTreeSet<String>) -> Result<(), Error> {
     let mut links: HashMap<(u64, u64), String> = HashMap::new();
-    for (_, e) in &p.entries {
+    for (gi, e) in &p.entries {
         // Never write through a symlink an earlier entry created.
         let mut prefix = String::new();
         for c in e.path.split('/') {
@@ -111,11 +111,7 @@ fn flatten(p: &LayerPlan, root: &Path, symlinks: &mut BTreeSet<String>) -> Resul
             }
             Kind::Inline(b) => std::fs::write(&dest, b).map_err(|err| io("write", err))?,
             Kind::File {
-                src,
-                dev,
-                ino,
-                nlink,
-                ..
+                dev, ino, nlink, ..
             } => {
                 if *nlink > 1 {
                     if let Some(first) = links.get(&(*dev, *ino)) {
@@ -125,7 +121,7 @@ fn flatten(p: &LayerPlan, root: &Path, symlinks: &mut BTreeSet<String>) -> Resul
                     }
                     links.insert((*dev, *ino), e.path.clone());
                 }
-                std::fs::copy(src, &dest).map_err(|err| io("write", err))?;
+                std::fs::copy(p.source(*gi, e), &dest).map_err(|err| io("write", err))?;
             }
             Kind::Symlink(t) => {
                 std::os::unix::fs::symlink(t, &dest).map_err(|err| io("create symlink", err))?;
