@@ -116,6 +116,28 @@ pub(crate) fn write(
     // the peers (skopeo, docker save) do not sync either.
     drop(f);
     crate::perm::publish_file(tmp.as_file()).map_err(|e| Error::io("chmod", &tmp_path, e))?;
+    replace_file(tmp, out)
+}
+
+/// Moves the finished `tmp` to `out`. An existing regular file is swapped
+/// out atomically (`RENAME_EXCHANGE`) and then removed: a plain rename
+/// over it makes ext4 (`auto_da_alloc`) write the whole new file back
+/// before the rename returns (0.1-0.4 s for a 550 MB archive here).
+pub(crate) fn replace_file(tmp: tempfile::NamedTempFile, out: &Path) -> Result<(), Error> {
+    if std::fs::symlink_metadata(out).is_ok_and(|m| m.file_type().is_file()) {
+        match rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            tmp.path(),
+            rustix::fs::CWD,
+            out,
+            rustix::fs::RenameFlags::EXCHANGE,
+        ) {
+            // The temporary name now holds the old output: dropping `tmp`
+            // removes it.
+            Ok(()) => return Ok(()),
+            Err(e) => tracing::debug!("rename exchange onto {}: {e}", out.display()),
+        }
+    }
     tmp.persist(out)
         .map_err(|e| Error::io("rename into place", out, e.error))?;
     Ok(())
