@@ -429,6 +429,13 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
         Looked::Miss(plan, _) => plan.size(),
     };
     progress.begin(looked.len(), looked.iter().map(size).sum());
+    // Fewer layers to write than threads (a rebuild): each writer gets a
+    // helper thread for its listing hashes.
+    let misses = looked
+        .iter()
+        .filter(|l| matches!(l, Looked::Miss(..)))
+        .count();
+    let helper = misses < rayon::current_num_threads();
     let built: Vec<(LayerMeta, PathBuf, bool)> = looked
         .into_par_iter()
         .map(|l| match l {
@@ -438,7 +445,7 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
                 Ok((meta, path, true))
             }
             Looked::Miss(p, key) => {
-                let (meta, path) = p.write(&blobs, opts.compression, epoch)?;
+                let (meta, path) = p.write(&blobs, opts.compression, epoch, helper)?;
                 if let (Some(c), Some(key)) = (&cache, key) {
                     c.store(&key, &meta, &path);
                 }

@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest as _, Sha256};
 
 use crate::build::Compression;
-use crate::digest::{HashReader, HashWriter};
+use crate::digest::HashWriter;
 use crate::input::{Entry, Group, Kind};
+use crate::listing::{ListingSink, TeeReader};
 use crate::tarw::TarWriter;
 use crate::{Digest, Error};
 
@@ -183,11 +184,14 @@ impl LayerPlan {
     }
 
     /// Writes the layer into `dir` as `<hex>` and returns what it is.
+    /// `helper`: hash the groups' listings on a helper thread (worth it
+    /// when a core would otherwise be idle).
     pub(crate) fn write(
         &self,
         dir: &Path,
         compression: Compression,
         mtime: u64,
+        helper: bool,
     ) -> Result<(LayerMeta, PathBuf), Error> {
         let tmp = tempfile::Builder::new()
             .prefix(".layer-")
@@ -206,10 +210,10 @@ impl LayerPlan {
             HashWriter::new(enc)
         };
         let mut tar = TarWriter::new(diff, mtime);
-        // Each group's listing: paths, modes, link targets and the sha256 of
-        // each file's content as read for the layer.
-        let mut group_hashers: Vec<Sha256> = self.groups.iter().map(|_| Sha256::new()).collect();
-        self.write_entries(&mut tar, &mut group_hashers)?;
+        let ((), group_digests) =
+            crate::listing::with_listing(self.groups.len(), helper, |sink| {
+                self.write_entries(&mut tar, sink)
+            })?;
         let diff = tar.finish().map_err(|e| Error::io("write", &tmp_path, e))?;
         let (enc, diff_id, uncompressed_size) = diff.finish();
         let blob = enc.finish().map_err(|e| Error::io("write", &tmp_path, e))?;
@@ -230,8 +234,8 @@ impl LayerPlan {
         let groups = self
             .groups
             .iter()
-            .zip(group_hashers)
-            .map(|(g, h)| (g.name.clone(), Digest::from_hasher(h)))
+            .zip(group_digests)
+            .map(|(g, d)| (g.name.clone(), d))
             .collect();
         Ok((
             LayerMeta {
@@ -245,31 +249,33 @@ impl LayerPlan {
         ))
     }
 
-    /// Writes every entry into `tar` and its listing into its group's
-    /// hasher.
+    /// Writes every entry into `tar` and its listing into `sink`.
     fn write_entries<W: Write>(
         &self,
         tar: &mut TarWriter<W>,
-        group_hashers: &mut [Sha256],
+        sink: &mut dyn ListingSink,
     ) -> Result<(), Error> {
         let mut links: HashMap<(u64, u64), &str> = HashMap::new();
         for (gi, e) in &self.entries {
+            let gi = *gi;
             let entry_err = |err| Error::io("write layer entry", format!("/{}", e.path), err);
-            let gh = &mut group_hashers[*gi];
-            gh.update(format!("{}\0{:o}\0", e.path, e.mode));
+            sink.text(gi, format!("{}\0{:o}\0", e.path, e.mode).as_bytes())
+                .map_err(entry_err)?;
             match &e.kind {
                 Kind::Dir => {
-                    gh.update(b"d\n");
+                    sink.text(gi, b"d\n").map_err(entry_err)?;
                     tar.dir(&e.path, e.mode).map_err(entry_err)?;
                 }
                 Kind::Symlink(t) => {
-                    gh.update(format!("l{t}\n"));
+                    sink.text(gi, format!("l{t}\n").as_bytes())
+                        .map_err(entry_err)?;
                     tar.symlink(&e.path, t).map_err(entry_err)?;
                 }
                 Kind::Inline(b) => {
-                    gh.update(b"f");
-                    gh.update(Sha256::digest(b));
-                    gh.update(b"\n");
+                    let mut text = b"f".to_vec();
+                    text.extend_from_slice(&Sha256::digest(b));
+                    text.push(b'\n');
+                    sink.text(gi, &text).map_err(entry_err)?;
                     tar.bytes(&e.path, e.mode, b).map_err(entry_err)?;
                 }
                 Kind::File {
@@ -280,19 +286,22 @@ impl LayerPlan {
                 } => {
                     if *nlink > 1 {
                         if let Some(first) = links.get(&(*dev, *ino)) {
-                            gh.update(format!("h{first}\n"));
+                            sink.text(gi, format!("h{first}\n").as_bytes())
+                                .map_err(entry_err)?;
                             tar.hardlink(&e.path, first).map_err(entry_err)?;
                             continue;
                         }
                         links.insert((*dev, *ino), e.path.as_str());
                     }
-                    let src = self.source(*gi, e);
+                    let src = self.source(gi, e);
                     let f = File::open(&src).map_err(|err| Error::io("read", &src, err))?;
-                    let mut r = HashReader::new(f);
+                    let mut r = TeeReader {
+                        inner: f,
+                        sink: &mut *sink,
+                    };
                     tar.file(&e.path, e.mode, *size, &mut r)
                         .map_err(|err| Error::io("read", &src, err))?;
-                    let (d, _) = r.finish().map_err(|err| Error::io("read", &src, err))?;
-                    gh.update(format!("f{}\n", d.hex()));
+                    sink.file_end(gi).map_err(entry_err)?;
                 }
             }
         }

@@ -21,6 +21,7 @@ mod graph;
 mod input;
 mod json;
 mod layer;
+mod listing;
 mod lock;
 mod oci;
 mod perm;
