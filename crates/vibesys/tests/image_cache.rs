@@ -233,16 +233,16 @@ fn store_paths_are_keyed_by_name_only_when_they_look_as_nix_leaves_them() {
     // The top-level entry made writable: no longer trusted, read again.
     sh(d, &format!("chmod u+w store/{a}"));
     let r = b_.rebuild_and_compare("out", "cache");
-    assert_eq!(rebuilt(&r), [pa.clone()]);
+    assert_eq!(rebuilt(&r), std::slice::from_ref(&pa));
     // Sealed again: its ctime changed, so it is built once more.
     seal(d, &format!("store/{a}"));
     let r = b_.rebuild_and_compare("out", "cache");
-    assert_eq!(rebuilt(&r), [pa.clone()]);
+    assert_eq!(rebuilt(&r), std::slice::from_ref(&pa));
 
     // A path outside the store directory is keyed by its files.
     sh(d, "echo edited > other/c/file");
     let r = b_.rebuild_and_compare("out", "cache");
-    assert_eq!(rebuilt(&r), [pc.clone()]);
+    assert_eq!(rebuilt(&r), std::slice::from_ref(&pc));
 
     // What Nix does on a change: a new store path replaces the old one.
     sh(
