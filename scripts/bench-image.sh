@@ -6,6 +6,7 @@
 #
 #   scripts/bench-image.sh            # RUNS=3 by default
 #   RUNS=5 DOCKER_RUNS=3 BENCH_DIR=/var/tmp/b scripts/bench-image.sh
+#   CLOSURE=0 scripts/bench-image.sh  # without the Nix closure case
 #
 # Peers:
 #   umoci:  umoci init + new + insert (gzip layer, umoci's only choice) and
@@ -15,13 +16,25 @@
 # vibesys: `vibesys image build --root` to the default hybrid archive, layers
 #           uncompressed (the default for local loading), with a layer cache.
 #
+# closure: the same content added to /nix/store as ~45 store paths (each
+#           ~12 MiB of whole files or small directories, plus a root path
+#           referencing them all), given to
+#           `vibesys image build --references-graph`, to the OCI directory
+#           and to the archive. "One file changed" is what Nix does: the
+#           store path holding the file is replaced by a new store path with
+#           the changed file (and a new root), and the graph is updated.
+#           No peer builds from a references graph here (nix2container and
+#           dockerTools need nixpkgs, which cannot be fetched).
+#
 # "cold": empty layer cache / fresh layout / `docker build --no-cache`.
 # "one file changed": one file of the tree rewritten, then rebuilt with
 # whatever reuse the tool offers (vibesys: layer cache; umoci: appends a new
 # layer holding the whole tree again; docker: build cache, COPY re-runs).
 #
 # Needs: a release vibesys (built if missing), umoci, skopeo, docker,
-# /usr/bin/time (Debian: time), rustc (for the content).
+# /usr/bin/time (Debian: time), rustc (for the content); for the closure
+# case nix-store and nix-instantiate (Debian: nix-bin) with a writable
+# /nix/store (root). Store paths it adds are deleted at the end.
 set -euo pipefail
 
 RUNS=${RUNS:-3}
@@ -34,15 +47,24 @@ if [[ -z $VIBESYS ]]; then
     (cd "$ROOT_DIR" && cargo build --release -p vibesys >&2)
     VIBESYS=$TARGET/release/vibesys
 fi
-for tool in umoci skopeo docker /usr/bin/time rustc; do
-    command -v "$tool" >/dev/null || { echo "bench-image: $tool not found: install it" >&2; exit 1; }
+CLOSURE=${CLOSURE:-1}
+tools=(umoci skopeo docker /usr/bin/time rustc)
+[[ $CLOSURE == 0 ]] || tools+=(nix-store nix-instantiate)
+for tool in "${tools[@]}"; do
+    command -v "$tool" >/dev/null || { echo "bench-image: $tool not found: install it (or CLOSURE=0 without Nix)" >&2; exit 1; }
 done
 
 WORK=${BENCH_DIR:-$(mktemp -d /var/tmp/vibesys-bench.XXXXXX)}
 mkdir -p "$WORK"
 TAG=vibesys-bench-$$
+STORE_ADDED=()   # store paths this run added, newest last
 cleanup() {
     docker rmi -f "$TAG:cold" "$TAG:inc" >/dev/null 2>&1 || true
+    # Roots reference the other paths: delete newest first.
+    local i
+    for ((i = ${#STORE_ADDED[@]} - 1; i >= 0; i--)); do
+        nix-store --delete "${STORE_ADDED[i]}" >/dev/null 2>&1 || true
+    done
     [[ -n ${BENCH_DIR:-} ]] || rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -62,13 +84,93 @@ FILES=$(find "$CTX/root" -type f | wc -l)
 printf 'name = "%s"\ntag = "bench"\n[config]\ncmd = ["/opt/rust/lib/x86_64-unknown-linux-gnu/bin/rust-lld"]\n' "$TAG" > "$WORK/spec.toml"
 echo "content: $SIZE_MIB MiB, $FILES files; runs per case: $RUNS; work dir: $WORK" >&2
 
+# --- closure content (Nix store paths) ----------------------------------------
+# store_add DIR: adds DIR to the store; the store path in $REPLY.
+store_add() {
+    REPLY=$(nix-store --add "$1") || { echo "bench-image: nix-store --add $1 failed (root needed)" >&2; exit 1; }
+    STORE_ADDED+=("$REPLY")
+}
+# make_root PATH...: a store path (text file) referencing every PATH, in $REPLY.
+make_root() {
+    local expr='builtins.toFile "vibesys-bench-root" (builtins.concatStringsSep "\n" [' p
+    for p in "$@"; do expr+=" \"\${builtins.storePath \"$p\"}\""; done
+    expr+=' ])'
+    REPLY=$(nix-instantiate --eval --read-write-mode --json -E "$expr" | tr -d '"') ||
+        { echo "bench-image: nix-instantiate failed" >&2; exit 1; }
+    STORE_ADDED+=("$REPLY")
+}
+# write_graph ROOT FILE: ROOT's closure in exportReferencesGraph's format.
+write_graph() {
+    local p refs
+    for p in $(nix-store --query --requisites "$1" | sort); do
+        refs=$(nix-store --query --references "$p")
+        printf '%s\n\n%s\n' "$p" "$(grep -c . <<<"$refs" || true)"
+        [[ -z $refs ]] || printf '%s\n' "$refs"
+    done > "$2"
+}
+if [[ $CLOSURE != 0 ]]; then
+    SRC=$WORK/store-src
+    rm -rf "$SRC"; mkdir -p "$SRC"
+    # Store paths of ~12 MiB: the tree cut into units (a file, or a whole
+    # directory of at most 12 MiB), packed in path order into groups of at
+    # most 12 MiB. Hard links, no copy.
+    R=$CTX/root/opt/rust
+    find "$R" -mindepth 1 -printf '%y\t%s\t%P\n' | LC_ALL=C sort -t$'\t' -k3,3 |
+        awk -F'\t' -v limit=$((12 << 20)) '
+        { n++; path[n] = $3; isdir[$3] = ($1 == "d"); total[$3] = ($1 == "d" ? 0 : $2) }
+        END {
+            for (i = n; i >= 1; i--) { p = path[i]; q = p; if (sub(/\/[^\/]*$/, "", q)) total[q] += total[p] }
+            g = 0; size = 0
+            for (i = 1; i <= n; i++) {
+                p = path[i]; q = p
+                if (sub(/\/[^\/]*$/, "", q) && (unit[q] || inside[q])) { inside[p] = 1; continue }
+                if (isdir[p] && total[p] > limit) continue
+                unit[p] = 1
+                if (size > 0 && size + total[p] > limit) { g++; size = 0 }
+                size += total[p]; printf "%02d\t%s\n", g, p
+            }
+        }' > "$WORK/units"
+    for g in $(cut -f1 "$WORK/units" | sort -u); do
+        mkdir -p "$SRC/rust-$g"
+        awk -F'\t' -v g="$g" '$1 == g { print $2 }' "$WORK/units" | tr '\n' '\0' |
+            (cd "$R" && xargs -0 cp -al --parents -t "$SRC/rust-$g")
+    done
+    CHANGE_GROUP=$(find "$SRC" -path "*/doc/std/index.html" -print -quit)
+    CHANGE_GROUP=${CHANGE_GROUP%/doc/std/index.html}
+    declare -A STORE
+    for g in "$SRC"/*; do store_add "$g"; STORE[$(basename "$g")]=$REPLY; done
+    make_root "${STORE[@]}"
+    write_graph "$REPLY" "$WORK/graph"
+    printf 'name = "%s"\ntag = "bench"\n[config]\ncmd = ["/bin/sh"]\n' "$TAG" > "$WORK/spec-closure.toml"
+    echo "closure: ${#STORE[@]} store paths + root; the changed one: $(du -sm "$CHANGE_GROUP" | cut -f1) MiB" >&2
+fi
+# change_store_path: the store path holding the changed file replaced by a
+# new one with the file changed; a new root; $WORK/graph updated.
+change_store_path() {
+    local g new
+    g=$(basename "$CHANGE_GROUP")
+    new=$WORK/change/$RANDOM$RANDOM/$g
+    mkdir -p "$(dirname "$new")"
+    cp -a "$CHANGE_GROUP" "$new"          # a copy: the old store path stays as it was
+    chmod -R u+w "$new"
+    printf '<!-- %s -->\n' "$RANDOM$RANDOM" >> "$new/doc/std/index.html"
+    CHANGE_GROUP=$new
+    store_add "$new"; STORE[$g]=$REPLY
+    make_root "${STORE[@]}"
+    write_graph "$REPLY" "$WORK/graph"
+}
+
 # --- measuring ---------------------------------------------------------------
-# run LABEL CMD...: appends "seconds max_rss_kib" for one command to $WORK/LABEL.
+# run LABEL CMD...: appends "seconds max_rss_kib" for one command to $WORK/LABEL.raw.
+# Wall time from bash's microsecond clock (time(1) rounds to 10 ms), peak
+# RSS from time(1).
 run() {
-    local label=$1; shift
-    /usr/bin/time -f '%e %M' -o "$WORK/.time" "$@" >/dev/null 2>"$WORK/.err" || {
+    local label=$1 t0 t1; shift
+    t0=$EPOCHREALTIME
+    /usr/bin/time -f '%M' -o "$WORK/.time" "$@" >/dev/null 2>"$WORK/.err" || {
         echo "bench-image: $label failed:" >&2; cat "$WORK/.err" >&2; exit 1; }
-    cat "$WORK/.time" >> "$WORK/$label.raw"
+    t1=$EPOCHREALTIME
+    echo "$(echo "$t1 - $t0" | bc -l) $(cat "$WORK/.time")" >> "$WORK/$label.raw"
 }
 # A case may be several commands: sum the times, take the max RSS.
 case_begin() { : > "$WORK/.case"; }
@@ -87,6 +189,9 @@ for i in $(seq "$RUNS"); do
     case_begin; case_step "$VIBESYS" image build "$WORK/spec.toml" --out "$WORK/v.tar" --root "$CTX/root" --cache "$WORK/cache"; case_end vibesys-cold
     change_one_file
     case_begin; case_step "$VIBESYS" image build "$WORK/spec.toml" --out "$WORK/v.tar" --root "$CTX/root" --cache "$WORK/cache"; case_end vibesys-inc
+    # The archive must be written whole: copying it bounds its rebuild.
+    case_begin; case_step cp "$WORK/v.tar" "$WORK/cp.tar"; case_end cp-archive
+    rm -f "$WORK/cp.tar"
 
     # vibesys to an OCI layout directory: unchanged layers are hard links
     # to the cache, so a rebuild writes only what changed.
@@ -95,6 +200,20 @@ for i in $(seq "$RUNS"); do
     case_begin; case_step "$VIBESYS" image build "$WORK/spec.toml" --out "$WORK/v-oci" --format oci --root "$CTX/root" --cache "$WORK/cache-oci"; case_end vibesys-oci-cold
     change_one_file
     case_begin; case_step "$VIBESYS" image build "$WORK/spec.toml" --out "$WORK/v-oci" --format oci --root "$CTX/root" --cache "$WORK/cache-oci"; case_end vibesys-oci-inc
+
+    # vibesys from a references graph (store paths keyed by name), to an
+    # OCI directory and to the archive; the store path change happens
+    # between the cold and the incremental build, outside the timing.
+    if [[ $CLOSURE != 0 ]]; then
+        for fmt in oci archive; do
+            out=$WORK/c-$fmt; [[ $fmt == oci ]] || out=$WORK/c.tar
+            rm -rf "$WORK/cache-c" "$out"
+            sync
+            case_begin; case_step "$VIBESYS" image build "$WORK/spec-closure.toml" --out "$out" --format "$fmt" --references-graph "$WORK/graph" --cache "$WORK/cache-c"; case_end "closure-$fmt-cold"
+            change_store_path
+            case_begin; case_step "$VIBESYS" image build "$WORK/spec-closure.toml" --out "$out" --format "$fmt" --references-graph "$WORK/graph" --cache "$WORK/cache-c"; case_end "closure-$fmt-inc"
+        done
+    fi
 
     # umoci + skopeo cold, then one file changed (insert again).
     rm -rf "$WORK/layout" "$WORK/u.tar"
@@ -123,20 +242,34 @@ for i in $(seq "$RUNS"); do
 done
 
 # --- report ------------------------------------------------------------------
-printf '\n%-18s %10s %10s %14s\n' case median_s runs peak_rss_MiB
-for c in vibesys-cold vibesys-inc vibesys-oci-cold vibesys-oci-inc umoci-cold umoci-inc docker-cold docker-inc; do
+cases=(vibesys-cold vibesys-inc cp-archive vibesys-oci-cold vibesys-oci-inc)
+[[ $CLOSURE == 0 ]] || cases+=(closure-oci-cold closure-oci-inc closure-archive-cold closure-archive-inc)
+cases+=(umoci-cold umoci-inc docker-cold docker-inc)
+printf '\n%-20s %10s %6s %14s\n' case median_s runs peak_rss_MiB
+for c in "${cases[@]}"; do
+    [[ -s $WORK/$c.txt ]] || continue
     m=$(cut -d' ' -f1 "$WORK/$c.txt" | median)
     r=$(maxcol < "$WORK/$c.txt")
-    printf '%-18s %10.2f %10d %14.1f\n' "$c" "$m" "$(wc -l < "$WORK/$c.txt")" "$(echo "$r/1024" | bc -l)"
+    printf '%-20s %10.3f %6d %14.1f\n' "$c" "$m" "$(wc -l < "$WORK/$c.txt")" "$(echo "$r/1024" | bc -l)"
     eval "med_${c//-/_}=$m"
 done
 echo
-ratio() { echo "scale=2; $1 / $2" | bc -l; }
-echo "cold: umoci+skopeo / vibesys = $(ratio "$med_umoci_cold" "$med_vibesys_cold")x"
-echo "cold: docker build / vibesys = $(ratio "$med_docker_cold" "$med_vibesys_cold")x"
-echo "one file changed: vibesys incremental / vibesys cold = $(echo "scale=1; 100 * $med_vibesys_inc / $med_vibesys_cold" | bc -l)%"
-echo "one file changed: vibesys oci-dir incremental / oci-dir cold = $(echo "scale=1; 100 * $med_vibesys_oci_inc / $med_vibesys_oci_cold" | bc -l)%"
-echo "cold: umoci+skopeo / vibesys oci-dir = $(ratio "$med_umoci_cold" "$med_vibesys_oci_cold")x"
-echo "one file changed: umoci+skopeo / vibesys = $(ratio "$med_umoci_inc" "$med_vibesys_inc")x"
-echo "one file changed: docker build / vibesys = $(ratio "$med_docker_inc" "$med_vibesys_inc")x"
+# ratio A B / pct A B: median A over median B (variable name suffixes).
+ratio() { local a=med_$1 b=med_$2; [[ -n ${!a:-} && -n ${!b:-} ]] && echo "$(echo "scale=2; ${!a} / ${!b}" | bc -l)x" || echo n/a; }
+pct() { local a=med_$1 b=med_$2; [[ -n ${!a:-} && -n ${!b:-} ]] && echo "$(echo "scale=1; 100 * ${!a} / ${!b}" | bc -l)%" || echo n/a; }
+echo "one file changed, vibesys incremental / cold:"
+echo "  --root, archive:                      $(pct vibesys_inc vibesys_cold)"
+echo "  --root, OCI directory:                $(pct vibesys_oci_inc vibesys_oci_cold)"
+if [[ $CLOSURE != 0 ]]; then
+    echo "  references graph, OCI directory:      $(pct closure_oci_inc closure_oci_cold)"
+    echo "  references graph, archive:            $(pct closure_archive_inc closure_archive_cold)"
+fi
+echo "  archive floor, cp of the archive alone: $(pct cp_archive vibesys_cold)"
+echo "peers / vibesys:"
+echo "  cold, umoci+skopeo / vibesys archive: $(ratio umoci_cold vibesys_cold)"
+echo "  cold, umoci+skopeo / vibesys OCI dir: $(ratio umoci_cold vibesys_oci_cold)"
+echo "  cold, docker build / vibesys archive: $(ratio docker_cold vibesys_cold)"
+echo "  one file changed, umoci+skopeo / vibesys archive: $(ratio umoci_inc vibesys_inc)"
+echo "  one file changed, docker build / vibesys archive: $(ratio docker_inc vibesys_inc)"
+echo "  one file changed, umoci+skopeo / vibesys OCI dir: $(ratio umoci_inc vibesys_oci_inc)"
 echo "(peak RSS of docker build is the CLI's; the daemon's work is not counted)"
