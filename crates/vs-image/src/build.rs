@@ -247,12 +247,12 @@ fn graph_order(file: &Path) -> Result<Vec<String>, Error> {
 
 /// Splits groups into at most `cap` layers: one per group, the remainder
 /// merged into the last, extra files on top.
-fn plan(groups: Vec<Group>, extra: Option<Group>, cap: u32) -> Result<Vec<LayerPlan>, Error> {
+fn plan(groups: Vec<Group>, extra: Option<Group>, cap: u32) -> Vec<Vec<Group>> {
     let mut layers = split_slots(groups, extra.is_some(), cap);
     if let Some(e) = extra {
         layers.push(vec![e]);
     }
-    layers.into_par_iter().map(LayerPlan::new).collect()
+    layers
 }
 
 /// Splits `items` into at most `cap` layers (one slot kept for the extra
@@ -277,8 +277,8 @@ fn split_slots<T>(items: Vec<T>, extra: bool, cap: u32) -> Vec<Vec<T>> {
 
 /// A layer before its cache lookup.
 enum Pending {
-    /// Scanned: every entry known.
-    Plan(LayerPlan),
+    /// Scanned: the groups of the layer, every entry known.
+    Groups(Vec<Group>),
     /// Whole store paths of a references graph, not read yet; `key` is
     /// their name key when every path may be keyed by name (see
     /// [`crate::store`]), else the layer is scanned and keyed by its files.
@@ -295,9 +295,9 @@ fn pending_layers(opts: &BuildOptions) -> Result<Vec<Pending>, Error> {
     let cap = opts.spec.layer_cap;
     let Source::ReferencesGraph(file) = &opts.source else {
         let groups = groups_of(opts)?;
-        return Ok(plan(groups, extra, cap)?
+        return Ok(plan(groups, extra, cap)
             .into_iter()
-            .map(Pending::Plan)
+            .map(Pending::Groups)
             .collect());
     };
     let order = graph_order(file)?;
@@ -332,7 +332,7 @@ fn pending_layers(opts: &BuildOptions) -> Result<Vec<Pending>, Error> {
         })
         .collect();
     if let Some(e) = extra {
-        out.push(Pending::Plan(LayerPlan::new(vec![e])?));
+        out.push(Pending::Groups(vec![e]));
     }
     Ok(out)
 }
@@ -360,7 +360,7 @@ fn look_up(p: Pending, cache: Option<&Cache>, opts: &BuildOptions) -> Result<Loo
     let epoch = opts.source_date_epoch;
     let Some(cache) = cache else {
         let plan = match p {
-            Pending::Plan(plan) => plan,
+            Pending::Groups(groups) => LayerPlan::new(groups)?,
             Pending::Store { paths, .. } => scan_store(&paths, allow)?,
         };
         return Ok(Looked::Miss(plan, None));
@@ -380,7 +380,8 @@ fn look_up(p: Pending, cache: Option<&Cache>, opts: &BuildOptions) -> Result<Loo
             let key = plan.cache_key(opts.compression, epoch);
             (plan, key)
         }
-        Pending::Plan(plan) => {
+        Pending::Groups(groups) => {
+            let plan = LayerPlan::new(groups)?;
             let key = plan.cache_key(opts.compression, epoch);
             (plan, key)
         }
@@ -403,7 +404,7 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
         let plans = pending
             .into_par_iter()
             .map(|p| match p {
-                Pending::Plan(plan) => Ok(plan),
+                Pending::Groups(groups) => LayerPlan::new(groups),
                 Pending::Store { paths, .. } => scan_store(&paths, allow),
             })
             .collect::<Result<Vec<_>, Error>>()?;

@@ -141,31 +141,28 @@ impl LayerPlan {
             h.update(b"\0");
         }
         h.update(b"\n");
-        // Each entry is encoded into one buffer and hashed with one call.
+        // Each entry is encoded compactly into one buffer and hashed with
+        // one call (the key hashes every entry of every rebuild).
+        let many = self.groups.len() > 1;
         let mut buf: Vec<u8> = Vec::with_capacity(256);
-        let num = |buf: &mut Vec<u8>, v: u64| buf.extend_from_slice(&v.to_le_bytes());
         for (gi, e) in &self.entries {
             let s = e.stamp;
             buf.clear();
-            num(&mut buf, *gi as u64);
-            num(&mut buf, e.path.len() as u64);
+            if many {
+                buf.extend_from_slice(&(*gi as u32).to_le_bytes());
+            }
+            buf.extend_from_slice(&(e.path.len() as u32).to_le_bytes());
             buf.extend_from_slice(e.path.as_bytes());
-            num(&mut buf, u64::from(e.mode));
+            buf.extend_from_slice(&(e.mode as u16).to_le_bytes());
             match &e.kind {
                 Kind::Dir => buf.push(b'd'),
                 Kind::File { size, nlink, .. } => {
                     buf.push(b'f');
-                    for v in [
-                        *size,
-                        *nlink,
-                        s.mtime as u64,
-                        s.mtime_ns as u64,
-                        s.ctime as u64,
-                        s.ctime_ns as u64,
-                        s.ino,
-                        s.dev,
-                    ] {
-                        num(&mut buf, v);
+                    for v in [*size, *nlink, s.ino, s.dev, s.mtime as u64, s.ctime as u64] {
+                        buf.extend_from_slice(&v.to_le_bytes());
+                    }
+                    for v in [s.mtime_ns as u32, s.ctime_ns as u32] {
+                        buf.extend_from_slice(&v.to_le_bytes());
                     }
                 }
                 Kind::Inline(b) => {
@@ -174,7 +171,7 @@ impl LayerPlan {
                 }
                 Kind::Symlink(t) => {
                     buf.push(b'l');
-                    num(&mut buf, t.len() as u64);
+                    buf.extend_from_slice(&(t.len() as u32).to_le_bytes());
                     buf.extend_from_slice(t.as_bytes());
                 }
             }
