@@ -397,7 +397,7 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
     opts.spec.validate()?;
     let t0 = std::time::Instant::now();
     let pending = pending_layers(opts)?;
-    tracing::debug!("plan: {:?}", t0.elapsed());
+    tracing::debug!("inputs scanned at {:?}", t0.elapsed());
     let epoch = opts.source_date_epoch;
     if opts.format == OutputFormat::Squashfs {
         let allow = opts.spec.allow_setuid;
@@ -424,7 +424,7 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
         .into_par_iter()
         .map(|p| look_up(p, cache.as_ref(), opts))
         .collect::<Result<_, Error>>()?;
-    tracing::debug!("lookup: {:?}", t0.elapsed());
+    tracing::debug!("layers looked up in the cache at {:?}", t0.elapsed());
     let size = |l: &Looked| match l {
         Looked::Hit(meta, _) => meta.uncompressed_size,
         Looked::Miss(plan, _) => plan.size(),
@@ -456,7 +456,7 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
         })
         .collect::<Result<_, Error>>()?;
 
-    tracing::debug!("layers: {:?}", t0.elapsed());
+    tracing::debug!("layers written at {:?}", t0.elapsed());
     let layer_media = opts.compression.media_type();
     let layers: Vec<Descriptor> = built
         .iter()
@@ -503,7 +503,7 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
     );
     let index = oci::index(&manifest, Some(&sbom_manifest))?;
 
-    tracing::debug!("documents: {:?}", t0.elapsed());
+    tracing::debug!("documents written at {:?}", t0.elapsed());
     // Layers that came from the cache live outside the stage.
     let mut blob_files: Vec<(Digest, PathBuf)> = Vec::new();
     for (m, path, cached) in &built {
@@ -569,7 +569,7 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
         }
     };
 
-    tracing::debug!("output: {:?}", t0.elapsed());
+    tracing::debug!("output in place at {:?}", t0.elapsed());
     Ok(BuildReport {
         name: opts.spec.name.clone(),
         tag: opts.spec.tag.clone(),
