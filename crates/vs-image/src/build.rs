@@ -431,7 +431,7 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
     };
     progress.begin(looked.len(), looked.iter().map(size).sum());
     // Fewer layers to write than threads (a rebuild): each writer gets a
-    // helper thread for its listing hashes.
+    // helper thread that hashes and writes what it produces.
     let misses = looked
         .iter()
         .filter(|l| matches!(l, Looked::Miss(..)))

@@ -10,9 +10,8 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest as _, Sha256};
 
 use crate::build::Compression;
-use crate::digest::HashWriter;
+use crate::digest::{HashReader, HashWriter};
 use crate::input::{Entry, Group, Kind};
-use crate::listing::{ListingSink, TeeReader};
 use crate::tarw::TarWriter;
 use crate::{Digest, Error};
 
@@ -181,8 +180,8 @@ impl LayerPlan {
     }
 
     /// Writes the layer into `dir` as `<hex>` and returns what it is.
-    /// `helper`: hash the groups' listings on a helper thread (worth it
-    /// when a core would otherwise be idle).
+    /// `helper`: hash and write the layer's bytes on a helper thread (worth
+    /// it when a core would otherwise be idle).
     pub(crate) fn write(
         &self,
         dir: &Path,
@@ -206,12 +205,20 @@ impl LayerPlan {
         } else {
             HashWriter::new(enc)
         };
-        let mut tar = TarWriter::new(diff, mtime);
-        let ((), group_digests) =
-            crate::listing::with_listing(self.groups.len(), helper, |sink| {
-                self.write_entries(&mut tar, sink)
-            })?;
-        let diff = tar.finish().map_err(|e| Error::io("write", &tmp_path, e))?;
+        // Uncompressed, the layer's bytes can be hashed and written on a
+        // helper thread (the bytes are the same however they are cut; a
+        // compressor's output may not be).
+        let helper = helper && compression == Compression::None;
+        // Each group's listing: paths, modes, link targets and the sha256 of
+        // each file's content as read for the layer.
+        let (group_hashers, diff) = crate::pipe::write_through(diff, helper, &tmp_path, |w| {
+            let mut tar = TarWriter::new(w, mtime);
+            let mut group_hashers: Vec<Sha256> =
+                self.groups.iter().map(|_| Sha256::new()).collect();
+            self.write_entries(&mut tar, &mut group_hashers)?;
+            tar.finish().map_err(|e| Error::io("write", &tmp_path, e))?;
+            Ok(group_hashers)
+        })?;
         let (enc, diff_id, uncompressed_size) = diff.finish();
         let blob = enc.finish().map_err(|e| Error::io("write", &tmp_path, e))?;
         let (buf, digest, size) = blob.finish();
@@ -231,8 +238,8 @@ impl LayerPlan {
         let groups = self
             .groups
             .iter()
-            .zip(group_digests)
-            .map(|(g, d)| (g.name.clone(), d))
+            .zip(group_hashers)
+            .map(|(g, h)| (g.name.clone(), Digest::from_hasher(h)))
             .collect();
         Ok((
             LayerMeta {
@@ -246,33 +253,31 @@ impl LayerPlan {
         ))
     }
 
-    /// Writes every entry into `tar` and its listing into `sink`.
+    /// Writes every entry into `tar` and its listing into its group's
+    /// hasher.
     fn write_entries<W: Write>(
         &self,
         tar: &mut TarWriter<W>,
-        sink: &mut dyn ListingSink,
+        group_hashers: &mut [Sha256],
     ) -> Result<(), Error> {
         let mut links: HashMap<(u64, u64), &str> = HashMap::new();
         for (gi, e) in &self.entries {
-            let gi = *gi;
             let entry_err = |err| Error::io("write layer entry", format!("/{}", e.path), err);
-            sink.text(gi, format!("{}\0{:o}\0", e.path, e.mode).as_bytes())
-                .map_err(entry_err)?;
+            let gh = &mut group_hashers[*gi];
+            gh.update(format!("{}\0{:o}\0", e.path, e.mode));
             match &e.kind {
                 Kind::Dir => {
-                    sink.text(gi, b"d\n").map_err(entry_err)?;
+                    gh.update(b"d\n");
                     tar.dir(&e.path, e.mode).map_err(entry_err)?;
                 }
                 Kind::Symlink(t) => {
-                    sink.text(gi, format!("l{t}\n").as_bytes())
-                        .map_err(entry_err)?;
+                    gh.update(format!("l{t}\n"));
                     tar.symlink(&e.path, t).map_err(entry_err)?;
                 }
                 Kind::Inline(b) => {
-                    let mut text = b"f".to_vec();
-                    text.extend_from_slice(&Sha256::digest(b));
-                    text.push(b'\n');
-                    sink.text(gi, &text).map_err(entry_err)?;
+                    gh.update(b"f");
+                    gh.update(Sha256::digest(b));
+                    gh.update(b"\n");
                     tar.bytes(&e.path, e.mode, b).map_err(entry_err)?;
                 }
                 Kind::File {
@@ -283,22 +288,19 @@ impl LayerPlan {
                 } => {
                     if *nlink > 1 {
                         if let Some(first) = links.get(&(*dev, *ino)) {
-                            sink.text(gi, format!("h{first}\n").as_bytes())
-                                .map_err(entry_err)?;
+                            gh.update(format!("h{first}\n"));
                             tar.hardlink(&e.path, first).map_err(entry_err)?;
                             continue;
                         }
                         links.insert((*dev, *ino), e.path.as_str());
                     }
-                    let src = self.source(gi, e);
+                    let src = self.source(*gi, e);
                     let f = File::open(&src).map_err(|err| Error::io("read", &src, err))?;
-                    let mut r = TeeReader {
-                        inner: f,
-                        sink: &mut *sink,
-                    };
+                    let mut r = HashReader::new(f);
                     tar.file(&e.path, e.mode, *size, &mut r)
                         .map_err(|err| Error::io("read", &src, err))?;
-                    sink.file_end(gi).map_err(entry_err)?;
+                    let (d, _) = r.finish().map_err(|err| Error::io("read", &src, err))?;
+                    gh.update(format!("f{}\n", d.hex()));
                 }
             }
         }
