@@ -324,22 +324,8 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
 /// The Docker options of a build: the pinned editor image (or
 /// `VIBESYS_DOCKER_IMAGE`) from the lock, a container id of its own.
 fn docker_options(layout: &StateLayout, config: &PolicyConfig) -> anyhow::Result<DockerOptions> {
-    let lock = crate::docker_cmd::find_lock(Some(layout.project()))?;
-    let env_image = std::env::var("VIBESYS_DOCKER_IMAGE")
-        .ok()
-        .filter(|v| !v.is_empty());
-    let reference = env_image
-        .as_deref()
-        .unwrap_or(crate::docker_cmd::DEFAULT_IMAGE);
-    let pin = crate::docker_cmd::pin_for(reference, &lock)?;
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let container_run = format!("build-{}-{nanos}", std::process::id());
-    let exe = helper_exe()?;
-    let mut options = DockerOptions::new(pin, container_run, &exe);
-    options.command_server = crate::docker_cmd::command_server(&exe)?;
+    let run_id = crate::docker_cmd::fresh_run_id("build");
+    let mut options = crate::docker_cmd::base_options(None, Some(layout.project()), run_id)?;
     options.network = config.network.unwrap_or(true);
     Ok(options)
 }

@@ -110,21 +110,26 @@ fn to_pin(name: &str, img: &vs_image::LockedImage) -> ImagePin {
 pub fn run_id() -> String {
     match std::env::var("VIBESYS_RUN_ID") {
         Ok(v) if !v.is_empty() => v,
-        _ => {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0);
-            format!("exec-{}-{nanos}", std::process::id())
-        }
+        _ => fresh_run_id("exec"),
     }
 }
 
-/// The Docker options for a project (without starting anything).
-pub fn options_for(
-    project: &ProjectPolicy,
+/// A run id no other process uses: `<prefix>-<pid>-<ns>`.
+pub fn fresh_run_id(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+/// What every Docker start shares: the pinned image (`image`, else
+/// `VIBESYS_DOCKER_IMAGE`, else the editor image) from the project's lock,
+/// this executable as the attach helper, and the command server.
+pub fn base_options(
     image: Option<&str>,
     project_dir: Option<&Path>,
+    run_id: String,
 ) -> anyhow::Result<DockerOptions> {
     let lock_path = find_lock(project_dir)?;
     let env_image = std::env::var("VIBESYS_DOCKER_IMAGE")
@@ -133,8 +138,18 @@ pub fn options_for(
     let reference = image.or(env_image.as_deref()).unwrap_or(DEFAULT_IMAGE);
     let pin = pin_for(reference, &lock_path)?;
     let exe = crate::project::helper_exe()?;
-    let mut options = DockerOptions::new(pin, run_id(), &exe);
+    let mut options = DockerOptions::new(pin, run_id, &exe);
     options.command_server = command_server(&exe)?;
+    Ok(options)
+}
+
+/// The Docker options for a project (without starting anything).
+pub fn options_for(
+    project: &ProjectPolicy,
+    image: Option<&str>,
+    project_dir: Option<&Path>,
+) -> anyhow::Result<DockerOptions> {
+    let mut options = base_options(image, project_dir, run_id())?;
     options.network = project.network;
     options.chdir = crate::project::chdir_in(&project.workspace);
     if let Some(extra) = std::env::var_os("VIBESYS_DOCKER_ENV") {
@@ -148,7 +163,7 @@ pub fn options_for(
 /// `VIBESYS_COMMAND_SERVER` when set (it must be a static executable),
 /// else this executable when it is static, else none: `execute` then goes
 /// through the Engine's exec API, which is slower.
-pub fn command_server(exe: &Path) -> anyhow::Result<Option<PathBuf>> {
+fn command_server(exe: &Path) -> anyhow::Result<Option<PathBuf>> {
     if let Some(p) = std::env::var_os("VIBESYS_COMMAND_SERVER").filter(|v| !v.is_empty()) {
         let p = PathBuf::from(p);
         vs_sandbox::docker::check_static_executable(&p)
