@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::io;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bollard::container::LogOutput;
@@ -47,6 +47,15 @@ struct Lifeline {
     output: Output,
 }
 
+/// What holds the container alive: the bare lifeline, or the command
+/// server's channel over that same connection.
+enum Link {
+    /// Only held: dropping it closes the container's stdin.
+    #[allow(dead_code)]
+    Lifeline(Lifeline),
+    Server(Arc<Channel>),
+}
+
 /// Agent confinement and command runner in a Docker container.
 ///
 /// One container per run, from the pinned image referred to by ID, with
@@ -63,9 +72,8 @@ struct Lifeline {
 /// container (`AutoRemove`). A start with the same run id also removes any
 /// container still labelled with it.
 pub struct DockerSandbox {
-    /// The command server's connection (also the lifeline), when the
-    /// container runs one.
-    channel: Mutex<Option<Arc<Channel>>>,
+    /// Taken (and so closed) by `stop`.
+    link: Mutex<Option<Link>>,
     engine: Engine,
     plan: DockerPlan,
     options: DockerOptions,
@@ -74,7 +82,6 @@ pub struct DockerSandbox {
     lifeline_pid: i32,
     report: EnforcementReport,
     output_cap: usize,
-    lifeline: Mutex<Option<Lifeline>>,
 }
 
 impl std::fmt::Debug for DockerSandbox {
@@ -120,20 +127,19 @@ impl DockerSandbox {
                 return Err(e);
             }
         };
-        let serving = options.command_server.is_some();
-        let (channel, lifeline, ready) = if serving {
+        let (link, ready) = if options.command_server.is_some() {
             let (ch, ready) = Channel::open(
                 |f| engine.spawn(f),
                 lifeline.input,
                 lifeline.output,
                 DEFAULT_OUTPUT_CAP,
             );
-            (Some(Arc::new(ch)), None, Some(ready))
+            (Link::Server(Arc::new(ch)), Some(ready))
         } else {
-            (None, Some(lifeline), None)
+            (Link::Lifeline(lifeline), None)
         };
         let mut sandbox = Self {
-            channel: Mutex::new(channel),
+            link: Mutex::new(Some(link)),
             engine,
             plan,
             options: options.clone(),
@@ -142,7 +148,6 @@ impl DockerSandbox {
             lifeline_pid: 0,
             report,
             output_cap: DEFAULT_OUTPUT_CAP,
-            lifeline: Mutex::new(lifeline),
         };
         if let Some(ready) = ready {
             // Dropping `sandbox` on error removes the container.
@@ -161,7 +166,10 @@ impl DockerSandbox {
                 }
                 .into());
             }
+            // The server kills its own trees: no host pids are needed.
+            return Ok(sandbox);
         }
+        // The exec API path kills trees by host pid (see `procs`).
         let inspect = sandbox
             .engine
             .block_on(sandbox.engine.docker().inspect_container(
@@ -195,10 +203,10 @@ impl DockerSandbox {
     }
 
     fn channel(&self) -> Option<Arc<Channel>> {
-        self.channel
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        match &*self.link.lock().unwrap_or_else(PoisonError::into_inner) {
+            Some(Link::Server(ch)) => Some(ch.clone()),
+            _ => None,
+        }
     }
 
     /// How `execute` reaches the container: `"command-server"` or
@@ -250,12 +258,10 @@ impl DockerSandbox {
             &self.container_id,
             Some(RemoveContainerOptionsBuilder::new().force(true).build()),
         ));
-        if let Ok(mut l) = self.lifeline.lock() {
-            l.take();
-        }
-        if let Ok(mut c) = self.channel.lock() {
-            c.take();
-        }
+        self.link
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         let _ = std::fs::remove_dir_all(&self.options.mask_root);
     }
 }
@@ -538,16 +544,24 @@ impl DockerSandbox {
     }
 }
 
-async fn remove_run_containers(docker: &bollard::Docker, run_id: &str) -> Result<(), SandboxError> {
-    let mut filters: HashMap<String, Vec<String>> = HashMap::new();
-    filters.insert("label".into(), vec![format!("{RUN_ID_LABEL}={run_id}")]);
-    let list = docker
+/// Every container (running or not) carrying `label` (`key` or `key=value`).
+async fn labelled_containers(
+    docker: &bollard::Docker,
+    label: String,
+) -> Result<Vec<bollard::models::ContainerSummary>, bollard::errors::Error> {
+    let filters: HashMap<String, Vec<String>> = HashMap::from([("label".into(), vec![label])]);
+    docker
         .list_containers(Some(
             ListContainersOptionsBuilder::new()
                 .all(true)
                 .filters(&filters)
                 .build(),
         ))
+        .await
+}
+
+async fn remove_run_containers(docker: &bollard::Docker, run_id: &str) -> Result<(), SandboxError> {
+    let list = labelled_containers(docker, format!("{RUN_ID_LABEL}={run_id}"))
         .await
         .map_err(|e| engine_err("list containers", e))?;
     for c in list {
@@ -582,17 +596,7 @@ async fn remove_orphan_masks(docker: &bollard::Docker, own: &Path) {
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
-    let mut filters: HashMap<String, Vec<String>> = HashMap::new();
-    filters.insert("label".into(), vec![RUN_ID_LABEL.to_owned()]);
-    let Ok(list) = docker
-        .list_containers(Some(
-            ListContainersOptionsBuilder::new()
-                .all(true)
-                .filters(&filters)
-                .build(),
-        ))
-        .await
-    else {
+    let Ok(list) = labelled_containers(docker, RUN_ID_LABEL.to_owned()).await else {
         return;
     };
     let live: Vec<String> = list
