@@ -9,25 +9,10 @@ use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use docker_support::TestImage;
+use docker_support::{TestImage, git};
 
 /// sha256 of "hello\n".
 const HELLO_SHA256: &str = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.email=t@example.com", "-c", "user.name=t"])
-        .args(args)
-        .output()
-        .expect("this test needs git: apt-get install git");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 fn vibesys(img: &TestImage, dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_vibesys"))

@@ -9,33 +9,11 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 mod common;
-use common::require_tool as require;
+use common::{git, require_tool as require};
 use vs_runtime::{RunId, RuntimeError, StateLayout, TrustedBuild};
 
 /// sha256 of "hello\n".
 const HELLO_SHA256: &str = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.email=test@example.com",
-            "-c",
-            "user.name=test",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 fn toml_string(s: &str) -> String {
     serde_json::to_string(s).unwrap()

@@ -5,31 +5,8 @@
 
 mod support;
 
-use std::process::Command;
-
 use support::*;
 use vs_runtime::{CandidateId, CandidateWorktree, RunId, StateLayout};
-
-fn git(dir: &std::path::Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 #[test]
 fn a_confined_candidate_cannot_reach_another() {

@@ -1,9 +1,13 @@
 //! `vibesys state init` / `state show` against real directories and real git.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
+
+use common::git;
 
 fn vibesys(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_vibesys"))
@@ -13,30 +17,6 @@ fn vibesys(dir: &Path, args: &[&str]) -> Output {
         .env_remove("VIBESYS_LOG")
         .output()
         .unwrap()
-}
-
-/// Runs the real git; fails with an install hint when git is missing.
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-        .args([
-            "-c",
-            "commit.gpgsign=false",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .unwrap_or_else(|e| panic!("this test needs git (apt-get install git): {e}"));
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn json(out: &Output) -> serde_json::Value {
