@@ -201,8 +201,16 @@ impl Channel {
             .timeout
             .map(|t| Instant::now() + t + Duration::from_secs(30));
         let mut cancel_sent = false;
+        // Wake every 20 ms only while a cancellation can still be sent;
+        // otherwise sleep until the backstop (or for good).
+        let polls_cancel = command.cancel.is_some();
         loop {
-            let tick = tokio::time::sleep(Duration::from_millis(20));
+            let wake = if polls_cancel && !cancel_sent {
+                Instant::now() + Duration::from_millis(20)
+            } else {
+                backstop.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600))
+            };
+            let tick = tokio::time::sleep_until(tokio::time::Instant::from_std(wake));
             tokio::select! {
                 reply = &mut rx => {
                     return match reply {
@@ -212,7 +220,7 @@ impl Channel {
                         Err(_) => Err(lost(self.why_closed())),
                     };
                 }
-                () = tick, if command.cancel.is_some() || backstop.is_some() => {
+                () = tick => {
                     if !cancel_sent && command.cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
                         cancel_sent = true;
                         self.send(&Request::Cancel { id }).await?;
