@@ -94,7 +94,7 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
             plan.fds
                 .iter()
                 .enumerate()
-                .map(|(i, s)| format!("{}={}", i + 3, s.name()))
+                .map(|(i, s)| format!("{}={}", i + 3, s.describe()))
                 .collect::<Vec<_>>()
                 .join(" ")
         ));

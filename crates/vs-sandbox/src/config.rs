@@ -44,21 +44,14 @@ struct File {
 /// Why `vibesys.toml` could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read {path:?}: {source}")]
+    /// The file could not be read: missing permission, not a regular
+    /// file (a fifo, a symlink, a device), or larger than a policy can be.
+    #[error("cannot use {path:?} as the configuration: {source}")]
     Read {
         /// The file.
         path: PathBuf,
         /// The underlying error.
-        source: std::io::Error,
-    },
-    /// The file is too large to be a configuration.
-    #[error("{path:?} is larger than {max} bytes")]
-    TooLarge {
-        /// The file.
-        path: PathBuf,
-        /// The limit.
-        max: u64,
+        source: crate::fsread::BoundedReadError,
     },
     /// The TOML is malformed or holds unknown keys.
     #[error("invalid {path:?}: {message}")]
@@ -91,20 +84,14 @@ impl PolicyConfig {
     /// the empty configuration.
     pub fn load(workspace_root: &Path) -> Result<Self, ConfigError> {
         let path = workspace_root.join(CONFIG_FILE);
-        let meta = match std::fs::metadata(&path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+        let bytes = match crate::fsread::read_bounded(&path, MAX_CONFIG_BYTES) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Ok(Self::default()),
             Err(source) => return Err(ConfigError::Read { path, source }),
         };
-        if meta.len() > MAX_CONFIG_BYTES {
-            return Err(ConfigError::TooLarge {
-                path,
-                max: MAX_CONFIG_BYTES,
-            });
-        }
-        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+        let text = String::from_utf8(bytes).map_err(|_| ConfigError::Parse {
             path: path.clone(),
-            source,
+            message: "the file is not UTF-8".into(),
         })?;
         Self::parse(&text, &path)
     }

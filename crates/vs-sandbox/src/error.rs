@@ -81,6 +81,22 @@ pub enum PolicyError {
         /// The workspace.
         workspace: PathBuf,
     },
+    /// A protected file has a second hard link: its content could be read
+    /// or changed through the other name.
+    #[error(
+        "policy path {path:?} is a {access} file with {links} hard links{}; its content would stay reachable through the other name: remove the extra link or copy the file (cp --remove-destination)",
+        other.as_ref().map(|o| format!(" (another is {o:?}, in the project)")).unwrap_or_else(|| " (the others lie outside the project)".into())
+    )]
+    HardLinked {
+        /// The offending path.
+        path: PathBuf,
+        /// `read-only` or `hidden`.
+        access: &'static str,
+        /// The link count.
+        links: u64,
+        /// Another name of the file inside the workspace, when one was found.
+        other: Option<PathBuf>,
+    },
     /// The path is neither a regular file nor a directory.
     #[error(
         "policy path {path:?} (resolving to {resolved:?}) is a {found}, not a regular file or directory"
@@ -158,6 +174,17 @@ pub enum SandboxError {
         /// The workspace.
         workspace: PathBuf,
         /// Why.
+        reason: String,
+    },
+    /// A path the plan binds changed between the check and the mount (a
+    /// concurrent process swapped it): nothing was started.
+    #[error(
+        "refusing to confine: {path:?} {reason}; a process may be racing the sandbox set-up (nothing was started)"
+    )]
+    RaceDetected {
+        /// The path.
+        path: PathBuf,
+        /// What was found.
         reason: String,
     },
     /// The command to confine was empty or unusable.
