@@ -58,9 +58,13 @@ impl PolicyArgs {
             vs_runtime::StateLayout::prepare(workspace.root())?;
             // Read-only entries protect what is there; a linked candidate
             // worktree holds only the prepared hidden directories.
+            // An operator's read-only ancestor (`--read-only .vibesys`)
+            // already covers them.
+            let covered = |p: &std::path::Path| policy.read_only().iter().any(|r| p.starts_with(r));
             let read_only: Vec<_> = vs_runtime::StateLayout::read_only_paths()
                 .into_iter()
                 .filter(|p| std::fs::symlink_metadata(workspace.root().join(p)).is_ok())
+                .filter(|p| !covered(p))
                 .collect();
             let state = ProjectPathPolicy::new(read_only, vs_runtime::StateLayout::hidden_paths())?;
             policy = policy.merge(&state)?;

@@ -210,7 +210,13 @@ impl BwrapPlan {
             });
             b.args([flag.to_owned(), fd.to_string(), dest]);
         };
-        bind(&mut b, Path::new("."), PathKind::Directory, "--bind-fd", ws_text);
+        bind(
+            &mut b,
+            Path::new("."),
+            PathKind::Directory,
+            "--bind-fd",
+            ws_text,
+        );
         // Metadata dirs become mount points: renaming them away fails.
         let metadata = metadata_paths(policy.workspace());
         for meta in &metadata {
@@ -229,7 +235,13 @@ impl BwrapPlan {
                 continue;
             }
             let rel = dir.strip_prefix(ws).unwrap_or(&dir);
-            bind(&mut b, rel, PathKind::Directory, "--bind-fd", dir.display().to_string());
+            bind(
+                &mut b,
+                rel,
+                PathKind::Directory,
+                "--bind-fd",
+                dir.display().to_string(),
+            );
         }
         for entry in policy.entries() {
             let host = entry.host.display().to_string();

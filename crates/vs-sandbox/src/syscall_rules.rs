@@ -176,11 +176,18 @@ pub fn docker_seccomp_profile() -> String {
     // glibc falls back to clone(2) when clone3 is refused with ENOSYS;
     // clone3's flags sit in a structure seccomp cannot read.
     syscalls.push(errno_rule(&["clone3"], ENOSYS, Vec::new()));
-    syscalls.push(errno_rule(
-        &["clone"],
-        EPERM,
-        vec![json!({ "index": 0, "value": CLONE_NAMESPACE_FLAGS, "valueTwo": 0, "op": "SCMP_CMP_MASKED_EQ" })],
-    ));
+    // One rule per namespace flag: refused when that bit is set.
+    let mut flag = 1u64;
+    while flag <= CLONE_NAMESPACE_FLAGS {
+        if CLONE_NAMESPACE_FLAGS & flag != 0 {
+            syscalls.push(errno_rule(
+                &["clone"],
+                EPERM,
+                vec![masked_eq(0, flag, flag)],
+            ));
+        }
+        flag <<= 1;
+    }
     for rule in SETID_RULES {
         for value in SETID_VALUES {
             let mode = masked_eq(rule.mode_arg, SETID_BITS, value);
@@ -224,10 +231,7 @@ mod tests {
         assert_eq!(profile["defaultAction"], "SCMP_ACT_ALLOW");
         let rules = profile["syscalls"].as_array().unwrap();
         for rule in SETID_RULES {
-            let n = rules
-                .iter()
-                .filter(|r| r["names"][0] == rule.name)
-                .count();
+            let n = rules.iter().filter(|r| r["names"][0] == rule.name).count();
             let expected = SETID_VALUES.len() * rule.creating_flags().len().max(1);
             assert_eq!(n, expected, "{}", rule.name);
         }

@@ -66,7 +66,12 @@ pub(crate) fn open_beneath(
             Mode::empty(),
             ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
         )
-        .map_err(|e| fail("it is no longer a path of the workspace without symlinks", e))?
+        .map_err(|e| {
+            fail(
+                "it is no longer a path of the workspace without symlinks",
+                e,
+            )
+        })?
     };
     let stat = rustix::fs::fstat(&fd).map_err(|e| fail("cannot inspect it", e))?;
     let file_type = rustix::fs::FileType::from_raw_mode(stat.st_mode);

@@ -47,26 +47,27 @@ pub fn identify(root: &Path, rel: &Path, kind: PathKind) -> Result<FileId, Sandb
         })
 }
 
-/// The identity of an operator-owned file (a mask), not followed through
-/// a final symlink.
+/// The identity of an operator-owned file (a mask, the command server),
+/// following symlinks as the Engine does for a bind source outside the
+/// workspace.
 pub fn identify_path(path: &Path) -> Result<FileId, SandboxError> {
-    let fd = rustix::fs::open(
-        path,
-        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .and_then(|fd| statx_id(&fd))
-    .map_err(|e| SandboxError::RaceDetected {
-        path: path.to_path_buf(),
-        reason: format!("cannot inspect it: {e}"),
-    })?;
+    let fd = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+        .and_then(|fd| statx_id(&fd))
+        .map_err(|e| SandboxError::RaceDetected {
+            path: path.to_path_buf(),
+            reason: format!("cannot inspect it: {e}"),
+        })?;
     Ok(fd.0)
 }
 
 /// Checks that `target` (absolute, as seen in the container) is, from the
 /// container's root `proc_root` (`/proc/PID/root`), reached with no symlink,
 /// the root of a mount, and the file `expected`.
-pub fn verify_mounted(proc_root: &Path, target: &Path, expected: FileId) -> Result<(), SandboxError> {
+pub fn verify_mounted(
+    proc_root: &Path,
+    target: &Path,
+    expected: FileId,
+) -> Result<(), SandboxError> {
     let race = |reason: String| SandboxError::RaceDetected {
         path: target.to_path_buf(),
         reason,
@@ -76,7 +77,11 @@ pub fn verify_mounted(proc_root: &Path, target: &Path, expected: FileId) -> Resu
         OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )
-    .map_err(|e| race(format!("cannot open the container's root {proc_root:?}: {e}")))?;
+    .map_err(|e| {
+        race(format!(
+            "cannot open the container's root {proc_root:?}: {e}"
+        ))
+    })?;
     let rel = target.strip_prefix("/").unwrap_or(target);
     let fd = rustix::fs::openat2(
         &root,
@@ -85,7 +90,11 @@ pub fn verify_mounted(proc_root: &Path, target: &Path, expected: FileId) -> Resu
         Mode::empty(),
         ResolveFlags::IN_ROOT | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
     )
-    .map_err(|e| race(format!("is not reachable in the container without a symlink: {e}")))?;
+    .map_err(|e| {
+        race(format!(
+            "is not reachable in the container without a symlink: {e}"
+        ))
+    })?;
     let (found, st) = statx_id(&fd).map_err(|e| race(format!("cannot inspect it: {e}")))?;
     let mount_root = st.stx_attributes_mask.contains(StatxAttributes::MOUNT_ROOT)
         && st.stx_attributes.contains(StatxAttributes::MOUNT_ROOT);

@@ -10,9 +10,7 @@ use seccompiler::{
 };
 
 use crate::error::SandboxError;
-use crate::syscall_rules::{
-    DENIED, DENIED_IOCTLS, OPENAT2, SETID_BITS, SETID_RULES, SETID_VALUES,
-};
+use crate::syscall_rules::{DENIED, DENIED_IOCTLS, OPENAT2, SETID_BITS, SETID_RULES, SETID_VALUES};
 
 /// The syscall number of a rule's name on this architecture; `None` for
 /// a name this architecture does not have (x86_64-only legacy calls).
@@ -53,8 +51,13 @@ fn number(name: &str) -> Result<i64, SandboxError> {
 }
 
 fn masked(arg: u8, mask: u64, value: u64) -> Result<SeccompCondition, SandboxError> {
-    SeccompCondition::new(arg, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(mask), value)
-        .map_err(seccomp_error)
+    SeccompCondition::new(
+        arg,
+        SeccompCmpArgLen::Qword,
+        SeccompCmpOp::MaskedEq(mask),
+        value,
+    )
+    .map_err(seccomp_error)
 }
 
 /// The rules refusing a set-id bit in a mode argument ([`SETID_RULES`]).
