@@ -177,6 +177,7 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
                 "hidden": project.policy.hidden(),
             },
             "resolved": project.resolved.entries(),
+            "defaults": project.defaults,
             "network": project.network,
             "resources": resources.iter().collect::<Vec<_>>(),
             "backends": backends,
@@ -184,6 +185,18 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
         crate::output::print_json(&out)?;
     } else {
         let mut head = format!("workspace: {}\n", project.workspace.root().display());
+        for d in &project.defaults.entries {
+            head.push_str(&format!(
+                "default   {:<9} {}{}\n",
+                d.access.name(),
+                d.path,
+                if d.widened {
+                    "  WIDENED by [sandbox] widen: not applied"
+                } else {
+                    ""
+                }
+            ));
+        }
         for e in project.resolved.entries() {
             head.push_str(&format!(
                 "{:<9} {} ({:?})\n",

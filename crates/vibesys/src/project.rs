@@ -35,6 +35,7 @@ pub struct PolicyArgs {
 /// A project's policy, validated against its workspace.
 pub struct ProjectPolicy {
     pub workspace: Workspace,
+    pub defaults: vs_sandbox::defaults::Defaults,
     pub policy: ProjectPathPolicy,
     pub resolved: ResolvedPolicy,
     pub config: PolicyConfig,
@@ -69,10 +70,15 @@ impl PolicyArgs {
             let state = ProjectPathPolicy::new(read_only, vs_runtime::StateLayout::hidden_paths())?;
             policy = policy.merge(&state)?;
         }
+        // The default protections (credentials hidden; .git, vibesys.toml,
+        // .vibesys read-only) unless the operator widened them by name.
+        let defaults = config.defaults(&workspace)?;
+        let policy = defaults.apply(&policy)?;
         let resolved = policy.resolve(&workspace)?;
         let network = !self.no_network && config.network.unwrap_or(true);
         Ok(ProjectPolicy {
             workspace,
+            defaults,
             policy,
             resolved,
             config,

@@ -33,6 +33,15 @@ pub struct PolicyConfig {
     /// Keep the host network (default true).
     #[serde(default)]
     pub network: Option<bool>,
+    /// Default protections the operator drops, each logged at start-up
+    /// (`agent.toml`, `.env`, `.env.*`, `.git`, `vibesys.toml`, `.vibesys`).
+    #[serde(default)]
+    pub widen: Vec<PathBuf>,
+    /// What the agent may do with `.git`: `read-only` (default) or
+    /// `commit` (objects, refs, index, logs writable; configuration and
+    /// hooks never).
+    #[serde(default)]
+    pub git: crate::defaults::GitAccess,
 }
 
 #[derive(Deserialize)]
@@ -113,11 +122,36 @@ impl PolicyConfig {
             path: path.to_path_buf(),
             source,
         })?;
+        if let Some(Err(source)) = config
+            .widen
+            .iter()
+            .map(crate::policy::WorkspaceRelPath::new)
+            .find(Result::is_err)
+        {
+            return Err(ConfigError::Policy {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
         Ok(config)
     }
 
     /// The policy the configuration lists.
     pub fn policy(&self) -> Result<ProjectPathPolicy, PolicyError> {
         ProjectPathPolicy::new(&self.read_only, &self.hidden)
+    }
+
+    /// The default protections of `workspace` under this configuration's
+    /// `widen` and `git` settings.
+    pub fn defaults(
+        &self,
+        workspace: &crate::policy::Workspace,
+    ) -> Result<crate::defaults::Defaults, PolicyError> {
+        let widen = self
+            .widen
+            .iter()
+            .map(crate::policy::WorkspaceRelPath::new)
+            .collect::<Result<Vec<_>, _>>()?;
+        crate::defaults::Defaults::for_workspace(workspace, self.git, &widen)
     }
 }

@@ -81,6 +81,14 @@ pub enum PolicyError {
         /// The workspace.
         workspace: PathBuf,
     },
+    /// `[sandbox] widen` names a path that is not a default protection.
+    #[error(
+        "[sandbox] widen names {path:?}, which is not a default protection of this project (defaults: agent.toml, .env, .env.* at the root; .git, vibesys.toml, .vibesys)"
+    )]
+    NotADefault {
+        /// The path named.
+        path: PathBuf,
+    },
     /// A protected file has a second hard link: its content could be read
     /// or changed through the other name.
     #[error(
@@ -158,7 +166,7 @@ pub enum SandboxError {
     Unavailable(#[from] SandboxUnavailableError),
     /// `VIBESYS_AGENT_SANDBOX` (or `--confine`) holds a value we do not know.
     #[error(
-        "unknown sandbox mode {value:?} in {source_name}; expected one of auto, bwrap, landlock, docker, or 0/false/off/no to disable"
+        "unknown sandbox mode {value:?} in {source_name}; expected one of auto, bwrap, landlock, or 0/false/off/no to disable (case and spaces ignored; Docker is chosen with --confine docker)"
     )]
     UnknownMode {
         /// The value as given.

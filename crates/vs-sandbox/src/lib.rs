@@ -10,6 +10,7 @@ pub mod bwrap;
 pub mod config;
 pub mod confinement;
 pub mod controls;
+pub mod defaults;
 pub mod docker;
 pub mod error;
 pub mod fsread;
