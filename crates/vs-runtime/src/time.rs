@@ -13,9 +13,10 @@ pub(crate) fn now_rfc3339() -> String {
 }
 
 /// Whether `s` is a valid UTC time written as `YYYY-MM-DDTHH:MM:SSZ` (the
-/// form [`now_rfc3339`] writes: parses, and prints back the same).
+/// form [`now_rfc3339`] writes: parses, whole seconds, prints back the same).
 pub(crate) fn is_rfc3339_utc(s: &str) -> bool {
-    s.parse::<Timestamp>().is_ok_and(|t| t.to_string() == s)
+    s.parse::<Timestamp>()
+        .is_ok_and(|t| t.subsec_nanosecond() == 0 && t.to_string() == s)
 }
 
 #[cfg(test)]
