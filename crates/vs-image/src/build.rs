@@ -3,7 +3,6 @@
 use std::path::{Path, PathBuf};
 
 use oci_spec::image::{Descriptor, MediaType};
-
 use rayon::prelude::*;
 use serde::Serialize;
 
