@@ -169,8 +169,10 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
             }
         }
     }
+    let in_history = tracked_hidden(&project);
     if args.json {
         let out = json!({
+            "hidden_in_history": in_history,
             "workspace": project.workspace.root(),
             "policy": {
                 "read_only": project.policy.read_only(),
@@ -205,9 +207,33 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
                 e.kind
             ));
         }
+        for p in &in_history {
+            head.push_str(&format!(
+                "WARNING   hidden path {p} is in git history: its content stays readable through .git/objects ({HISTORY_FIX})\n"
+            ));
+        }
         crate::output::print_text(&(head + &text))?;
     }
     Ok(0)
+}
+
+/// How to get a hidden path out of history.
+pub const HISTORY_FIX: &str = "rewrite history without it (git filter-repo --invert-paths --path P), rotate what it held, and expire the reflog";
+
+/// Hidden paths of the policy whose content git history holds.
+pub fn tracked_hidden(project: &crate::project::ProjectPolicy) -> Vec<String> {
+    let hidden: Vec<&Path> = project
+        .resolved
+        .with_access(vs_sandbox::Access::Hidden)
+        .map(|e| e.resolved_rel.as_path())
+        .collect();
+    match vs_runtime::state::hidden_paths_in_history(project.workspace.root(), &hidden) {
+        Ok(found) => found.into_iter().collect(),
+        Err(e) => {
+            tracing::warn!("cannot read git history to look for hidden paths: {e}");
+            Vec::new()
+        }
+    }
 }
 
 fn indent(s: &str) -> String {

@@ -43,6 +43,17 @@ pub struct ProjectPolicy {
 }
 
 impl PolicyArgs {
+    /// The arguments of a bare command in the current directory.
+    pub fn for_current_dir() -> Self {
+        Self {
+            project: None,
+            read_only: Vec::new(),
+            hidden: Vec::new(),
+            allow: Vec::new(),
+            no_network: false,
+        }
+    }
+
     /// Reads `vibesys.toml`, adds the flags and the run-state paths,
     /// validates lexically and against the file system.
     pub fn resolve(&self) -> anyhow::Result<ProjectPolicy> {
