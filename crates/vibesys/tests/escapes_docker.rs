@@ -193,3 +193,47 @@ fn binds_cannot_be_raced_in_docker() {
         );
     }
 }
+
+/// The default protections in the container, through `vibesys exec
+/// --confine docker` (the CLI applies them): credentials hidden, the
+/// policy, `.git` and `.vibesys` read-only, none of them movable.
+#[test]
+fn default_protections_hold_in_docker() {
+    let img = TestImage::new();
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+    std::fs::create_dir_all(root.join(".git/info")).unwrap();
+    std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
+    std::fs::create_dir_all(root.join(".vibesys")).unwrap();
+    std::fs::write(root.join("vibesys.toml"), "[build]\nargv = [\"true\"]\n").unwrap();
+    std::fs::write(root.join("agent.toml"), "AGENT-TOML-SECRET\n").unwrap();
+    std::fs::write(root.join(".env"), "DOTENV-SECRET\n").unwrap();
+    std::fs::write(root.join(".env.prod"), "DOTENV-PROD-SECRET\n").unwrap();
+    let out = docker_support::vibesys(&root)
+        .env("VIBESYS_IMAGES_LOCK", &img.lock)
+        .env("VIBESYS_RUN_ID", unique("defaults"))
+        .args(["exec", "--confine", "docker", "--image", &img.name, "--"])
+        .args([
+            "/bin/sh",
+            "-c",
+            "cat agent.toml .env .env.prod; \
+             for f in vibesys.toml .git/config .git/hooks/post-checkout .git/info/attributes .vibesys/x; do \
+               (echo x >> $f) 2>/dev/null && echo WROTE $f; done; \
+             mv vibesys.toml v 2>/dev/null && echo MOVED-TOML; mv .git g 2>/dev/null && echo MOVED-GIT; \
+             echo done",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    for bad in ["SECRET", "WROTE", "MOVED"] {
+        assert!(!text.contains(bad), "{text}");
+    }
+    assert!(text.contains("done"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("vibesys.toml")).unwrap(),
+        "[build]\nargv = [\"true\"]\n"
+    );
+    assert!(!root.join(".git/hooks/post-checkout").exists());
+}

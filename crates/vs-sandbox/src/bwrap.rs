@@ -248,6 +248,10 @@ impl BwrapPlan {
         // Metadata dirs become mount points: renaming them away fails.
         let metadata = metadata_paths(policy.workspace());
         for meta in &metadata {
+            // A policy entry (`.git` read-only by default) is bound below.
+            if policy.entries().iter().any(|e| &e.host == meta) {
+                continue;
+            }
             let kind = if meta.is_dir() {
                 PathKind::Directory
             } else {

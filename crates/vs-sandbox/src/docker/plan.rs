@@ -210,6 +210,11 @@ impl DockerPlan {
             read_only: false,
         }];
         for meta in metadata_paths(policy.workspace()) {
+            // A policy entry (`.git` read-only by default) is a mount
+            // point of its own.
+            if policy.entries().iter().any(|e| e.host == meta) {
+                continue;
+            }
             mounts.push(PlannedMount {
                 role: MountRole::Metadata,
                 source: meta.clone(),
