@@ -26,8 +26,10 @@ use sha2::{Digest, Sha256};
 use vs_sandbox::Confinement;
 
 use crate::error::{Result, RuntimeError};
-use crate::fsutil::{ensure_dir_chain, kind_name, random_bytes, read_bounded, write_atomic};
-use crate::gate::CONFIG_FILE;
+use crate::fsutil::{
+    ensure_dir_chain, existing_dir_chain, kind_name, random_bytes, read_bounded, write_atomic,
+};
+use crate::gate::{self, CONFIG_FILE, ProtectedSet};
 use crate::id::{CandidateId, RunId};
 use crate::state::{STATE_DIR, StateLayout};
 use crate::worktree::CandidateWorktree;
@@ -269,7 +271,19 @@ impl BuildCheckout {
         let wrapped = confinement
             .wrap(&argv)
             .map_err(|source| RuntimeError::Confinement { source })?;
+        // Evaluator-owned paths, as the checkout has them before the build.
+        let protect = ProtectedSet::for_build(&self.layout, &self.run)?;
+        let before = match &protect {
+            Some(set) => Some(set.snapshot(&root, &self.run)?),
+            None => None,
+        };
         run_with_limit(&wrapped, &root, env, spec.timeout_secs)?;
+        if let (Some(set), Some(before)) = (&protect, &before) {
+            let differences = gate::diff(before, &set.snapshot(&root, &self.run)?);
+            if !differences.is_empty() {
+                return Err(RuntimeError::ProtectedPathsChanged { differences });
+            }
+        }
         let exit_code = 0;
         let artifacts_rel = Path::new(STATE_DIR)
             .join("runs")
@@ -590,7 +604,15 @@ impl TrustedBuild {
             });
         }
         let path = Self::record_path(layout, run, commit);
-        let Some(bytes) = read_bounded(&path, SMALL_FILE_LIMIT)? else {
+        // Only from the real run record: no symlink on the way there.
+        let bytes = match layout.existing_run_dir(run)? {
+            Some(dir) => match existing_dir_chain(&dir, Path::new("builds"))? {
+                Some(_) => read_bounded(&path, SMALL_FILE_LIMIT)?,
+                None => None,
+            },
+            None => None,
+        };
+        let Some(bytes) = bytes else {
             return Err(RuntimeError::BuildRecordMissing {
                 run: run.to_string(),
                 commit: commit.to_owned(),
@@ -676,12 +698,22 @@ impl TrustedBuild {
                 commit: self.record.commit.clone(),
             })?;
         let path = self.layout.state_dir().join(&out.artifact);
+        let dir = self
+            .layout
+            .existing_run_dir(&self.record.run_id)?
+            .and_then(|d| existing_dir_chain(&d, Path::new("artifacts")).transpose())
+            .transpose()?;
         let changed = |found: String| RuntimeError::ArtifactChanged {
             name: out.path.clone(),
             path: path.clone(),
             expected: out.sha256.clone(),
             found,
         };
+        if dir.is_none() {
+            return Err(changed(
+                "nothing (the artifacts directory is missing)".to_owned(),
+            ));
+        }
         let meta = match fs::symlink_metadata(&path) {
             Ok(m) => m,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {

@@ -115,6 +115,38 @@ pub(crate) fn ensure_dir_chain(root: &Path, rel: &Path) -> Result<PathBuf> {
     Ok(cur)
 }
 
+/// Checks that `root/rel` is a chain of real directories (no symlink, no
+/// other file type on any component) without creating anything. Returns
+/// the path, or `None` when a component is missing.
+pub(crate) fn existing_dir_chain(root: &Path, rel: &Path) -> Result<Option<PathBuf>> {
+    let mut cur = root.to_path_buf();
+    for comp in rel.components() {
+        match comp {
+            Component::Normal(c) => cur.push(c),
+            Component::CurDir => continue,
+            _ => {
+                return Err(RuntimeError::io(
+                    "resolve",
+                    rel,
+                    io::Error::new(io::ErrorKind::InvalidInput, "not a plain relative path"),
+                ));
+            }
+        }
+        match fs::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_dir() => {}
+            Ok(m) => {
+                return Err(RuntimeError::NotADirectory {
+                    path: cur,
+                    found: kind_name(&m.file_type()),
+                });
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(RuntimeError::io("inspect", &cur, e)),
+        }
+    }
+    Ok(Some(cur))
+}
+
 /// Fills `buf` from the system random source.
 pub(crate) fn random_bytes(buf: &mut [u8]) -> Result<()> {
     let path = Path::new("/dev/urandom");
@@ -146,6 +178,19 @@ mod tests {
         let err = ensure_dir_chain(dir.path(), Path::new("a/b")).unwrap_err();
         assert!(matches!(err, RuntimeError::NotADirectory { .. }), "{err}");
         assert!(!other.path().join("b").exists());
+        let err = existing_dir_chain(dir.path(), Path::new("a/b")).unwrap_err();
+        assert!(matches!(err, RuntimeError::NotADirectory { .. }), "{err}");
+        fs::create_dir(dir.path().join("c")).unwrap();
+        assert!(
+            existing_dir_chain(dir.path(), Path::new("c/d"))
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            existing_dir_chain(dir.path(), Path::new("c"))
+                .unwrap()
+                .is_some()
+        );
     }
 
     #[test]

@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, RuntimeError};
-use crate::fsutil::{ensure_dir_chain, random_bytes, read_bounded, write_atomic};
+use crate::fsutil::{
+    ensure_dir_chain, existing_dir_chain, random_bytes, read_bounded, write_atomic,
+};
 use crate::id::RunId;
 use crate::{git, time};
 
@@ -163,6 +165,12 @@ pub struct StateLayout {
 impl StateLayout {
     /// Opens the layout of the project at `project` (canonicalized; it must
     /// be an existing directory). Nothing is created.
+    ///
+    /// A directory inside another project's `.vibesys/state/` (a candidate
+    /// or build worktree below `local/candidates/`, the run record) is
+    /// refused: its `vibesys.toml` and its `.vibesys/state/runs` are the
+    /// candidate's commit, which the agent wrote, not the operator's task
+    /// and the real record.
     pub fn open(project: &Path) -> Result<Self> {
         let canon = fs::canonicalize(project).map_err(|_| RuntimeError::ProjectNotADirectory {
             path: project.to_path_buf(),
@@ -170,6 +178,16 @@ impl StateLayout {
         if !canon.is_dir() {
             return Err(RuntimeError::ProjectNotADirectory {
                 path: project.to_path_buf(),
+            });
+        }
+        if let Some(owner) = canon
+            .ancestors()
+            .find(|a| a.ends_with(STATE_DIR))
+            .and_then(|state| state.parent()?.parent())
+        {
+            return Err(RuntimeError::ProjectInsideRunState {
+                path: canon.clone(),
+                project: owner.to_path_buf(),
             });
         }
         Ok(Self { project: canon })
@@ -243,6 +261,14 @@ impl StateLayout {
     /// The hidden record directory of one run (not created).
     pub fn run_dir(&self, run: &RunId) -> PathBuf {
         self.runs_dir().join(run.as_str())
+    }
+
+    /// The record directory of a run when it exists as a chain of real
+    /// directories below the project (no symlink on `.vibesys/state/runs/RUN`);
+    /// `None` when it does not exist. Records are only ever read from here.
+    pub fn existing_run_dir(&self, run: &RunId) -> Result<Option<PathBuf>> {
+        let rel = Path::new(STATE_DIR).join("runs").join(run.as_str());
+        existing_dir_chain(&self.project, &rel)
     }
 
     /// Creates (symlink-safely) and returns the record directory of a run.
