@@ -303,7 +303,8 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
         Err(
             e @ (RuntimeError::BuildFailed { .. }
             | RuntimeError::BuildTimedOut { .. }
-            | RuntimeError::OutputRejected { .. }),
+            | RuntimeError::OutputRejected { .. }
+            | RuntimeError::ProtectedPathsChanged { .. }),
         ) => {
             eprintln!("vibesys: error: build of {commit} rejected: {e}");
             if args.json {
