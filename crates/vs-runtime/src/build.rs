@@ -169,6 +169,16 @@ impl BuildSpec {
         &self.outputs
     }
 
+    /// Whether `path` (`/`-separated, relative to the checkout) is a
+    /// declared output or a directory on the way to one.
+    pub fn makes(&self, path: &str) -> bool {
+        self.outputs.iter().any(|o| {
+            o == path
+                || o.strip_prefix(path)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        })
+    }
+
     /// The time limit in seconds, if any.
     pub fn timeout_secs(&self) -> Option<u64> {
         self.timeout_secs
@@ -279,7 +289,10 @@ impl BuildCheckout {
         };
         run_with_limit(&wrapped, &root, env, spec.timeout_secs)?;
         if let (Some(set), Some(before)) = (&protect, &before) {
-            let differences = gate::diff(before, &set.snapshot(&root, &self.run)?);
+            let mut differences = gate::diff(before, &set.snapshot(&root, &self.run)?);
+            // A declared output (and the directories holding it) is what a
+            // build adds; changing or removing a protected path never is.
+            differences.retain(|d| !(d.change == gate::Change::Added && spec.makes(&d.path)));
             if !differences.is_empty() {
                 return Err(RuntimeError::ProtectedPathsChanged { differences });
             }
@@ -813,6 +826,17 @@ mod tests {
         ] {
             let err = parse(text).unwrap_err().to_string();
             assert!(err.contains(needle), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn outputs_and_their_directories_are_made_by_the_build() {
+        let spec = parse("[build]\nargv=[\"x\"]\noutputs=[\"target/bin/app\"]\n").unwrap();
+        for p in ["target", "target/bin", "target/bin/app"] {
+            assert!(spec.makes(p), "{p}");
+        }
+        for p in ["targe", "target/bin/app2", "target/b", "other", "."] {
+            assert!(!spec.makes(p), "{p}");
         }
     }
 
