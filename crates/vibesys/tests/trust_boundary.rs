@@ -428,3 +428,40 @@ fn a_candidate_worktree_is_never_the_project() {
     }
     wt.remove().unwrap();
 }
+
+#[test]
+fn an_include_in_the_repository_config_is_refused_naming_it() {
+    let s = Setup::new();
+    let root = &s.root;
+    s.write_config("mkdir -p out && echo hi > out/app", "");
+    git(root, &["init", "-q"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "task"]);
+    assert_code(&s.vibesys(As::Root, &["state", "init"], &[]), 0);
+    // The included file lives in the worktree, where the agent writes.
+    fs::write(
+        root.join("inc.cfg"),
+        format!("[core]\n\tfsmonitor = {}\n", s.cmd("included")),
+    )
+    .unwrap();
+    git(root, &["config", "include.path", "../inc.cfg"]);
+    let out = s.build(As::Root, "HEAD", &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(
+        err.starts_with("vibesys: error: ")
+            && err.contains("include.path")
+            && err.contains("file:.git/config")
+            && err.contains("git config --unset-all include.path"),
+        "{err}"
+    );
+    assert_eq!(s.markers(), Vec::<String>::new());
+    assert!(
+        !root.join(".vibesys/state/local/candidates/r1").exists() || {
+            fs::read_dir(root.join(".vibesys/state/local/candidates/r1"))
+                .unwrap()
+                .next()
+                .is_none()
+        }
+    );
+}
