@@ -465,3 +465,54 @@ fn an_include_in_the_repository_config_is_refused_naming_it() {
         }
     );
 }
+
+#[test]
+fn a_record_that_git_tracks_is_refused() {
+    // A commit (the agent can stage any path through its index, and an
+    // operator may merge it) carrying files below runs/ never counts as
+    // the record.
+    let s = Setup::new();
+    let root = &s.root;
+    s.write_config(
+        "mkdir -p out && echo hi > out/app",
+        "[gate]\nprotect = [\"eval\"]\n",
+    );
+    fs::create_dir_all(root.join("eval")).unwrap();
+    fs::write(root.join("eval/score.sh"), "echo 1\n").unwrap();
+    git(root, &["init", "-q"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "task"]);
+    assert_code(&s.vibesys(As::Root, &["state", "init"], &[]), 0);
+    assert_code(
+        &s.vibesys(As::Root, &["gate", "baseline", "--run", "r1"], &[]),
+        0,
+    );
+    let out = s.build(As::Root, "HEAD", &[]);
+    assert_code(&out, 0);
+    let commit = rev(root, "HEAD");
+    assert_code(
+        &s.vibesys(As::Root, &["gate", "check", "--run", "r1"], &[]),
+        0,
+    );
+    git(
+        root,
+        &["add", "-f", ".vibesys/state/runs/r1/gate-baseline.json"],
+    );
+    let out = s.vibesys(As::Root, &["gate", "check", "--run", "r1"], &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains("git tracks .vibesys/state/runs/r1/gate-baseline.json"),
+        "{err}"
+    );
+    let record = format!(".vibesys/state/runs/r1/builds/{commit}.json");
+    git(root, &["add", "-f", &record]);
+    let layout = vs_runtime::StateLayout::open(root).unwrap();
+    let err =
+        vs_runtime::TrustedBuild::load(&layout, &vs_runtime::RunId::new("r1").unwrap(), &commit)
+            .unwrap_err();
+    assert!(
+        matches!(err, vs_runtime::RuntimeError::RecordTrackedByGit { .. }),
+        "{err}"
+    );
+}

@@ -632,6 +632,7 @@ impl TrustedBuild {
                 path,
             });
         };
+        layout.require_untracked(&path)?;
         let invalid = |reason: String| RuntimeError::InvalidBuildRecord {
             path: path.clone(),
             reason,
@@ -727,6 +728,7 @@ impl TrustedBuild {
                 "nothing (the artifacts directory is missing)".to_owned(),
             ));
         }
+        self.layout.require_untracked(&path)?;
         let meta = match fs::symlink_metadata(&path) {
             Ok(m) => m,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {

@@ -176,6 +176,16 @@ pub enum RuntimeError {
         /// The path (lossily shown).
         path: PathBuf,
     },
+    /// A run record that git tracks: a commit wrote it, not vibesys.
+    #[error(
+        "refusing {path}: git tracks {tracked}, so a commit (possibly the agent's) wrote it, not vibesys; remove it from the index (git rm --cached) and record it again"
+    )]
+    RecordTrackedByGit {
+        /// The record refused.
+        path: PathBuf,
+        /// The tracked path, repository-relative.
+        tracked: String,
+    },
     /// No gate baseline exists for the run.
     #[error("no gate baseline for run {run} at {path}; run `vibesys gate baseline` first")]
     BaselineMissing {

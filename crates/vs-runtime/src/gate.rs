@@ -377,6 +377,7 @@ impl GateBaseline {
                 path,
             });
         };
+        layout.require_untracked(&path)?;
         let invalid = |reason: String| RuntimeError::InvalidBaseline {
             path: path.clone(),
             reason,

@@ -271,6 +271,45 @@ impl StateLayout {
         existing_dir_chain(&self.project, &rel)
     }
 
+    /// Fails when git tracks anything at or below `path` (inside the
+    /// project): a record a commit carries was written by whoever made the
+    /// commit (possibly the agent, through its index), not by vibesys.
+    /// Nothing to check outside a git repository.
+    pub fn require_untracked(&self, path: &Path) -> Result<()> {
+        if !git::inside_repository(&self.project) {
+            return Ok(());
+        }
+        let Ok(rel) = path.strip_prefix(&self.project) else {
+            return Ok(());
+        };
+        let mut spec = std::ffi::OsString::from(":(literal)");
+        spec.push(rel.as_os_str());
+        let mut tracked = None;
+        git::for_each_nul_record(
+            &self.project,
+            &[
+                OsStr::new("ls-files"),
+                OsStr::new("-z"),
+                OsStr::new("--cached"),
+                OsStr::new("--full-name"),
+                OsStr::new("--"),
+                &spec,
+            ],
+            |record| {
+                if tracked.is_none() && !record.is_empty() {
+                    tracked = Some(String::from_utf8_lossy(record).into_owned());
+                }
+            },
+        )?;
+        match tracked {
+            Some(tracked) => Err(RuntimeError::RecordTrackedByGit {
+                path: path.to_path_buf(),
+                tracked,
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Creates (symlink-safely) and returns the record directory of a run.
     pub fn ensure_run_dir(&self, run: &RunId) -> Result<PathBuf> {
         let rel = Path::new(STATE_DIR).join("runs").join(run.as_str());
