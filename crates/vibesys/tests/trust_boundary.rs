@@ -87,6 +87,13 @@ impl Setup {
         .unwrap();
     }
 
+    /// `git init`, then commits everything as "task".
+    fn init_commit(&self) {
+        git(&self.root, &["init", "-q"]);
+        git(&self.root, &["add", "-A"]);
+        git(&self.root, &["commit", "-q", "-m", "task"]);
+    }
+
     /// Hands the project to `who` (after set-up as root).
     fn give_to(&self, who: As) {
         if who == As::User {
@@ -218,9 +225,7 @@ fn planted_git_commands_never_run_during_build_or_gate() {
         fs::write(root.join("eval/score.sh"), "echo 1\n").unwrap();
         fs::write(root.join("solution.rs"), "v1\n").unwrap();
         fs::write(root.join(".gitattributes"), "* filter=evil diff=evil\n").unwrap();
-        git(root, &["init", "-q"]);
-        git(root, &["add", "-A"]);
-        git(root, &["commit", "-q", "-m", "task"]);
+        s.init_commit();
         plant(&s);
         // Control: plain git runs the plants.
         git(root, &["status", "--porcelain"]);
@@ -277,9 +282,7 @@ fn the_candidates_commit_cannot_change_what_the_build_runs() {
         let root = &s.root;
         s.write_config("mkdir -p out && echo operator > out/app", "");
         fs::write(root.join("solution.rs"), "v1\n").unwrap();
-        git(root, &["init", "-q"]);
-        git(root, &["add", "-A"]);
-        git(root, &["commit", "-q", "-m", "task"]);
+        s.init_commit();
         // The agent's commit rewrites [build] (and adds a [gate] that
         // protects nothing), on its own branch.
         git(root, &["switch", "-q", "-c", "candidate"]);
@@ -322,9 +325,7 @@ fn a_build_that_touches_a_protected_path_fails_naming_it() {
             fs::create_dir_all(root.join("eval/data")).unwrap();
             fs::write(root.join("eval/score.sh"), "echo 1\n").unwrap();
             fs::write(root.join("eval/data/ref.txt"), "ref\n").unwrap();
-            git(root, &["init", "-q"]);
-            git(root, &["add", "-A"]);
-            git(root, &["commit", "-q", "-m", "task"]);
+            s.init_commit();
             s.give_to(who);
             assert_code(&s.vibesys(who, &["state", "init"], &[]), 0);
             let out = s.build(who, "HEAD", &[]);
@@ -360,9 +361,7 @@ fn a_protected_path_from_the_baseline_is_checked_too() {
     );
     fs::create_dir_all(root.join("tests")).unwrap();
     fs::write(root.join("tests/t.sh"), "true\n").unwrap();
-    git(root, &["init", "-q"]);
-    git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "-m", "task"]);
+    s.init_commit();
     assert_code(&s.vibesys(As::Root, &["state", "init"], &[]), 0);
     let out = s.build(As::Root, "HEAD", &[]);
     assert_code(&out, 0);
@@ -388,9 +387,7 @@ fn a_candidate_worktree_is_never_the_project() {
     let s = Setup::new();
     let root = &s.root;
     s.write_config("mkdir -p out && echo hi > out/app", "");
-    git(root, &["init", "-q"]);
-    git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "-m", "task"]);
+    s.init_commit();
     assert_code(&s.vibesys(As::Root, &["state", "init"], &[]), 0);
     let layout = vs_runtime::StateLayout::open(root).unwrap();
     let wt = vs_runtime::CandidateWorktree::create(
@@ -434,9 +431,7 @@ fn an_include_in_the_repository_config_is_refused_naming_it() {
     let s = Setup::new();
     let root = &s.root;
     s.write_config("mkdir -p out && echo hi > out/app", "");
-    git(root, &["init", "-q"]);
-    git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "-m", "task"]);
+    s.init_commit();
     assert_code(&s.vibesys(As::Root, &["state", "init"], &[]), 0);
     // The included file lives in the worktree, where the agent writes.
     fs::write(
@@ -479,9 +474,7 @@ fn a_record_that_git_tracks_is_refused() {
     );
     fs::create_dir_all(root.join("eval")).unwrap();
     fs::write(root.join("eval/score.sh"), "echo 1\n").unwrap();
-    git(root, &["init", "-q"]);
-    git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "-m", "task"]);
+    s.init_commit();
     assert_code(&s.vibesys(As::Root, &["state", "init"], &[]), 0);
     assert_code(
         &s.vibesys(As::Root, &["gate", "baseline", "--run", "r1"], &[]),

@@ -8,35 +8,11 @@ use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use vs_runtime::{CandidateId, CandidateWorktree, RunId, RuntimeError, StateLayout, git};
 
-/// Plain git as an operator would run it (no hardening), for set-up and
-/// the controls.
-fn plain_git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-        .args([
-            "-c",
-            "commit.gpgsign=false",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .unwrap_or_else(|e| panic!("this test needs git (apt-get install git): {e}"));
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+mod common;
+use common::git as plain_git;
 
 fn hardened(dir: &Path, args: &[&str]) -> Result<String, RuntimeError> {
     let args: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
