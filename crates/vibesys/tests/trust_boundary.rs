@@ -509,3 +509,39 @@ fn a_record_that_git_tracks_is_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn a_git_that_ignores_the_overrides_is_refused() {
+    // As a git before 2.31 would: GIT_CONFIG_COUNT is dropped on the way.
+    let s = Setup::new();
+    let root = &s.root;
+    s.write_config("mkdir -p out && echo hi > out/app", "");
+    s.init_commit();
+    let real = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let bin = root.parent().unwrap().join("old-git");
+    fs::create_dir_all(&bin).unwrap();
+    fs::write(
+        bin.join("git"),
+        format!(
+            "#!/bin/sh\nunset GIT_CONFIG_COUNT\nexec {} \"$@\"\n",
+            real.trim()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(bin.join("git"), fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+    let out = s.vibesys(As::Root, &["state", "init"], &[("PATH", path.as_str())]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains("ignores the overrides") && err.contains("git 2.31 or later"),
+        "{err}"
+    );
+}

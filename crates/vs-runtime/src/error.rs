@@ -122,6 +122,14 @@ pub enum RuntimeError {
         /// Why it is refused.
         reason: String,
     },
+    /// git did not apply vibesys's command-scope overrides.
+    #[error(
+        "refusing to run git in {dir}: it ignores the overrides vibesys passes in GIT_CONFIG_COUNT; install git 2.31 or later"
+    )]
+    GitOverridesIgnored {
+        /// Where git would have run.
+        dir: PathBuf,
+    },
     /// The repository's configuration has more entries than vibesys reads.
     #[error("refusing to run git in {dir}: its configuration has more than {limit} entries")]
     GitConfigTooLarge {

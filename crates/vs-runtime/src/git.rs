@@ -258,7 +258,16 @@ pub fn repository_overrides(dir: &Path) -> Result<RepositoryConfig> {
     }
     let mut overrides: Vec<(String, String)> = Vec::new();
     let mut external = None;
-    for entry in parse_listing(&records) {
+    let entries = parse_listing(&records);
+    // vibesys's own overrides must be in force: a git that ignores
+    // GIT_CONFIG_COUNT (before 2.31) would silently run without them.
+    let in_force = entries.iter().filter(|e| e.scope == "command").count();
+    if in_force < FIXED_OVERRIDES.len() {
+        return Err(RuntimeError::GitOverridesIgnored {
+            dir: dir.to_path_buf(),
+        });
+    }
+    for entry in entries {
         // Command-line scope is vibesys's own overrides.
         if entry.scope == "command" {
             continue;
