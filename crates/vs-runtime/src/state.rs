@@ -166,11 +166,13 @@ impl StateLayout {
     /// Opens the layout of the project at `project` (canonicalized; it must
     /// be an existing directory). Nothing is created.
     ///
-    /// A directory inside another project's `.vibesys/state/` (a candidate
-    /// or build worktree below `local/candidates/`, the run record) is
-    /// refused: its `vibesys.toml` and its `.vibesys/state/runs` are the
-    /// candidate's commit, which the agent wrote, not the operator's task
-    /// and the real record.
+    /// A candidate or build worktree (`local/candidates/RUN/ID` of a
+    /// project), or a directory inside the run state of its own repository
+    /// (`runs/`, `local/`), is refused: a candidate's `vibesys.toml` and
+    /// `.vibesys/state/runs` are its commit, which the agent wrote, not the
+    /// operator's task and the real record. (A separate project nested
+    /// deeper inside a candidate, with its own repository, is its own
+    /// project: vibesys can be developed in a candidate.)
     pub fn open(project: &Path) -> Result<Self> {
         let canon = fs::canonicalize(project).map_err(|_| RuntimeError::ProjectNotADirectory {
             path: project.to_path_buf(),
@@ -180,14 +182,10 @@ impl StateLayout {
                 path: project.to_path_buf(),
             });
         }
-        if let Some(owner) = canon
-            .ancestors()
-            .find(|a| a.ends_with(STATE_DIR))
-            .and_then(|state| state.parent()?.parent())
-        {
+        if let Some(owner) = run_state_owner(&canon) {
             return Err(RuntimeError::ProjectInsideRunState {
                 path: canon.clone(),
-                project: owner.to_path_buf(),
+                project: owner,
             });
         }
         Ok(Self { project: canon })
@@ -412,6 +410,32 @@ impl StateLayout {
         write_atomic(&path, text.as_bytes())?;
         Ok(true)
     }
+}
+
+/// The project whose run state holds `canon` (canonical), if any: `canon`
+/// is a candidate worktree's root, or lies inside the `.vibesys/state` of
+/// the repository it belongs to (of any ancestor, outside a repository).
+fn run_state_owner(canon: &Path) -> Option<PathBuf> {
+    let repo_root = canon
+        .ancestors()
+        .find(|d| d.join(".git").symlink_metadata().is_ok());
+    match repo_root {
+        Some(root) if canon.starts_with(root.join(STATE_DIR)) => {
+            return Some(root.to_path_buf());
+        }
+        Some(_) => {}
+        None => {
+            if let Some(state) = canon.ancestors().find(|a| a.ends_with(STATE_DIR)) {
+                return state.parent()?.parent().map(Path::to_path_buf);
+            }
+        }
+    }
+    // <project>/.vibesys/state/local/candidates/<run>/<candidate>
+    let candidates = canon.parent()?.parent()?;
+    if candidates.ends_with(Path::new(STATE_DIR).join("local").join("candidates")) {
+        return candidates.ancestors().nth(4).map(Path::to_path_buf);
+    }
+    None
 }
 
 /// Whether a repository path names a private file: `agent.toml`, `.env` or

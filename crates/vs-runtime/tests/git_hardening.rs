@@ -274,12 +274,26 @@ fn a_directory_inside_the_run_state_is_not_a_project() {
     let run = RunId::new("r1").unwrap();
     let wt =
         CandidateWorktree::create(&layout, &run, &CandidateId::new("a").unwrap(), "HEAD").unwrap();
-    for inside in [wt.path().to_path_buf(), layout.runs_dir()] {
+    for inside in [
+        wt.path().to_path_buf(),
+        layout.runs_dir(),
+        layout.local_dir(),
+        layout.run_dir(&run),
+    ] {
+        fs::create_dir_all(&inside).unwrap();
         let err = StateLayout::open(&inside).unwrap_err();
         assert!(
             matches!(&err, RuntimeError::ProjectInsideRunState { project, .. } if project == layout.project()),
-            "{err}"
+            "{}: {err}",
+            inside.display()
         );
     }
+    // A project of its own nested deeper in a candidate (vibesys developed
+    // in a candidate runs its tests there) is a project.
+    let nested = wt.path().join("target/tmp/proj");
+    fs::create_dir_all(&nested).unwrap();
+    plain_git(&nested, &["init", "-q"]);
+    let opened = StateLayout::open(&nested).unwrap();
+    assert_eq!(opened.project(), fs::canonicalize(&nested).unwrap());
     wt.remove().unwrap();
 }
