@@ -17,8 +17,9 @@
 //!   (`GIT_ALLOW_PROTOCOL` empty), never prompts and never pages;
 //! - overrides, at command-line scope (which wins over every file), a fixed
 //!   set of command-valued keys ([`FIXED_OVERRIDES`]: hooks, fsmonitor,
-//!   pager, editor, ssh, credential helpers, external diff, submodule
-//!   recursion, automatic gc);
+//!   pager, editor, ssh, credential helpers, submodule recursion,
+//!   automatic gc), and refuses to run when git did not apply them (a git
+//!   before 2.31 ignores `GIT_CONFIG_COUNT`);
 //! - first lists the repository's own configuration
 //!   (`git config --list --show-scope --show-origin -z`, itself run this
 //!   way) and neutralizes every command-valued key found there, whatever
@@ -27,7 +28,11 @@
 //!   gpg programs, ...), and refuses to run, naming the key and the file,
 //!   when that configuration includes another file (`include.path`,
 //!   `includeIf.*.path`: the included file may be one the agent can write
-//!   after the listing) or declares config-based hooks (`hook.*`).
+//!   after the listing) or declares config-based hooks (`hook.*`);
+//! - an external diff program (`diff.external`, `diff.<driver>.command`)
+//!   cannot be disabled by a value: `diff`, `log`, `show` and `whatchanged`
+//!   always get `--no-ext-diff`, and with such a key present any other
+//!   subcommand not in [`NO_EXTERNAL_DIFF`] is refused.
 //!
 //! The overrides are passed as `GIT_CONFIG_COUNT` / `GIT_CONFIG_KEY_n` /
 //! `GIT_CONFIG_VALUE_n`, so a key is never re-parsed from `key=value`, and
