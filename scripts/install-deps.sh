@@ -2,6 +2,7 @@
 # Installs what vibesys's tests and main job need on a fresh Debian/Ubuntu
 # machine (idempotent: installs only what is missing). Needs root.
 #   bubblewrap       the host confinement backend
+#   git              candidate worktrees and builds (2.31 or later)
 #   skopeo umoci     real peers that read our OCI output
 #   squashfs-tools   the squashfs rootfs output (mksquashfs, unsquashfs)
 #   busybox-static   a tiny static closure for image tests
@@ -12,6 +13,7 @@ set -euo pipefail
 need=()
 have() { command -v "$1" >/dev/null 2>&1; }
 have bwrap || need+=(bubblewrap)
+have git || need+=(git)
 have skopeo || need+=(skopeo)
 have umoci || need+=(umoci)
 have mksquashfs || need+=(squashfs-tools)

@@ -81,7 +81,13 @@ Runs the [build] argv of the project's vibesys.toml (argv = [...], outputs = [..
 optional timeout_secs) under agent confinement in a fresh checkout of --commit, then
 verifies each declared output (inside the checkout, no symlink on its path, a regular file)
 and records its sha256 in .vibesys/state/runs/RUN/builds/COMMIT.json; the verified bytes are
-copied read-only to .vibesys/state/runs/RUN/artifacts/SHA256.
+copied read-only to .vibesys/state/runs/RUN/artifacts/SHA256. The task ([build], [gate] protect)
+comes from the project's own vibesys.toml, never from the commit built. Protected paths
+([gate] protect, and the run's gate baseline) are scanned in the checkout before and after
+the build: a build that changes, adds or removes one (other than a declared output) is
+rejected, naming each. vibesys's own git calls ignore system and global git configuration,
+neutralize the repository's command-valued keys (hooks, filters, fsmonitor, ...) and refuse
+includes (see docs/sandboxing.md).
 
 Run environments: docker (default) confines the build in a container of its own from the
 pinned editor image (VIBESYS_DOCKER_IMAGE, VIBESYS_IMAGES_LOCK); host uses bubblewrap or
@@ -89,8 +95,8 @@ Landlock (--confine); slurm, modal and skypilot are not available in this build.
 A build never runs unconfined: with VIBESYS_AGENT_SANDBOX=off it refuses (exit 125), even
 with --no-require-enforcement.
 
-Exit status: 0 verified; 1 the build ran but failed, timed out or an output was rejected
-(nothing recorded); 125 vibesys could not run it (nothing ran).")]
+Exit status: 0 verified; 1 the build ran but failed, timed out, changed a protected path or
+an output was rejected (nothing recorded); 125 vibesys could not run it (nothing ran).")]
 pub struct BuildArgs {
     /// The project directory (default: the current directory).
     #[arg(long, value_name = "DIR")]
@@ -308,7 +314,8 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
         Err(
             e @ (RuntimeError::BuildFailed { .. }
             | RuntimeError::BuildTimedOut { .. }
-            | RuntimeError::OutputRejected { .. }),
+            | RuntimeError::OutputRejected { .. }
+            | RuntimeError::ProtectedPathsChanged { .. }),
         ) => {
             eprintln!("vibesys: error: build of {commit} rejected: {e}");
             if args.json {

@@ -6,6 +6,7 @@
 mod docker_support;
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -129,4 +130,73 @@ fn the_default_docker_environment_builds_verifies_and_rejects() {
         "{}",
         stderr(&out)
     );
+
+    // Commands planted in the repository's git configuration and hooks
+    // never run; a build that edits a protected path is rejected naming it.
+    let markers = tempfile::tempdir().unwrap();
+    let mark = |name: &str| format!("touch {}/{name}; :", markers.path().display());
+    let dir = project(
+        &img,
+        "mkdir -p target/bin && cat solution.rs > target/bin/app && echo x >> eval/score.sh",
+    );
+    let p = dir.path();
+    let toml = fs::read_to_string(p.join("vibesys.toml")).unwrap();
+    fs::write(
+        p.join("vibesys.toml"),
+        format!("{toml}[gate]\nprotect = [\"eval\"]\n"),
+    )
+    .unwrap();
+    fs::create_dir_all(p.join("eval")).unwrap();
+    fs::write(p.join("eval/score.sh"), "echo 1\n").unwrap();
+    fs::write(p.join("solution.rs"), "v1\n").unwrap();
+    fs::write(p.join(".gitattributes"), "* filter=evil\n").unwrap();
+    git(p, &["add", "-A"]);
+    git(p, &["commit", "-q", "-m", "task"]);
+    git(
+        p,
+        &[
+            "config",
+            "filter.evil.smudge",
+            &format!("{} ; cat", mark("smudge")),
+        ],
+    );
+    git(p, &["config", "filter.evil.required", "true"]);
+    git(p, &["config", "core.fsmonitor", &mark("fsmonitor")]);
+    let hook = p.join(".git/hooks/post-checkout");
+    fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    fs::write(&hook, format!("#!/bin/sh\n{}\n", mark("post-checkout"))).unwrap();
+    fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+    let out = vibesys(
+        &img,
+        p,
+        &["build", "--run", "r1", "--commit", "HEAD", "--json"],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the build changed protected paths") && err.contains("changed eval/score.sh"),
+        "{err}"
+    );
+    // Without the edit the same planted repository builds the committed bytes.
+    let toml = fs::read_to_string(p.join("vibesys.toml"))
+        .unwrap()
+        .replace(" && echo x >> eval/score.sh", "");
+    fs::write(p.join("vibesys.toml"), toml).unwrap();
+    let out = vibesys(
+        &img,
+        p,
+        &["build", "--run", "r1", "--commit", "HEAD", "--json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sha = json["record"]["outputs"][0]["sha256"].as_str().unwrap();
+    assert_eq!(
+        fs::read(p.join(".vibesys/state/runs/r1/artifacts").join(sha)).unwrap(),
+        b"v1\n"
+    );
+    let planted: Vec<_> = fs::read_dir(markers.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(planted.is_empty(), "a planted git command ran: {planted:?}");
 }

@@ -26,8 +26,10 @@ use sha2::{Digest, Sha256};
 use vs_sandbox::Confinement;
 
 use crate::error::{Result, RuntimeError};
-use crate::fsutil::{ensure_dir_chain, kind_name, random_bytes, read_bounded, write_atomic};
-use crate::gate::CONFIG_FILE;
+use crate::fsutil::{
+    ensure_dir_chain, existing_dir_chain, kind_name, random_bytes, read_bounded, write_atomic,
+};
+use crate::gate::{self, CONFIG_FILE, ProtectedSet};
 use crate::id::{CandidateId, RunId};
 use crate::state::{STATE_DIR, StateLayout};
 use crate::worktree::CandidateWorktree;
@@ -167,6 +169,16 @@ impl BuildSpec {
         &self.outputs
     }
 
+    /// Whether `path` (`/`-separated, relative to the checkout) is a
+    /// declared output or a directory on the way to one.
+    pub fn makes(&self, path: &str) -> bool {
+        self.outputs.iter().any(|o| {
+            o == path
+                || o.strip_prefix(path)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        })
+    }
+
     /// The time limit in seconds, if any.
     pub fn timeout_secs(&self) -> Option<u64> {
         self.timeout_secs
@@ -269,7 +281,22 @@ impl BuildCheckout {
         let wrapped = confinement
             .wrap(&argv)
             .map_err(|source| RuntimeError::Confinement { source })?;
+        // Evaluator-owned paths, as the checkout has them before the build.
+        let protect = ProtectedSet::for_build(&self.layout, &self.run)?;
+        let before = match &protect {
+            Some(set) => Some(set.snapshot(&root, &self.run)?),
+            None => None,
+        };
         run_with_limit(&wrapped, &root, env, spec.timeout_secs)?;
+        if let (Some(set), Some(before)) = (&protect, &before) {
+            let mut differences = gate::diff(before, &set.snapshot(&root, &self.run)?);
+            // A declared output (and the directories holding it) is what a
+            // build adds; changing or removing a protected path never is.
+            differences.retain(|d| !(d.change == gate::Change::Added && spec.makes(&d.path)));
+            if !differences.is_empty() {
+                return Err(RuntimeError::ProtectedPathsChanged { differences });
+            }
+        }
         let exit_code = 0;
         let artifacts_rel = Path::new(STATE_DIR)
             .join("runs")
@@ -590,13 +617,22 @@ impl TrustedBuild {
             });
         }
         let path = Self::record_path(layout, run, commit);
-        let Some(bytes) = read_bounded(&path, SMALL_FILE_LIMIT)? else {
+        // Only from the real run record: no symlink on the way there.
+        let bytes = match layout.existing_run_dir(run)? {
+            Some(dir) => match existing_dir_chain(&dir, Path::new("builds"))? {
+                Some(_) => read_bounded(&path, SMALL_FILE_LIMIT)?,
+                None => None,
+            },
+            None => None,
+        };
+        let Some(bytes) = bytes else {
             return Err(RuntimeError::BuildRecordMissing {
                 run: run.to_string(),
                 commit: commit.to_owned(),
                 path,
             });
         };
+        layout.require_untracked(&path)?;
         let invalid = |reason: String| RuntimeError::InvalidBuildRecord {
             path: path.clone(),
             reason,
@@ -676,12 +712,23 @@ impl TrustedBuild {
                 commit: self.record.commit.clone(),
             })?;
         let path = self.layout.state_dir().join(&out.artifact);
+        let dir = self
+            .layout
+            .existing_run_dir(&self.record.run_id)?
+            .and_then(|d| existing_dir_chain(&d, Path::new("artifacts")).transpose())
+            .transpose()?;
         let changed = |found: String| RuntimeError::ArtifactChanged {
             name: out.path.clone(),
             path: path.clone(),
             expected: out.sha256.clone(),
             found,
         };
+        if dir.is_none() {
+            return Err(changed(
+                "nothing (the artifacts directory is missing)".to_owned(),
+            ));
+        }
+        self.layout.require_untracked(&path)?;
         let meta = match fs::symlink_metadata(&path) {
             Ok(m) => m,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -781,6 +828,17 @@ mod tests {
         ] {
             let err = parse(text).unwrap_err().to_string();
             assert!(err.contains(needle), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn outputs_and_their_directories_are_made_by_the_build() {
+        let spec = parse("[build]\nargv=[\"x\"]\noutputs=[\"target/bin/app\"]\n").unwrap();
+        for p in ["target", "target/bin", "target/bin/app"] {
+            assert!(spec.makes(p), "{p}");
+        }
+        for p in ["targe", "target/bin/app2", "target/b", "other", "."] {
+            assert!(!spec.makes(p), "{p}");
         }
     }
 

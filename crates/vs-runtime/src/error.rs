@@ -31,6 +31,16 @@ pub enum RuntimeError {
         #[source]
         source: io::Error,
     },
+    /// The project directory lies inside another project's run state.
+    #[error(
+        "{path} is inside the run state of the project {project} (a candidate worktree or the run record), whose task and record vibesys does not take from a candidate; run vibesys on {project}"
+    )]
+    ProjectInsideRunState {
+        /// The directory given.
+        path: PathBuf,
+        /// The project owning that run state.
+        project: PathBuf,
+    },
     /// The project directory does not exist or is not a directory.
     #[error("project directory {path} does not exist or is not a directory")]
     ProjectNotADirectory {
@@ -97,6 +107,37 @@ pub enum RuntimeError {
         /// git's standard error (truncated).
         stderr: String,
     },
+    /// The repository's configuration holds a key the framework's git
+    /// cannot neutralize; git was not run.
+    #[error(
+        "refusing to run git in {dir}: its configuration sets {key} (in {origin}): {reason}; remove it (git config --unset-all {key}) and run again"
+    )]
+    GitConfigRefused {
+        /// Where git would have run.
+        dir: PathBuf,
+        /// The configuration key.
+        key: String,
+        /// Where git read it (`file:.git/config`, ...).
+        origin: String,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// git did not apply vibesys's command-scope overrides.
+    #[error(
+        "refusing to run git in {dir}: it ignores the overrides vibesys passes in GIT_CONFIG_COUNT; install git 2.31 or later"
+    )]
+    GitOverridesIgnored {
+        /// Where git would have run.
+        dir: PathBuf,
+    },
+    /// The repository's configuration has more entries than vibesys reads.
+    #[error("refusing to run git in {dir}: its configuration has more than {limit} entries")]
+    GitConfigTooLarge {
+        /// Where git would have run.
+        dir: PathBuf,
+        /// The limit.
+        limit: usize,
+    },
     /// A git revision given by the caller is not acceptable.
     #[error("invalid git revision {rev:?}: {reason}")]
     InvalidRevision {
@@ -142,6 +183,16 @@ pub enum RuntimeError {
     NonUtf8Path {
         /// The path (lossily shown).
         path: PathBuf,
+    },
+    /// A run record that git tracks: a commit wrote it, not vibesys.
+    #[error(
+        "refusing {path}: git tracks {tracked}, so a commit (possibly the agent's) wrote it, not vibesys; remove it from the index (git rm --cached) and record it again"
+    )]
+    RecordTrackedByGit {
+        /// The record refused.
+        path: PathBuf,
+        /// The tracked path, repository-relative.
+        tracked: String,
     },
     /// No gate baseline exists for the run.
     #[error("no gate baseline for run {run} at {path}; run `vibesys gate baseline` first")]
@@ -195,6 +246,15 @@ pub enum RuntimeError {
     BuildTimedOut {
         /// The limit in seconds.
         secs: u64,
+    },
+    /// The build changed, added or removed evaluator-owned (protected) paths.
+    #[error(
+        "the build changed protected paths: {}; nothing was recorded",
+        crate::gate::describe_differences(differences)
+    )]
+    ProtectedPathsChanged {
+        /// Every difference, sorted by path.
+        differences: Vec<crate::gate::GateDifference>,
     },
     /// A declared output failed verification.
     #[error("declared output {path} rejected: {reason}")]

@@ -73,7 +73,31 @@ pub(crate) fn open_nofollow(path: &Path) -> io::Result<File> {
 /// below `root` must be a directory (not a symlink, not a file); missing ones
 /// are created. `rel` must be relative and free of `..`.
 pub(crate) fn ensure_dir_chain(root: &Path, rel: &Path) -> Result<PathBuf> {
+    walk_dir_chain(root, rel, true)?.ok_or_else(|| {
+        RuntimeError::io(
+            "create directory",
+            root.join(rel),
+            io::Error::from(io::ErrorKind::NotFound),
+        )
+    })
+}
+
+/// Checks that `root/rel` is a chain of real directories (no symlink, no
+/// other file type on any component) without creating anything. Returns
+/// the path, or `None` when a component is missing.
+pub(crate) fn existing_dir_chain(root: &Path, rel: &Path) -> Result<Option<PathBuf>> {
+    walk_dir_chain(root, rel, false)
+}
+
+/// Walks `rel` below `root` component by component, refusing anything but
+/// a real directory; a missing component is created when `create`, else
+/// the walk ends with `None`.
+fn walk_dir_chain(root: &Path, rel: &Path, create: bool) -> Result<Option<PathBuf>> {
     let mut cur = root.to_path_buf();
+    let not_a_dir = |path: PathBuf, m: &fs::Metadata| RuntimeError::NotADirectory {
+        path,
+        found: kind_name(&m.file_type()),
+    };
     for comp in rel.components() {
         match comp {
             Component::Normal(c) => cur.push(c),
@@ -88,12 +112,8 @@ pub(crate) fn ensure_dir_chain(root: &Path, rel: &Path) -> Result<PathBuf> {
         }
         match fs::symlink_metadata(&cur) {
             Ok(m) if m.file_type().is_dir() => {}
-            Ok(m) => {
-                return Err(RuntimeError::NotADirectory {
-                    path: cur,
-                    found: kind_name(&m.file_type()),
-                });
-            }
+            Ok(m) => return Err(not_a_dir(cur, &m)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !create => return Ok(None),
             Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::create_dir(&cur) {
                 Ok(()) => {}
                 // Lost a race: accept it only if it is a real directory.
@@ -101,10 +121,7 @@ pub(crate) fn ensure_dir_chain(root: &Path, rel: &Path) -> Result<PathBuf> {
                     let m = fs::symlink_metadata(&cur)
                         .map_err(|e| RuntimeError::io("inspect", &cur, e))?;
                     if !m.file_type().is_dir() {
-                        return Err(RuntimeError::NotADirectory {
-                            path: cur,
-                            found: kind_name(&m.file_type()),
-                        });
+                        return Err(not_a_dir(cur, &m));
                     }
                 }
                 Err(e) => return Err(RuntimeError::io("create directory", &cur, e)),
@@ -112,7 +129,7 @@ pub(crate) fn ensure_dir_chain(root: &Path, rel: &Path) -> Result<PathBuf> {
             Err(e) => return Err(RuntimeError::io("inspect", &cur, e)),
         }
     }
-    Ok(cur)
+    Ok(Some(cur))
 }
 
 /// Fills `buf` from the system random source.
@@ -146,6 +163,19 @@ mod tests {
         let err = ensure_dir_chain(dir.path(), Path::new("a/b")).unwrap_err();
         assert!(matches!(err, RuntimeError::NotADirectory { .. }), "{err}");
         assert!(!other.path().join("b").exists());
+        let err = existing_dir_chain(dir.path(), Path::new("a/b")).unwrap_err();
+        assert!(matches!(err, RuntimeError::NotADirectory { .. }), "{err}");
+        fs::create_dir(dir.path().join("c")).unwrap();
+        assert!(
+            existing_dir_chain(dir.path(), Path::new("c/d"))
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            existing_dir_chain(dir.path(), Path::new("c"))
+                .unwrap()
+                .is_some()
+        );
     }
 
     #[test]

@@ -206,6 +206,56 @@ impl ProtectedSet {
             .collect()
     }
 
+    /// The protected set a candidate build is checked against: the paths of
+    /// `[gate] protect` in the project's own `vibesys.toml`, plus the roots
+    /// of the run's baseline when one was recorded (from the real run
+    /// record). Paths are project-relative keys and need not exist; `None`
+    /// when nothing is protected.
+    pub fn for_build(layout: &StateLayout, run: &RunId) -> Result<Option<Self>> {
+        let project = layout.project();
+        let mut roots = Vec::new();
+        for p in Self::configured(layout)? {
+            if p.as_os_str().is_empty() {
+                return Err(RuntimeError::EmptyProtectedPath);
+            }
+            let rel = if p.is_absolute() {
+                p.strip_prefix(project)
+                    .map_err(|_| RuntimeError::OutsideProject {
+                        path: p.clone(),
+                        project: project.to_path_buf(),
+                    })?
+                    .to_path_buf()
+            } else {
+                p.clone()
+            };
+            if rel
+                .components()
+                .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+            {
+                return Err(RuntimeError::OutsideProject {
+                    path: p.clone(),
+                    project: project.to_path_buf(),
+                });
+            }
+            roots.push(rel_to_key(&rel)?);
+        }
+        if layout.existing_run_dir(run)?.is_some()
+            && GateBaseline::path(layout, run).symlink_metadata().is_ok()
+        {
+            roots.extend(GateBaseline::load(layout, run)?.protect);
+        }
+        if roots.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Self::normalized(roots)))
+    }
+
+    /// Scans the protected paths below `root` (the project, or a checkout
+    /// of one of its commits).
+    pub fn snapshot(&self, root: &Path, run: &RunId) -> Result<BTreeMap<String, GateEntry>> {
+        scan(root, &self.roots, run, false)
+    }
+
     fn normalized(mut roots: Vec<String>) -> Self {
         roots.sort();
         roots.dedup();
@@ -313,15 +363,21 @@ impl GateBaseline {
         Ok(baseline)
     }
 
-    /// Loads and validates the baseline of `run`.
+    /// Loads and validates the baseline of `run`, only from the real run
+    /// record (no symlink on `.vibesys/state/runs/RUN`).
     pub fn load(layout: &StateLayout, run: &RunId) -> Result<Self> {
         let path = Self::path(layout, run);
-        let Some(bytes) = read_bounded(&path, BASELINE_LIMIT)? else {
+        let bytes = match layout.existing_run_dir(run)? {
+            Some(_) => read_bounded(&path, BASELINE_LIMIT)?,
+            None => None,
+        };
+        let Some(bytes) = bytes else {
             return Err(RuntimeError::BaselineMissing {
                 run: run.to_string(),
                 path,
             });
         };
+        layout.require_untracked(&path)?;
         let invalid = |reason: String| RuntimeError::InvalidBaseline {
             path: path.clone(),
             reason,
@@ -384,7 +440,29 @@ impl GateBaseline {
     }
 }
 
-fn diff(
+/// The differences as one line: `changed a, added b, removed c`, at most
+/// 50 named.
+pub fn describe_differences(differences: &[GateDifference]) -> String {
+    const SHOWN: usize = 50;
+    let mut parts: Vec<String> = differences
+        .iter()
+        .take(SHOWN)
+        .map(|d| {
+            if d.path.chars().any(char::is_control) {
+                format!("{} {:?}", d.change, d.path)
+            } else {
+                format!("{} {}", d.change, d.path)
+            }
+        })
+        .collect();
+    if differences.len() > SHOWN {
+        parts.push(format!("and {} more", differences.len() - SHOWN));
+    }
+    parts.join(", ")
+}
+
+/// Every difference between two scans, sorted by path.
+pub fn diff(
     before: &BTreeMap<String, GateEntry>,
     after: &BTreeMap<String, GateEntry>,
 ) -> Vec<GateDifference> {

@@ -11,7 +11,7 @@ pub mod environment;
 mod error;
 mod fsutil;
 pub mod gate;
-mod git;
+pub mod git;
 mod id;
 pub mod state;
 mod time;

@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, RuntimeError};
-use crate::fsutil::{ensure_dir_chain, random_bytes, read_bounded, write_atomic};
+use crate::fsutil::{
+    ensure_dir_chain, existing_dir_chain, random_bytes, read_bounded, write_atomic,
+};
 use crate::id::RunId;
 use crate::{git, time};
 
@@ -163,6 +165,14 @@ pub struct StateLayout {
 impl StateLayout {
     /// Opens the layout of the project at `project` (canonicalized; it must
     /// be an existing directory). Nothing is created.
+    ///
+    /// A candidate or build worktree (`local/candidates/RUN/ID` of a
+    /// project), or a directory inside the run state of its own repository
+    /// (`runs/`, `local/`), is refused: a candidate's `vibesys.toml` and
+    /// `.vibesys/state/runs` are its commit, which the agent wrote, not the
+    /// operator's task and the real record. (A separate project nested
+    /// deeper inside a candidate, with its own repository, is its own
+    /// project: vibesys can be developed in a candidate.)
     pub fn open(project: &Path) -> Result<Self> {
         let canon = fs::canonicalize(project).map_err(|_| RuntimeError::ProjectNotADirectory {
             path: project.to_path_buf(),
@@ -170,6 +180,12 @@ impl StateLayout {
         if !canon.is_dir() {
             return Err(RuntimeError::ProjectNotADirectory {
                 path: project.to_path_buf(),
+            });
+        }
+        if let Some(owner) = run_state_owner(&canon) {
+            return Err(RuntimeError::ProjectInsideRunState {
+                path: canon.clone(),
+                project: owner,
             });
         }
         Ok(Self { project: canon })
@@ -243,6 +259,53 @@ impl StateLayout {
     /// The hidden record directory of one run (not created).
     pub fn run_dir(&self, run: &RunId) -> PathBuf {
         self.runs_dir().join(run.as_str())
+    }
+
+    /// The record directory of a run when it exists as a chain of real
+    /// directories below the project (no symlink on `.vibesys/state/runs/RUN`);
+    /// `None` when it does not exist. Records are only ever read from here.
+    pub fn existing_run_dir(&self, run: &RunId) -> Result<Option<PathBuf>> {
+        let rel = Path::new(STATE_DIR).join("runs").join(run.as_str());
+        existing_dir_chain(&self.project, &rel)
+    }
+
+    /// Fails when git tracks anything at or below `path` (inside the
+    /// project): a record a commit carries was written by whoever made the
+    /// commit (possibly the agent, through its index), not by vibesys.
+    /// Nothing to check outside a git repository.
+    pub fn require_untracked(&self, path: &Path) -> Result<()> {
+        if !git::inside_repository(&self.project) {
+            return Ok(());
+        }
+        let Ok(rel) = path.strip_prefix(&self.project) else {
+            return Ok(());
+        };
+        let mut spec = std::ffi::OsString::from(":(literal)");
+        spec.push(rel.as_os_str());
+        let mut tracked = None;
+        git::for_each_nul_record(
+            &self.project,
+            &[
+                OsStr::new("ls-files"),
+                OsStr::new("-z"),
+                OsStr::new("--cached"),
+                OsStr::new("--full-name"),
+                OsStr::new("--"),
+                &spec,
+            ],
+            |record| {
+                if tracked.is_none() && !record.is_empty() {
+                    tracked = Some(String::from_utf8_lossy(record).into_owned());
+                }
+            },
+        )?;
+        match tracked {
+            Some(tracked) => Err(RuntimeError::RecordTrackedByGit {
+                path: path.to_path_buf(),
+                tracked,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Creates (symlink-safely) and returns the record directory of a run.
@@ -347,6 +410,32 @@ impl StateLayout {
         write_atomic(&path, text.as_bytes())?;
         Ok(true)
     }
+}
+
+/// The project whose run state holds `canon` (canonical), if any: `canon`
+/// is a candidate worktree's root, or lies inside the `.vibesys/state` of
+/// the repository it belongs to (of any ancestor, outside a repository).
+fn run_state_owner(canon: &Path) -> Option<PathBuf> {
+    let repo_root = canon
+        .ancestors()
+        .find(|d| d.join(".git").symlink_metadata().is_ok());
+    match repo_root {
+        Some(root) if canon.starts_with(root.join(STATE_DIR)) => {
+            return Some(root.to_path_buf());
+        }
+        Some(_) => {}
+        None => {
+            if let Some(state) = canon.ancestors().find(|a| a.ends_with(STATE_DIR)) {
+                return state.parent()?.parent().map(Path::to_path_buf);
+            }
+        }
+    }
+    // <project>/.vibesys/state/local/candidates/<run>/<candidate>
+    let candidates = canon.parent()?.parent()?;
+    if candidates.ends_with(Path::new(STATE_DIR).join("local").join("candidates")) {
+        return candidates.ancestors().nth(4).map(Path::to_path_buf);
+    }
+    None
 }
 
 /// Whether a repository path names a private file: `agent.toml`, `.env` or
