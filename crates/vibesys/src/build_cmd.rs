@@ -360,7 +360,10 @@ fn checkout_policy(
         .chain(config.read_only.iter().cloned())
         .filter(|p| exists(p) && !hidden.contains(p))
         .collect();
-    Ok(ProjectPathPolicy::new(read_only, hidden)?)
+    let policy = ProjectPathPolicy::new(read_only, hidden)?;
+    // The default protections of what the commit holds (credentials it
+    // committed hidden, its vibesys.toml and .git read-only).
+    Ok(config.defaults(workspace)?.apply(&policy)?)
 }
 
 /// The build's whole environment: PATH, HOME (the checkout) and a fixed

@@ -121,10 +121,18 @@ impl Defaults {
                 });
             }
         }
-        if let Some(unknown) = widen
-            .iter()
-            .find(|w| !entries.iter().any(|e| &e.path == *w))
-        {
+        // A name that is a default elsewhere (a checkout without `.env`)
+        // is fine; one that is never a default is a typo.
+        let is_default_name = |w: &WorkspaceRelPath| {
+            let text = w.to_string();
+            DEFAULT_HIDDEN_FILES.contains(&text.as_str())
+                || DEFAULT_READ_ONLY.contains(&text.as_str())
+                || (text.starts_with(DEFAULT_HIDDEN_PREFIX) && !text.contains('/'))
+                || GIT_CONFIGURATION
+                    .iter()
+                    .any(|c| text == format!(".git/{c}"))
+        };
+        if let Some(unknown) = widen.iter().find(|w| !is_default_name(w)) {
             return Err(PolicyError::NotADefault {
                 path: unknown.as_path().to_path_buf(),
             });
