@@ -108,7 +108,7 @@ fi
 for _ in $(seq 1 100); do
   state=$(sinfo -h -n "$node" -o %t 2>/dev/null || true)
   case "$state" in
-  idle* | mix* | alloc*)
+  idle* | mix* | alloc* | comp* | plnd*)
     echo "slurm-up: node $node is $state"
     exit 0
     ;;
