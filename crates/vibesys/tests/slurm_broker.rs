@@ -583,3 +583,40 @@ fn the_broker_refuses_to_start_where_the_probe_cannot_enforce_confinement() {
     assert!(stdout(&out).is_empty(), "no socket announced");
     assert!(run_jobs(&run, false).is_empty());
 }
+
+#[test]
+fn run_env_show_and_doctor_report_the_cluster() {
+    slurm();
+    let out = Command::new(vibesys())
+        .args(["run-env", "show", "--run-environment", "slurm", "--json"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let slurm = &json["environments"][0];
+    assert_eq!(slurm["name"], "slurm");
+    assert_eq!(slurm["availability"]["status"], "partial", "{slurm}");
+    assert!(
+        slurm["availability"]["works"]
+            .as_str()
+            .unwrap()
+            .contains("sinfo answers")
+    );
+    let out = Command::new(vibesys())
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let check = json["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "slurm")
+        .unwrap()
+        .clone();
+    assert_eq!(check["ok"], true, "{check}");
+    assert!(
+        check["detail"].as_str().unwrap().contains("gres gpu:2"),
+        "{check}"
+    );
+}

@@ -82,7 +82,8 @@ impl RunEnvironment {
     }
 
     /// Which command runner and which confinement this environment uses,
-    /// and whether this build can run anything in it.
+    /// and whether this build can run anything in it (for `slurm`: whether
+    /// `sinfo` answers on this machine).
     pub fn describe(self) -> EnvironmentDescription {
         let (runner, confinement, evaluation, availability) = match self {
             Self::Docker => (
@@ -103,9 +104,7 @@ impl RunEnvironment {
                 "a host-owned command broker on a Unix socket, bind-mounted into the editor container, that submits Slurm jobs",
                 "host confinement (bubblewrap) on the compute nodes, with a private tmpfs /tmp and TMPDIR, TMP, TEMP pointing at it",
                 "as Slurm jobs on compute nodes",
-                Availability::NotAvailable {
-                    reason: "the Slurm command broker is not implemented yet",
-                },
+                crate::broker::slurm::availability(),
             ),
             Self::Modal => (
                 "the local editor container (no devices) for the agent; the service's API for evaluation",
@@ -261,11 +260,8 @@ mod tests {
             RunEnvironment::Host.describe().availability,
             Availability::Available
         );
-        for env in [
-            RunEnvironment::Slurm,
-            RunEnvironment::Modal,
-            RunEnvironment::Skypilot,
-        ] {
+        // Slurm's availability follows `sinfo` (tests/slurm_broker.rs).
+        for env in [RunEnvironment::Modal, RunEnvironment::Skypilot] {
             assert!(matches!(
                 env.describe().availability,
                 Availability::NotAvailable { .. }

@@ -196,6 +196,94 @@ impl SlurmTools {
     }
 }
 
+/// How long `sinfo` may take to answer a status question.
+const SINFO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One compute node as `sinfo` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NodeInfo {
+    /// The node's name.
+    pub name: String,
+    /// Its state (`idle`, `mix`, `alloc`, `down*`, `drain`, ...).
+    pub state: String,
+    /// Its generic resources (`gpu:2`, `(null)`).
+    pub gres: String,
+}
+
+/// Asks `sinfo` (found in `PATH`) for every node; an error when Slurm's
+/// tools are missing or the controller does not answer.
+pub fn cluster_nodes() -> Result<Vec<NodeInfo>, BrokerError> {
+    let tools = SlurmTools::find(std::env::var_os("PATH").as_deref())?;
+    let mut child = tools
+        .command(&tools.sinfo)
+        .args(["-h", "-N", "-o", "%N|%t|%G"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| BrokerError::Io {
+            what: "run sinfo".into(),
+            source,
+        })?;
+    let deadline = Instant::now() + SINFO_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break st,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(BrokerError::SlurmCommand {
+                    command: "sinfo".into(),
+                    message: format!("no answer within {} s", SINFO_TIMEOUT.as_secs()),
+                });
+            }
+        }
+    };
+    let mut out = String::new();
+    let mut err = String::new();
+    use std::io::Read;
+    if let Some(mut o) = child.stdout.take() {
+        let _ = (&mut o).take(1 << 20).read_to_string(&mut out);
+    }
+    if let Some(mut e) = child.stderr.take() {
+        let _ = (&mut e).take(8192).read_to_string(&mut err);
+    }
+    if !status.success() {
+        return Err(BrokerError::SlurmCommand {
+            command: "sinfo".into(),
+            message: err.trim().chars().take(512).collect(),
+        });
+    }
+    let mut nodes: Vec<NodeInfo> = out
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(3, '|');
+            Some(NodeInfo {
+                name: f.next()?.trim().to_owned(),
+                state: f.next()?.trim().to_owned(),
+                gres: f.next()?.trim().to_owned(),
+            })
+        })
+        .collect();
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    nodes.dedup_by(|a, b| a.name == b.name);
+    Ok(nodes)
+}
+
+/// The slurm run environment's availability here: partial (the broker and
+/// its clients work) when `sinfo` answers, not available otherwise.
+pub fn availability() -> crate::environment::Availability {
+    use crate::environment::Availability;
+    match cluster_nodes() {
+        Ok(nodes) if !nodes.is_empty() => Availability::Partial {
+            works: "sinfo answers; vibesys broker serve|job|gate run trusted gates and confined agent jobs as Slurm jobs (session and build do not start the broker yet)",
+        },
+        _ => Availability::NotAvailable {
+            reason: "sinfo does not answer here (Slurm's client tools missing or no controller reachable); see docs/slurm.md",
+        },
+    }
+}
+
 /// The name prefix of every job of a run.
 pub fn job_name_prefix(run: &RunId) -> String {
     format!("vibesys-{}", run.as_str())

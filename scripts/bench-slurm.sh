@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Benchmark the Slurm host command broker against `srun` typed by hand, in
+# one run, on the single-node cluster of scripts/slurm-up.sh (started here
+# when it is not up; needs root, slurm-wlm, munge, bwrap, hyperfine).
+#
+#   gate:   vibesys broker gate --socket FRAMEWORK true-gate
+#   peer:   srun --nodes=1 --ntasks=1 --time=5 true           (same job, by hand)
+#   job:    vibesys broker job --socket AGENT -- true          (confined: bwrap on the node)
+#   peer:   srun --nodes=1 --ntasks=1 --time=5 bwrap ... true  (the same sandbox by hand)
+#   floor:  srun --nodes=1 --ntasks=1 --time=5 true
+#
+# Prints medians and the ratios broker/peer (target: within 1.2x).
+# Usage: scripts/bench-slurm.sh [RUNS]   (VIBESYS_BIN: default release build)
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+runs=${1:-30}
+for t in srun hyperfine python3 bwrap; do
+  command -v "$t" >/dev/null || { echo "bench-slurm: $t missing (scripts/install-deps.sh)" >&2; exit 1; }
+done
+"$ROOT/scripts/slurm-up.sh" >/dev/null
+if [[ -z "${VIBESYS_BIN:-}" ]]; then
+  (cd "$ROOT" && cargo build --release -q -p vibesys)
+  VIBESYS_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/vibesys
+fi
+
+work=$(mktemp -d /tmp/vibesys-bench-slurm.XXXXXX)
+broker=
+cleanup() {
+  [[ -n "$broker" ]] && kill -TERM "$broker" 2>/dev/null && wait "$broker" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+mkdir -p "$work/project"
+cat >"$work/project/vibesys.toml" <<'EOF'
+[vibesys.agent_gpu]
+enabled = true
+max_time_minutes = 5
+
+[gates.true-gate]
+argv = ["true"]
+EOF
+run=bench-$$
+"$VIBESYS_BIN" broker serve --project "$work/project" --run "$run" >"$work/sockets" 2>"$work/broker.log" &
+broker=$!
+for _ in $(seq 1 300); do
+  grep -q '^framework: ' "$work/sockets" 2>/dev/null && break
+  kill -0 "$broker" 2>/dev/null || { cat "$work/broker.log" >&2; exit 1; }
+  sleep 0.1
+done
+agent=$(sed -n 's/^agent: //p' "$work/sockets")
+framework=$(sed -n 's/^framework: //p' "$work/sockets")
+# The sandbox the broker's agent job gets, typed by hand (same namespaces,
+# read-only system, private /tmp and /proc, workspace bound read-write).
+bw="bwrap --unshare-user --unshare-pid --unshare-ipc --unshare-uts --unshare-cgroup-try --die-with-parent --new-session --disable-userns --cap-drop ALL --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc --dev /dev --tmpfs /tmp --bind $work/project $work/project --chdir $work/project"
+srun_args="--quiet --nodes=1 --ntasks=1 --time=5"
+
+json=$work/out.json
+cd "$work/project"
+hyperfine -N --style none --warmup 3 --runs "$runs" --export-json "$json" \
+  -n broker-gate "$VIBESYS_BIN broker gate --socket $framework true-gate" \
+  -n srun-true "srun $srun_args true" \
+  -n broker-job "$VIBESYS_BIN broker job --socket $agent -- true" \
+  -n srun-bwrap-true "srun $srun_args $bw true" >/dev/null
+python3 - "$json" <<'PY'
+import json, statistics, sys
+r = {x["command"]: statistics.median(x["times"]) * 1000 for x in json.load(open(sys.argv[1]))["results"]}
+print(f"{'command':<18} {'median ms':>10}")
+for k, v in r.items():
+    print(f"{k:<18} {v:>10.1f}")
+g = r["broker-gate"] / r["srun-true"]
+j = r["broker-job"] / r["srun-bwrap-true"]
+print(f"gate through the broker / srun by hand:             {g:.2f}x (target <= 1.2x)")
+print(f"confined job through the broker / srun bwrap by hand: {j:.2f}x (target <= 1.2x)")
+print(f"floor (srun true): {r['srun-true']:.1f} ms")
+PY
