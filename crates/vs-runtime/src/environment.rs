@@ -32,6 +32,10 @@ pub enum RunEnvironment {
     Skypilot,
 }
 
+/// `--run-environment slurm-gpu`: a deprecated alias of `slurm` with agent
+/// GPU jobs on (`[vibesys.agent_gpu]`); callers log that it is deprecated.
+pub const SLURM_GPU_ALIAS: &str = "slurm-gpu";
+
 /// Every run environment, in documentation order.
 pub const ALL_ENVIRONMENTS: &[RunEnvironment] = &[
     RunEnvironment::Docker,
@@ -53,14 +57,15 @@ impl RunEnvironment {
         }
     }
 
-    /// Parses a `--run-environment` value. `local` is rejected naming its
+    /// Parses a `--run-environment` value (`slurm-gpu`, deprecated, is
+    /// `slurm`: see [`SLURM_GPU_ALIAS`]). `local` is rejected naming its
     /// replacement (`--run-environment host`); other unknown names are
     /// rejected listing the valid ones.
     pub fn parse(value: &str) -> Result<Self> {
         match value {
             "docker" => Ok(Self::Docker),
             "host" => Ok(Self::Host),
-            "slurm" => Ok(Self::Slurm),
+            "slurm" | SLURM_GPU_ALIAS => Ok(Self::Slurm),
             "modal" => Ok(Self::Modal),
             "skypilot" => Ok(Self::Skypilot),
             "local" => Err(RuntimeError::RetiredRunEnvironment {
