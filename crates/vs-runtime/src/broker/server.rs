@@ -6,7 +6,7 @@ use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -412,9 +412,10 @@ fn io_err(what: &str) -> impl FnOnce(std::io::Error) -> BrokerError + '_ {
     }
 }
 
-fn signal_term(child: &Child) {
-    if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
-        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+/// Signals srun while it is known to run (its waiter has not reaped it).
+fn signal(pid: u32, sig: rustix::process::Signal) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process(pid, sig);
     }
 }
 
@@ -450,10 +451,15 @@ fn run_job(ctx: &Ctx, sub: &JobSubmission, stream: &UnixStream) -> Result<Final,
             FrameKind::Stderr,
         ),
     ];
+    // srun runs with --quiet: any line of its own on stderr means
+    // something went wrong (it exits 0 after a node failure, for one), so
+    // the job's state is then asked of Slurm even for status 0.
+    let srun_spoke = Arc::new(AtomicBool::new(false));
     for (pipe, kind) in pipes {
         let Some(mut pipe) = pipe else { continue };
         let writer = Arc::clone(&writer);
         let gone = Arc::clone(&gone);
+        let spoke = Arc::clone(&srun_spoke);
         pumps.push(std::thread::spawn(move || {
             let mut buf = vec![0u8; 16 * 1024];
             loop {
@@ -461,6 +467,13 @@ fn run_job(ctx: &Ctx, sub: &JobSubmission, stream: &UnixStream) -> Result<Final,
                     Ok(0) | Err(_) => break,
                     Ok(n) => n,
                 };
+                if kind == FrameKind::Stderr
+                    && [&b"srun: "[..], b"slurmstepd"]
+                        .iter()
+                        .any(|m| buf[..n].windows(m.len()).any(|w| w == *m))
+                {
+                    spoke.store(true, Ordering::SeqCst);
+                }
                 if gone.load(Ordering::SeqCst) {
                     continue;
                 }
@@ -493,12 +506,25 @@ fn run_job(ctx: &Ctx, sub: &JobSubmission, stream: &UnixStream) -> Result<Final,
             }
         })
     };
+    // srun is waited for on a thread of its own, so its exit is seen at
+    // once; this loop only watches for a reason to cancel.
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
     let mut cancelled_at: Option<Instant> = None;
     let mut last_cancel = Instant::now();
     let status = loop {
-        match child.try_wait().map_err(io_err("wait for srun"))? {
-            Some(status) => break status,
-            None => {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(result) => break result.map_err(io_err("wait for srun"))?,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(BrokerError::Io {
+                    what: "wait for srun".into(),
+                    source: std::io::Error::other("the waiting thread ended"),
+                });
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 let stop = gone.load(Ordering::SeqCst) || ctx.stopping.load(Ordering::SeqCst);
                 if stop
                     && (cancelled_at.is_none()
@@ -510,17 +536,16 @@ fn run_job(ctx: &Ctx, sub: &JobSubmission, stream: &UnixStream) -> Result<Final,
                             sub.name
                         );
                         cancelled_at = Some(Instant::now());
-                        signal_term(&child);
+                        signal(pid, rustix::process::Signal::TERM);
                     }
                     last_cancel = Instant::now();
                     if let Err(e) = ctx.slurm.cancel_name(&sub.name) {
                         tracing::warn!("job {}: {e}", sub.name);
                     }
                     if cancelled_at.is_some_and(|t| t.elapsed() > Duration::from_secs(20)) {
-                        let _ = child.kill();
+                        signal(pid, rustix::process::Signal::KILL);
                     }
                 }
-                std::thread::sleep(Duration::from_millis(if stop { 50 } else { 5 }));
             }
         }
     };
@@ -529,7 +554,7 @@ fn run_job(ctx: &Ctx, sub: &JobSubmission, stream: &UnixStream) -> Result<Final,
         let _ = p.join();
     }
     let code = vs_sandbox::launch::exit_code(status);
-    let outcome = if code == 0 {
+    let outcome = if code == 0 && !srun_spoke.load(Ordering::SeqCst) {
         Final::Exited { code }
     } else {
         match ctx.slurm.final_state(&sub.name)? {
