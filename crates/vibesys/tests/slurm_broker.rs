@@ -450,11 +450,25 @@ fn hostile_frames_get_an_error_reply_and_the_broker_keeps_serving() {
             "{cause}: {reply}"
         );
     }
-    // A client that connects and sends nothing does not block others.
-    let _idle = UnixStream::connect(&b.agent).unwrap();
+    // A client that connects and trickles a byte at a time does not block
+    // others, and is cut off after the request deadline (10 s).
+    let mut idle = UnixStream::connect(&b.agent).unwrap();
+    idle.write_all(&[0, 0, 0, 100, 1]).unwrap();
+    let started = Instant::now();
     let out = b.job(&[], "echo still-serving");
     assert_code(&out, 0);
     assert!(stdout(&out).contains("still-serving"));
+    let trickle = std::thread::spawn(move || {
+        while idle.write_all(b" ").is_ok() && started.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        started.elapsed()
+    });
+    let cut_after = trickle.join().unwrap();
+    assert!(
+        cut_after < Duration::from_secs(20),
+        "a trickling client held its connection for {cut_after:?}"
+    );
     assert_eq!(
         run_jobs(&run, true).len(),
         1,

@@ -29,6 +29,13 @@ pub enum Role {
 }
 
 impl Role {
+    fn index(self) -> usize {
+        match self {
+            Self::Agent => 0,
+            Self::Framework => 1,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Self::Agent => "agent",
@@ -48,7 +55,9 @@ struct Ctx {
     settings: BrokerSettings,
     slurm: SlurmTools,
     stopping: AtomicBool,
-    active: AtomicUsize,
+    /// Connections being served, per socket (agent, framework): a busy
+    /// agent socket cannot starve the framework's.
+    active: [AtomicUsize; 2],
     next: AtomicU64,
 }
 
@@ -97,7 +106,7 @@ impl Broker {
             settings,
             slurm,
             stopping: AtomicBool::new(false),
-            active: AtomicUsize::new(0),
+            active: [AtomicUsize::new(0), AtomicUsize::new(0)],
             next: AtomicU64::new(1),
         });
         probe(&ctx)?;
@@ -190,7 +199,13 @@ impl Broker {
         }
         let cancelled = self.ctx.slurm.cancel_run(&self.ctx.settings.run)?;
         let deadline = Instant::now() + Duration::from_secs(15);
-        while self.ctx.active.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        let busy = |c: &Ctx| {
+            c.active
+                .iter()
+                .map(|a| a.load(Ordering::SeqCst))
+                .sum::<usize>()
+        };
+        while busy(&self.ctx) > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
         }
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -204,8 +219,9 @@ fn accept_loop(ctx: &Arc<Ctx>, role: Role, listener: &UnixListener) {
             break;
         }
         let Ok(stream) = conn else { continue };
-        if ctx.active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
-            ctx.active.fetch_sub(1, Ordering::SeqCst);
+        let active = &ctx.active[role.index()];
+        if active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+            active.fetch_sub(1, Ordering::SeqCst);
             let mut s = stream;
             send_final(
                 &mut s,
@@ -220,7 +236,7 @@ fn accept_loop(ctx: &Arc<Ctx>, role: Role, listener: &UnixListener) {
         let ctx = Arc::clone(ctx);
         std::thread::spawn(move || {
             handle(&ctx, role, stream);
-            ctx.active.fetch_sub(1, Ordering::SeqCst);
+            ctx.active[role.index()].fetch_sub(1, Ordering::SeqCst);
         });
     }
 }
@@ -242,9 +258,32 @@ fn peer(stream: &UnixStream) -> String {
     }
 }
 
+/// Reads from the connection until a deadline for the whole request, so a
+/// client trickling bytes cannot hold a connection slot for long.
+struct DeadlineReader<'a> {
+    stream: &'a mut UnixStream,
+    deadline: Instant,
+}
+
+impl Read for DeadlineReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no whole request within {} s", REQUEST_TIMEOUT.as_secs()),
+            ));
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        self.stream.read(buf)
+    }
+}
+
 fn read_request(stream: &mut UnixStream) -> Result<Request, ProtocolError> {
-    stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
-    let frame = read_frame(stream)?;
+    let frame = read_frame(&mut DeadlineReader {
+        stream,
+        deadline: Instant::now() + REQUEST_TIMEOUT,
+    })?;
     if frame.kind != FrameKind::Request {
         return Err(ProtocolError::UnexpectedKind {
             expected: "request",
