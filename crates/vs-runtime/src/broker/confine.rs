@@ -87,6 +87,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_plan_is_the_host_sandbox_plan_plus_devices_and_scratch_variables() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = vs_sandbox::Workspace::open(dir.path()).unwrap();
+        let policy = vs_sandbox::ProjectPathPolicy::empty().resolve(&ws).unwrap();
+        let options = vs_sandbox::BwrapOptions {
+            program: "/bin/sh".into(),
+            network: true,
+            chdir: None,
+            helper: "/bin/sh".into(),
+            writable: Vec::new(),
+        };
+        let sandbox =
+            HostSandbox::new(&policy, &vs_sandbox::HostResources::system(), &options).unwrap();
+        let job = HostJobConfinement::new(
+            &sandbox,
+            &[PathBuf::from("/dev/nvidia1")],
+            &[
+                ("GREETING".into(), "hi".into()),
+                ("SLURM_JOB_ID".into(), "1".into()),
+                ("TMPDIR".into(), "/elsewhere".into()),
+            ],
+        )
+        .unwrap();
+        let base = &sandbox.plan().args;
+        let args = &job.plan().args;
+        assert_eq!(
+            &args[..base.len()],
+            &base[..],
+            "the HostSandbox plan, unchanged"
+        );
+        assert_eq!(
+            args[base.len()..].join(" "),
+            "--dev-bind /dev/nvidia1 /dev/nvidia1 --setenv GREETING hi \
+             --setenv TMPDIR /tmp --setenv TMP /tmp --setenv TEMP /tmp"
+        );
+        assert_eq!(job.plan().fds, sandbox.plan().fds);
+    }
+
+    #[test]
     fn devices_follow_the_allocation() {
         assert_eq!(
             allocated_gpu_devices("/dev/nvidia{}", Some("1,3")).unwrap(),
