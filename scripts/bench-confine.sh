@@ -23,9 +23,10 @@ echo t > "$proj/token.txt"
 printf '[sandbox]\nread_only = ["docs"]\nhidden = ["secret", "token.txt"]\n' > "$proj/vibesys.toml"
 cd "$proj"
 
-# The hand-written equivalent: the exact plan vibesys applies, with the two
+# The hand-written equivalent: the exact plan vibesys applies, with the
 # descriptors it creates replaced by what a shell script can do (no seccomp
-# program; /dev/null for the empty mask file).
+# program; /dev/null for the empty mask file; path binds for the descriptor
+# binds, which a script cannot open race-free).
 raw=$("$vibesys" policy show --backend bwrap --json | python3 -c '
 import json, shlex, sys
 plan = json.load(sys.stdin)["backends"]["bwrap"]["plan"]
@@ -35,6 +36,8 @@ while i < len(args):
     if a == "--seccomp": i += 2; continue
     if a == "--perms": i += 2; continue
     if a == "--ro-bind-data": out += ["--ro-bind", "/dev/null", args[i + 2]]; i += 3; continue
+    # Descriptor binds (what vibesys opens and checks) become path binds.
+    if a in ("--bind-fd", "--ro-bind-fd"): out += [a[:-3], args[i + 2], args[i + 2]]; i += 3; continue
     out.append(a); i += 1
 print(shlex.join(out + ["--", "/bin/true"]))')
 

@@ -29,13 +29,14 @@ struct Check {
 
 /// Runs `vibesys doctor`.
 pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
-    let checks = vec![
+    let mut checks = vec![
         check_bwrap(),
         check_landlock(),
         check_docker(),
         check_nix(),
         check_slurm(),
     ];
+    checks.extend(check_history());
     let default_ok = checks.first().is_some_and(|c| c.ok);
     if args.json {
         crate::output::print_json(&serde_json::json!({ "checks": checks }))?;
@@ -55,6 +56,27 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
         crate::output::print_text(&text)?;
     }
     Ok(if default_ok { 0 } else { 1 })
+}
+
+/// For the project in the current directory (when it is one): hidden
+/// paths whose content git history still holds.
+fn check_history() -> Option<Check> {
+    let args = crate::project::PolicyArgs::for_current_dir();
+    let project = args.resolve().ok()?;
+    let found = crate::policy_cmd::tracked_hidden(&project);
+    Some(Check {
+        name: "history",
+        ok: found.is_empty(),
+        detail: if found.is_empty() {
+            "no hidden path of this project is in git history".into()
+        } else {
+            format!(
+                "hidden paths in git history (readable through .git/objects): {}",
+                found.join(" ")
+            )
+        },
+        fix: (!found.is_empty()).then(|| crate::policy_cmd::HISTORY_FIX.to_owned()),
+    })
 }
 
 fn check_bwrap() -> Check {

@@ -35,13 +35,26 @@ pub enum ConfineArg {
 Exit status: the command's own status (128+N when killed by signal N); 125 when vibesys
 itself fails (invalid policy, sandbox unavailable, bad operator value): the command did not run.
 
-The policy comes from vibesys.toml ([sandbox] read_only, hidden, allow, network), the flags,
-and the run-state paths when .vibesys/state exists.")]
+The policy comes from vibesys.toml ([sandbox] read_only, hidden, allow, network, widen, git), the
+flags, the run-state paths when .vibesys/state exists, and the default protections (agent.toml,
+.env, .env.* hidden; .git, vibesys.toml, .vibesys read-only).
+
+The command gets an allow-listed environment (see --env and --inherit-env), never the caller's
+credentials by default.")]
 pub struct ExecArgs {
     #[command(flatten)]
     policy: PolicyArgs,
     #[command(flatten)]
     confine: ConfineArgs,
+    /// Pass this environment variable of the caller to the command
+    /// (repeatable). Only an allow-list reaches it otherwise: PATH, HOME,
+    /// USER, SHELL, LANG/LC_*, TERM, TZ, TMPDIR, proxy and CA variables,
+    /// VIBESYS_AGENT_SANDBOX(_ALLOW), CUDA_VISIBLE_DEVICES.
+    #[arg(long = "env", value_name = "NAME")]
+    env: Vec<String>,
+    /// Pass the caller's whole environment (credentials included), logged.
+    #[arg(long = "inherit-env")]
+    inherit_env: bool,
     /// The command and its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     command: Vec<OsString>,
@@ -118,7 +131,9 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
                 writable: Vec::new(),
             };
             let sandbox = HostSandbox::new(&project.resolved, &resources, &options)?;
-            let code = launch::run_bwrap(sandbox.plan(), &args.command)?;
+            let mut plan = sandbox.plan().clone();
+            plan.args.extend(command_env(&args)?);
+            let code = launch::run_bwrap(&plan, &args.command)?;
             Ok(code as u8)
         }
         ConfineMode::Landlock => {
@@ -152,6 +167,29 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
         ),
         ConfineMode::Off => unreachable_off(),
     }
+}
+
+/// bwrap arguments that give the command its environment: the allow-list
+/// (plus `--env` names), or everything with `--inherit-env` (logged).
+fn command_env(args: &ExecArgs) -> anyhow::Result<Vec<String>> {
+    if args.inherit_env {
+        tracing::warn!(
+            "--inherit-env: the confined command gets the caller's whole environment, credentials included"
+        );
+        return Ok(Vec::new());
+    }
+    let env = vs_agent::env::exec_env_allowlist(std::env::vars_os(), &args.env)?;
+    let mut out = vec!["--clearenv".to_owned()];
+    for (k, v) in env.vars {
+        match (k.into_string(), v.into_string()) {
+            (Ok(k), Ok(v)) => out.extend(["--setenv".to_owned(), k, v]),
+            (k, _) => tracing::warn!(
+                name = %k.unwrap_or_else(|n| n.to_string_lossy().into_owned()),
+                "dropping an environment variable whose value is not UTF-8"
+            ),
+        }
+    }
+    Ok(out)
 }
 
 fn unreachable_off() -> anyhow::Result<u8> {

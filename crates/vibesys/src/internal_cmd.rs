@@ -1,6 +1,6 @@
 //! Hidden helpers that `wrap` puts in front of a confined command.
 //!
-//! `internal-launch --fds SLOTS -- bwrap ARGS -- CMD` creates the
+//! `internal-launch (--fd SLOT)... -- bwrap ARGS -- CMD` creates the
 //! descriptors bwrap reads and executes it; `internal-landlock --read P
 //! --write P [--no-network] -- CMD` applies Landlock and executes CMD.
 //! Exit status: 122 usage error, 125 confinement failed (nothing ran),
@@ -21,28 +21,24 @@ fn usage(msg: &str) -> u8 {
 
 /// `internal-launch`.
 pub fn launch(args: Vec<OsString>) -> u8 {
-    let mut it = args.into_iter();
-    let (Some(flag), Some(slots), Some(sep)) = (it.next(), it.next(), it.next()) else {
-        return usage("expected --fds SLOTS -- ARGV");
-    };
-    if flag != "--fds" || sep != "--" {
-        return usage("expected --fds SLOTS -- ARGV");
-    }
-    let Some(slots) = slots.to_str() else {
-        return usage("slot list is not UTF-8");
-    };
-    let mut parsed = Vec::new();
-    for name in slots.split(',').filter(|s| !s.is_empty()) {
-        match FdSlot::parse(name) {
-            Some(s) => parsed.push(s),
-            None => return usage(&format!("unknown descriptor slot {name:?}")),
+    let mut it = args.into_iter().peekable();
+    let mut slots = Vec::new();
+    loop {
+        match it.next() {
+            Some(a) if a == "--" => break,
+            Some(a) if a == "--fd" => match FdSlot::parse_args(&mut it) {
+                Some(slot) => slots.push(slot),
+                None => return usage("--fd needs a known descriptor slot"),
+            },
+            Some(a) => return usage(&format!("unknown argument {a:?}")),
+            None => return usage("expected (--fd SLOT)... -- ARGV"),
         }
     }
     let argv: Vec<OsString> = it.collect();
     if argv.is_empty() {
         return usage("the command is empty");
     }
-    let (code, err) = launch::exec_with_fds(&parsed, &argv);
+    let (code, err) = launch::exec_with_fds(&slots, &argv);
     eprintln!("vibesys: error: {err}");
     code as u8
 }

@@ -94,7 +94,7 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
             plan.fds
                 .iter()
                 .enumerate()
-                .map(|(i, s)| format!("{}={}", i + 3, s.name()))
+                .map(|(i, s)| format!("{}={}", i + 3, s.describe()))
                 .collect::<Vec<_>>()
                 .join(" ")
         ));
@@ -169,14 +169,17 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
             }
         }
     }
+    let in_history = tracked_hidden(&project);
     if args.json {
         let out = json!({
+            "hidden_in_history": in_history,
             "workspace": project.workspace.root(),
             "policy": {
                 "read_only": project.policy.read_only(),
                 "hidden": project.policy.hidden(),
             },
             "resolved": project.resolved.entries(),
+            "defaults": project.defaults,
             "network": project.network,
             "resources": resources.iter().collect::<Vec<_>>(),
             "backends": backends,
@@ -184,6 +187,18 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
         crate::output::print_json(&out)?;
     } else {
         let mut head = format!("workspace: {}\n", project.workspace.root().display());
+        for d in &project.defaults.entries {
+            head.push_str(&format!(
+                "default   {:<9} {}{}\n",
+                d.access.name(),
+                d.path,
+                if d.widened {
+                    "  WIDENED by [sandbox] widen: not applied"
+                } else {
+                    ""
+                }
+            ));
+        }
         for e in project.resolved.entries() {
             head.push_str(&format!(
                 "{:<9} {} ({:?})\n",
@@ -192,9 +207,33 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
                 e.kind
             ));
         }
+        for p in &in_history {
+            head.push_str(&format!(
+                "WARNING   hidden path {p} is in git history: its content stays readable through .git/objects ({HISTORY_FIX})\n"
+            ));
+        }
         crate::output::print_text(&(head + &text))?;
     }
     Ok(0)
+}
+
+/// How to get a hidden path out of history.
+pub const HISTORY_FIX: &str = "rewrite history without it (git filter-repo --invert-paths --path P), rotate what it held, and expire the reflog";
+
+/// Hidden paths of the policy whose content git history holds.
+pub fn tracked_hidden(project: &crate::project::ProjectPolicy) -> Vec<String> {
+    let hidden: Vec<&Path> = project
+        .resolved
+        .with_access(vs_sandbox::Access::Hidden)
+        .map(|e| e.resolved_rel.as_path())
+        .collect();
+    match vs_runtime::state::hidden_paths_in_history(project.workspace.root(), &hidden) {
+        Ok(found) => found.into_iter().collect(),
+        Err(e) => {
+            tracing::warn!("cannot read git history to look for hidden paths: {e}");
+            Vec::new()
+        }
+    }
 }
 
 fn indent(s: &str) -> String {

@@ -35,6 +35,7 @@ pub struct PolicyArgs {
 /// A project's policy, validated against its workspace.
 pub struct ProjectPolicy {
     pub workspace: Workspace,
+    pub defaults: vs_sandbox::defaults::Defaults,
     pub policy: ProjectPathPolicy,
     pub resolved: ResolvedPolicy,
     pub config: PolicyConfig,
@@ -42,6 +43,17 @@ pub struct ProjectPolicy {
 }
 
 impl PolicyArgs {
+    /// The arguments of a bare command in the current directory.
+    pub fn for_current_dir() -> Self {
+        Self {
+            project: None,
+            read_only: Vec::new(),
+            hidden: Vec::new(),
+            allow: Vec::new(),
+            no_network: false,
+        }
+    }
+
     /// Reads `vibesys.toml`, adds the flags and the run-state paths,
     /// validates lexically and against the file system.
     pub fn resolve(&self) -> anyhow::Result<ProjectPolicy> {
@@ -68,17 +80,26 @@ impl PolicyArgs {
             vs_runtime::StateLayout::prepare(workspace.root())?;
             // Read-only entries protect what is there; a linked candidate
             // worktree holds only the prepared hidden directories.
+            // An operator's read-only ancestor (`--read-only .vibesys`)
+            // already covers them.
+            let covered = |p: &std::path::Path| policy.read_only().iter().any(|r| p.starts_with(r));
             let read_only: Vec<_> = vs_runtime::StateLayout::read_only_paths()
                 .into_iter()
                 .filter(|p| std::fs::symlink_metadata(workspace.root().join(p)).is_ok())
+                .filter(|p| !covered(p))
                 .collect();
             let state = ProjectPathPolicy::new(read_only, vs_runtime::StateLayout::hidden_paths())?;
             policy = policy.merge(&state)?;
         }
+        // The default protections (credentials hidden; .git, vibesys.toml,
+        // .vibesys read-only) unless the operator widened them by name.
+        let defaults = config.defaults(&workspace)?;
+        let policy = defaults.apply(&policy)?;
         let resolved = policy.resolve(&workspace)?;
         let network = !self.no_network && config.network.unwrap_or(true);
         Ok(ProjectPolicy {
             workspace,
+            defaults,
             policy,
             resolved,
             config,

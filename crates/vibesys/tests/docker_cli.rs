@@ -212,10 +212,14 @@ fn policy_show_and_doctor_describe_the_docker_backend() {
     let v = json(&out);
     let plan = &v["backends"]["docker"]["plan"];
     assert_eq!(plan["cap_drop"], serde_json::json!(["ALL"]), "{v}");
-    assert_eq!(
-        plan["security_opt"],
-        serde_json::json!(["no-new-privileges"])
-    );
+    let security = plan["security_opt"].as_array().unwrap();
+    assert_eq!(security[0], "no-new-privileges");
+    let profile = security[1]
+        .as_str()
+        .unwrap()
+        .strip_prefix("seccomp=")
+        .unwrap();
+    assert_eq!(profile, vs_sandbox::syscall_rules::docker_seccomp_profile());
     assert_eq!(
         plan["network_mode"], "bridge",
         "vibesys.toml default keeps network"

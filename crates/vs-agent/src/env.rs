@@ -38,6 +38,15 @@ pub const BASE_ALLOWLIST: &[&str] = &[
     "GIT_SSL_CAINFO",
 ];
 
+/// vibesys's own operator controls and the accelerator selection: they
+/// reach a confined command so that a nested vibesys (or a tool run by the
+/// agent) sees the same choice, and a GPU job sees its devices.
+pub const CONTROL_ALLOWLIST: &[&str] = &[
+    "VIBESYS_AGENT_SANDBOX",
+    "VIBESYS_AGENT_SANDBOX_ALLOW",
+    "CUDA_VISIBLE_DEVICES",
+];
+
 /// Prefixes kept (the locale family).
 pub const ALLOWED_PREFIXES: &[&str] = &["LC_"];
 
@@ -74,9 +83,37 @@ where
         return Err(AgentError::InvalidEnvName { name: bad.clone() });
     }
     let mut allowed: BTreeSet<&str> = BASE_ALLOWLIST.iter().copied().collect();
+    allowed.extend(CONTROL_ALLOWLIST.iter().copied());
     allowed.extend(provider.auth_env_vars().iter().copied());
     allowed.extend(provider.state_env_vars());
     allowed.extend(extras.iter().map(String::as_str));
+    filter(env, &allowed)
+}
+
+/// The environment of `vibesys exec`: the same allow-list as a session
+/// without a provider's variables (the base list, `LC_*`, the operator
+/// controls, `CUDA_VISIBLE_DEVICES`) plus the operator's `extras`.
+pub fn exec_env_allowlist<I, K, V>(env: I, extras: &[String]) -> Result<SessionEnv, AgentError>
+where
+    I: IntoIterator<Item = (K, V)>,
+    K: AsRef<OsStr>,
+    V: AsRef<OsStr>,
+{
+    if let Some(bad) = extras.iter().find(|n| !is_valid_name(n)) {
+        return Err(AgentError::InvalidEnvName { name: bad.clone() });
+    }
+    let mut allowed: BTreeSet<&str> = BASE_ALLOWLIST.iter().copied().collect();
+    allowed.extend(CONTROL_ALLOWLIST.iter().copied());
+    allowed.extend(extras.iter().map(String::as_str));
+    filter(env, &allowed)
+}
+
+fn filter<I, K, V>(env: I, allowed: &BTreeSet<&str>) -> Result<SessionEnv, AgentError>
+where
+    I: IntoIterator<Item = (K, V)>,
+    K: AsRef<OsStr>,
+    V: AsRef<OsStr>,
+{
     let mut vars = Vec::new();
     let mut dropped = BTreeSet::new();
     for (k, v) in env {

@@ -2,13 +2,14 @@
 
 use std::path::{Path, PathBuf};
 
+use oci_spec::image::{Descriptor, MediaType};
 use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::cache::{Cache, link_or_copy};
 use crate::input::{self, Entry, Group, Kind};
 use crate::layer::{LayerMeta, LayerPlan};
-use crate::oci::{self, Descriptor, media};
+use crate::oci::{self, media};
 use crate::spec::{FileKind, normalize_abs};
 use crate::{Digest, Error, ImageSpec, ReferencesGraph, archive, squashfs};
 
@@ -63,11 +64,11 @@ impl Compression {
         }
     }
 
-    pub(crate) fn media_type(self) -> &'static str {
+    pub(crate) fn media_type(self) -> MediaType {
         match self {
-            Self::None => media::LAYER,
-            Self::Gzip => media::LAYER_GZIP,
-            Self::Zstd => media::LAYER_ZSTD,
+            Self::None => MediaType::ImageLayer,
+            Self::Gzip => MediaType::ImageLayerGzip,
+            Self::Zstd => MediaType::ImageLayerZstd,
         }
     }
 }
@@ -460,8 +461,8 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
     let layer_media = opts.compression.media_type();
     let layers: Vec<Descriptor> = built
         .iter()
-        .map(|(m, _, _)| Descriptor::new(layer_media, m.digest.clone(), m.size))
-        .collect();
+        .map(|(m, _, _)| oci::descriptor(layer_media.clone(), &m.digest, m.size))
+        .collect::<Result<_, _>>()?;
     let diff_ids: Vec<Digest> = built.iter().map(|(m, _, _)| m.diff_id.clone()).collect();
     let history: Vec<String> = built
         .iter()
@@ -474,9 +475,11 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
         })
         .collect();
     let config = oci::config(&opts.spec, &diff_ids, &history, epoch)?;
-    let config = oci::write_blob(&blobs, media::CONFIG, &config)?;
+    let config = oci::write_blob(&blobs, MediaType::ImageConfig, &config)?;
+    let config_digest = oci::digest(&config)?;
     let manifest = oci::manifest(&config, &layers, &opts.spec.annotations)?;
-    let mut manifest = oci::write_blob(&blobs, media::MANIFEST, &manifest)?;
+    let mut manifest = oci::write_blob(&blobs, MediaType::ImageManifest, &manifest)?;
+    let manifest_digest = oci::digest(&manifest)?;
 
     let sbom_groups: Vec<oci::SbomGroup<'_>> = built
         .iter()
@@ -488,19 +491,24 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
             })
         })
         .collect();
-    let sbom = oci::sbom(&opts.spec, &config.digest, &sbom_groups, epoch)?;
-    let sbom = oci::write_blob(&blobs, media::SPDX, &sbom)?;
-    oci::write_blob(&blobs, media::EMPTY, oci::EMPTY_JSON)?;
+    let sbom = oci::sbom(&opts.spec, &config_digest, &sbom_groups, epoch)?;
+    let sbom = oci::write_blob(&blobs, media::spdx(), &sbom)?;
+    let sbom_digest = oci::digest(&sbom)?;
+    oci::write_blob(&blobs, MediaType::EmptyJSON, oci::EMPTY_JSON)?;
     let sbom_manifest = oci::sbom_manifest(&manifest, &sbom, epoch)?;
-    let mut sbom_manifest = oci::write_blob(&blobs, media::MANIFEST, &sbom_manifest)?;
-    sbom_manifest.artifact_type = Some(media::SPDX.to_owned());
-    manifest
-        .annotations
-        .insert(oci::REF_NAME.to_owned(), opts.spec.tag.clone());
-    manifest.annotations.insert(
-        oci::CONTAINERD_NAME.to_owned(),
-        format!("{}:{}", opts.spec.name, opts.spec.tag),
-    );
+    let mut sbom_manifest = oci::write_blob(&blobs, MediaType::ImageManifest, &sbom_manifest)?;
+    let sbom_manifest_digest = oci::digest(&sbom_manifest)?;
+    sbom_manifest.set_artifact_type(Some(media::spdx()));
+    manifest.set_annotations(Some(
+        [
+            (oci::REF_NAME.to_owned(), opts.spec.tag.clone()),
+            (
+                oci::CONTAINERD_NAME.to_owned(),
+                format!("{}:{}", opts.spec.name, opts.spec.tag),
+            ),
+        ]
+        .into(),
+    ));
     let index = oci::index(&manifest, Some(&sbom_manifest))?;
 
     tracing::debug!("documents written at {:?}", t0.elapsed());
@@ -516,10 +524,10 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
         }
     }
     for d in [
-        &config.digest,
-        &manifest.digest,
-        &sbom.digest,
-        &sbom_manifest.digest,
+        &config_digest,
+        &manifest_digest,
+        &sbom_digest,
+        &sbom_manifest_digest,
         &Digest::of(oci::EMPTY_JSON),
     ] {
         blob_files.push((d.clone(), blobs.join(d.hex())));
@@ -531,7 +539,8 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
     let top = built
         .last()
         .map(|(m, _, _)| m.digest.clone())
-        .unwrap_or_else(|| config.digest.clone());
+        .unwrap_or_else(|| config_digest.clone());
+    let layer_digests: Vec<Digest> = built.iter().map(|(m, _, _)| m.digest.clone()).collect();
     let archive_digest = match opts.format {
         OutputFormat::Oci => {
             write_file(stage.path(), "oci-layout", oci::OCI_LAYOUT)?;
@@ -544,24 +553,24 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
             let docs = archive::Docs {
                 index: &index,
                 docker_manifest: &oci::docker_manifest(
-                    &config.digest.blob_path(),
+                    &config_digest.blob_path(),
                     &repo_tag,
-                    &layers
+                    &layer_digests
                         .iter()
-                        .map(|l| l.digest.blob_path())
+                        .map(Digest::blob_path)
                         .collect::<Vec<_>>(),
                 )?,
                 docker_only_manifest: &oci::docker_manifest(
-                    &format!("{}.json", config.digest.hex()),
+                    &format!("{}.json", config_digest.hex()),
                     &repo_tag,
-                    &layers
+                    &layer_digests
                         .iter()
-                        .map(|l| format!("{}.tar", l.digest.hex()))
+                        .map(|d| format!("{}.tar", d.hex()))
                         .collect::<Vec<_>>(),
                 )?,
                 repositories: &oci::repositories(&opts.spec.name, &opts.spec.tag, &top)?,
-                config: &config.digest,
-                layers: &layers.iter().map(|l| l.digest.clone()).collect::<Vec<_>>(),
+                config: &config_digest,
+                layers: &layer_digests,
             };
             archive::write(f, &opts.out, &blob_files, &docs, epoch)?;
             drop(stage);
@@ -575,9 +584,9 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
         tag: opts.spec.tag.clone(),
         format: opts.format,
         out: opts.out.clone(),
-        manifest_digest: Some(manifest.digest),
-        config_digest: Some(config.digest),
-        sbom_digest: Some(sbom.digest),
+        manifest_digest: Some(manifest_digest),
+        config_digest: Some(config_digest),
+        sbom_digest: Some(sbom_digest),
         layers: built
             .iter()
             .map(|(m, _, cached)| BuiltLayer {

@@ -4,6 +4,7 @@ use std::fmt;
 use std::io::{self, Read, Write};
 use std::str::FromStr;
 
+use oci_spec::image::DigestAlgorithm;
 use sha2::{Digest as _, Sha256};
 
 use crate::Error;
@@ -37,23 +38,37 @@ impl Digest {
     }
 }
 
+impl Digest {
+    /// This digest as oci-spec's type (for descriptors).
+    pub(crate) fn to_oci(&self) -> Result<oci_spec::image::Digest, Error> {
+        self.to_string().parse().map_err(|_| Error::InvalidDigest {
+            value: self.to_string(),
+        })
+    }
+
+    /// The sha256 digest `d` names; any other algorithm is refused.
+    pub(crate) fn from_oci(d: &oci_spec::image::Digest) -> Result<Self, Error> {
+        // oci-spec has checked the encoding: 64 lowercase hex digits for sha256.
+        match d.algorithm() {
+            DigestAlgorithm::Sha256 => Ok(Self {
+                hex: d.digest().to_owned(),
+            }),
+            _ => Err(Error::InvalidDigest {
+                value: d.to_string().chars().take(100).collect(),
+            }),
+        }
+    }
+}
+
 impl FromStr for Digest {
     type Err = Error;
+    /// Validation is oci-spec's (algorithm grammar, length and lowercase
+    /// hex of a sha256 encoding); only sha256 is accepted.
     fn from_str(s: &str) -> Result<Self, Error> {
-        let bad = || Error::InvalidDigest {
+        let d: oci_spec::image::Digest = s.parse().map_err(|_| Error::InvalidDigest {
             value: s.chars().take(100).collect(),
-        };
-        let hex = s.strip_prefix("sha256:").ok_or_else(bad)?;
-        if hex.len() != 64
-            || !hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        {
-            return Err(bad());
-        }
-        Ok(Self {
-            hex: hex.to_owned(),
-        })
+        })?;
+        Self::from_oci(&d)
     }
 }
 

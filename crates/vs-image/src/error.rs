@@ -126,6 +126,15 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// oci-spec refused to build an OCI document.
+    #[error("cannot build {what}: {source}")]
+    OciSpec {
+        /// The document.
+        what: String,
+        /// What oci-spec reported.
+        #[source]
+        source: oci_spec::OciSpecError,
+    },
     /// A string is not a valid `sha256:<64 hex>` digest.
     #[error("invalid digest {value:?}: expected sha256:<64 lowercase hex digits>")]
     InvalidDigest {

@@ -2,85 +2,79 @@
 //! manifest, Docker `manifest.json` and `repositories`. All are written as
 //! canonical JSON so their digests reproduce.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::Path;
 
+use oci_spec::image::{
+    ANNOTATION_CREATED, ANNOTATION_REF_NAME, Arch, Config, Descriptor, History, ImageConfiguration,
+    ImageIndex, ImageManifest, ImageManifestBuilder, MediaType, Os, RootFs,
+};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
 use crate::json::canonical;
 use crate::{Digest, Error, ImageSpec};
 
-/// Media types used here.
+/// Media types oci-spec has no variant for.
 pub(crate) mod media {
-    pub const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
-    pub const INDEX: &str = "application/vnd.oci.image.index.v1+json";
-    pub const CONFIG: &str = "application/vnd.oci.image.config.v1+json";
-    pub const LAYER: &str = "application/vnd.oci.image.layer.v1.tar";
-    pub const LAYER_GZIP: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
-    pub const LAYER_ZSTD: &str = "application/vnd.oci.image.layer.v1.tar+zstd";
-    pub const EMPTY: &str = "application/vnd.oci.empty.v1+json";
-    pub const SPDX: &str = "application/spdx+json";
-    pub const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+    use oci_spec::image::MediaType;
+
+    /// The SPDX JSON document (the SBOM layer and artifact type).
+    pub(crate) fn spdx() -> MediaType {
+        MediaType::Other("application/spdx+json".to_owned())
+    }
+
+    /// Docker's schema 2 manifest, which an index written by Docker lists.
+    pub(crate) const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
 }
 
 /// Index annotation naming the SBOM artifact manifest.
 pub(crate) const SBOM_ANNOTATION: &str = "dev.vibesys.sbom.manifest";
 /// The OCI ref-name annotation (the tag skopeo's `oci:DIR:REF` selects).
-pub(crate) const REF_NAME: &str = "org.opencontainers.image.ref.name";
+pub(crate) const REF_NAME: &str = ANNOTATION_REF_NAME;
 /// containerd's full-name annotation.
 pub(crate) const CONTAINERD_NAME: &str = "io.containerd.image.name";
 
-/// An OCI content descriptor.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Descriptor {
-    #[serde(rename = "mediaType")]
-    pub media_type: String,
-    pub digest: Digest,
-    pub size: u64,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub annotations: BTreeMap<String, String>,
-    #[serde(
-        rename = "artifactType",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub artifact_type: Option<String>,
+/// The schema version of every manifest and index written.
+const SCHEMA_VERSION: u32 = 2;
+
+/// A descriptor of `media_type` for the sha256 blob `digest`.
+pub(crate) fn descriptor(
+    media_type: MediaType,
+    digest: &Digest,
+    size: u64,
+) -> Result<Descriptor, Error> {
+    Ok(Descriptor::new(media_type, size, digest.to_oci()?))
 }
 
-impl Descriptor {
-    pub(crate) fn new(media_type: &str, digest: Digest, size: u64) -> Self {
-        Self {
-            media_type: media_type.to_owned(),
-            digest,
-            size,
-            annotations: BTreeMap::new(),
-            artifact_type: None,
-        }
+/// The sha256 digest a descriptor names (any other algorithm is refused).
+pub(crate) fn digest(d: &Descriptor) -> Result<Digest, Error> {
+    Digest::from_oci(d.digest())
+}
+
+/// `Some(map)` for a non-empty map, `None` (the field left out) otherwise.
+fn annotations(m: &BTreeMap<String, String>) -> Option<HashMap<String, String>> {
+    (!m.is_empty()).then(|| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+}
+
+fn oci_err(what: &str) -> impl FnOnce(oci_spec::OciSpecError) -> Error + '_ {
+    move |source| Error::OciSpec {
+        what: what.to_owned(),
+        source,
     }
 }
 
-/// RFC 3339 UTC time of a Unix timestamp (no clock involved).
-pub(crate) fn rfc3339(epoch: u64) -> String {
-    let days = (epoch / 86_400) as i64;
-    let secs = epoch % 86_400;
-    // Civil-from-days (proleptic Gregorian), after Howard Hinnant.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
+/// RFC 3339 UTC time of a Unix timestamp (no clock involved), whole
+/// seconds: `YYYY-MM-DDTHH:MM:SSZ`.
+pub(crate) fn rfc3339(epoch: u64) -> Result<String, Error> {
+    i64::try_from(epoch)
+        .ok()
+        .and_then(|s| jiff::Timestamp::from_second(s).ok())
+        .map(|t| t.to_string())
+        .ok_or_else(|| Error::SpecInvalid {
+            field: "SOURCE_DATE_EPOCH".to_owned(),
+            reason: format!("{epoch} is after {}", jiff::Timestamp::MAX),
+        })
 }
 
 /// The architecture name OCI uses for this build machine.
@@ -101,39 +95,34 @@ pub(crate) fn config(
     history: &[String],
     epoch: u64,
 ) -> Result<Vec<u8>, Error> {
-    let created = rfc3339(epoch);
+    let created = rfc3339(epoch)?;
     let c = &spec.config;
-    let mut cfg = serde_json::Map::new();
-    if !c.entrypoint.is_empty() {
-        cfg.insert("Entrypoint".into(), json!(c.entrypoint));
-    }
-    if !c.cmd.is_empty() {
-        cfg.insert("Cmd".into(), json!(c.cmd));
-    }
-    if !c.env.is_empty() {
-        cfg.insert("Env".into(), json!(c.env));
-    }
-    if let Some(w) = &c.working_dir {
-        cfg.insert("WorkingDir".into(), json!(w));
-    }
-    if let Some(u) = &c.user {
-        cfg.insert("User".into(), json!(u));
-    }
-    if !c.labels.is_empty() {
-        cfg.insert("Labels".into(), json!(c.labels));
-    }
-    let history: Vec<Value> = history
+    let nonempty = |v: &Vec<String>| (!v.is_empty()).then(|| v.clone());
+    let mut cfg = Config::default();
+    cfg.set_entrypoint(nonempty(&c.entrypoint));
+    cfg.set_cmd(nonempty(&c.cmd));
+    cfg.set_env(nonempty(&c.env));
+    cfg.set_working_dir(c.working_dir.clone());
+    cfg.set_user(c.user.clone());
+    cfg.set_labels(annotations(&c.labels));
+    let mut rootfs = RootFs::default();
+    rootfs.set_diff_ids(diff_ids.iter().map(Digest::to_string).collect());
+    let history = history
         .iter()
-        .map(|h| json!({"created": created, "created_by": h}))
+        .map(|h| {
+            let mut e = History::default();
+            e.set_created(Some(created.clone()));
+            e.set_created_by(Some(h.clone()));
+            e
+        })
         .collect();
-    let doc = json!({
-        "architecture": architecture(),
-        "os": "linux",
-        "created": created,
-        "config": Value::Object(cfg),
-        "rootfs": {"type": "layers", "diff_ids": diff_ids},
-        "history": history,
-    });
+    let mut doc = ImageConfiguration::default();
+    doc.set_architecture(Arch::from(architecture()));
+    doc.set_os(Os::Linux);
+    doc.set_created(Some(created));
+    doc.set_config(Some(cfg));
+    doc.set_rootfs(rootfs);
+    doc.set_history(Some(history));
     canonical("image config", &doc)
 }
 
@@ -141,17 +130,16 @@ pub(crate) fn config(
 pub(crate) fn manifest(
     config: &Descriptor,
     layers: &[Descriptor],
-    annotations: &BTreeMap<String, String>,
+    extra: &BTreeMap<String, String>,
 ) -> Result<Vec<u8>, Error> {
-    let mut doc = json!({
-        "schemaVersion": 2,
-        "mediaType": media::MANIFEST,
-        "config": config,
-        "layers": layers,
-    });
-    if !annotations.is_empty() {
-        doc["annotations"] = json!(annotations);
-    }
+    let mut doc = ImageManifestBuilder::default()
+        .schema_version(SCHEMA_VERSION)
+        .media_type(MediaType::ImageManifest)
+        .config(config.clone())
+        .layers(layers.to_vec())
+        .build()
+        .map_err(oci_err("image manifest"))?;
+    doc.set_annotations(annotations(extra));
     canonical("image manifest", &doc)
 }
 
@@ -164,22 +152,26 @@ pub(crate) fn sbom_manifest(
     sbom: &Descriptor,
     epoch: u64,
 ) -> Result<Vec<u8>, Error> {
-    let empty = Descriptor::new(
-        media::EMPTY,
-        Digest::of(EMPTY_JSON),
+    let empty = descriptor(
+        MediaType::EmptyJSON,
+        &Digest::of(EMPTY_JSON),
         EMPTY_JSON.len() as u64,
-    );
+    )?;
     let mut subject = subject.clone();
-    subject.annotations.clear();
-    let doc = json!({
-        "schemaVersion": 2,
-        "mediaType": media::MANIFEST,
-        "artifactType": media::SPDX,
-        "config": empty,
-        "layers": [sbom],
-        "subject": subject,
-        "annotations": {"org.opencontainers.image.created": rfc3339(epoch)},
-    });
+    subject.set_annotations(None);
+    let doc: ImageManifest = ImageManifestBuilder::default()
+        .schema_version(SCHEMA_VERSION)
+        .media_type(MediaType::ImageManifest)
+        .artifact_type(media::spdx())
+        .config(empty)
+        .layers(vec![sbom.clone()])
+        .subject(subject)
+        .annotations(HashMap::from([(
+            ANNOTATION_CREATED.to_owned(),
+            rfc3339(epoch)?,
+        )]))
+        .build()
+        .map_err(oci_err("sbom manifest"))?;
     canonical("sbom manifest", &doc)
 }
 
@@ -189,19 +181,33 @@ pub(crate) fn index(
     manifest: &Descriptor,
     sbom_manifest: Option<&Descriptor>,
 ) -> Result<Vec<u8>, Error> {
-    let mut doc = json!({
-        "schemaVersion": 2,
-        "mediaType": media::INDEX,
-        "manifests": [manifest],
-    });
-    if let Some(s) = sbom_manifest {
-        doc["annotations"] = json!({ SBOM_ANNOTATION: s.digest.to_string() });
-    }
+    let mut doc = ImageIndex::default();
+    doc.set_schema_version(SCHEMA_VERSION);
+    doc.set_media_type(Some(MediaType::ImageIndex));
+    doc.set_manifests(vec![manifest.clone()]);
+    doc.set_annotations(
+        sbom_manifest
+            .map(|s| HashMap::from([(SBOM_ANNOTATION.to_owned(), s.digest().to_string())])),
+    );
     canonical("index.json", &doc)
 }
 
 /// `oci-layout`.
 pub(crate) const OCI_LAYOUT: &[u8] = br#"{"imageLayoutVersion":"1.0.0"}"#;
+
+/// One image of Docker's `manifest.json` (oci-spec has no type for Docker's
+/// archive documents).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub(crate) struct DockerManifestEntry {
+    /// The config member.
+    pub config: String,
+    /// `name:tag` of the image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_tags: Option<Vec<String>>,
+    /// The layer members, bottom first.
+    pub layers: Vec<String>,
+}
 
 /// Docker's `manifest.json`.
 pub(crate) fn docker_manifest(
@@ -211,13 +217,24 @@ pub(crate) fn docker_manifest(
 ) -> Result<Vec<u8>, Error> {
     canonical(
         "manifest.json",
-        &json!([{ "Config": config_path, "RepoTags": [repo_tag], "Layers": layer_paths }]),
+        &[DockerManifestEntry {
+            config: config_path.to_owned(),
+            repo_tags: Some(vec![repo_tag.to_owned()]),
+            layers: layer_paths.to_vec(),
+        }],
     )
 }
 
+/// Docker's legacy `repositories`: name -> tag -> top layer id.
+pub(crate) type DockerRepositories = BTreeMap<String, BTreeMap<String, String>>;
+
 /// Docker's legacy `repositories` (name -> tag -> top layer id).
 pub(crate) fn repositories(name: &str, tag: &str, top_layer: &Digest) -> Result<Vec<u8>, Error> {
-    canonical("repositories", &json!({ name: { tag: top_layer.hex() } }))
+    let doc: DockerRepositories = BTreeMap::from([(
+        name.to_owned(),
+        BTreeMap::from([(tag.to_owned(), top_layer.hex().to_owned())]),
+    )]);
+    canonical("repositories", &doc)
 }
 
 /// One group of the SBOM.
@@ -225,6 +242,88 @@ pub(crate) struct SbomGroup<'a> {
     pub name: &'a str,
     pub digest: &'a Digest,
     pub layer: &'a Digest,
+}
+
+/// The SPDX 2.3 JSON document (the subset vibesys writes and reads; SPDX is
+/// not an OCI document, so oci-spec has no type for it).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SpdxDocument {
+    pub spdx_version: String,
+    #[serde(default)]
+    pub data_license: String,
+    #[serde(rename = "SPDXID", default)]
+    pub spdxid: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub document_namespace: String,
+    #[serde(default)]
+    pub creation_info: SpdxCreationInfo,
+    #[serde(default)]
+    pub packages: Vec<SpdxPackage>,
+    #[serde(default)]
+    pub relationships: Vec<SpdxRelationship>,
+}
+
+/// SPDX `creationInfo`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(crate) struct SpdxCreationInfo {
+    #[serde(default)]
+    pub created: String,
+    #[serde(default)]
+    pub creators: Vec<String>,
+}
+
+/// One SPDX package: the image, or a group it contains.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SpdxPackage {
+    #[serde(rename = "SPDXID")]
+    pub spdxid: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_info: Option<String>,
+    pub download_location: String,
+    pub files_analyzed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_package_purpose: Option<String>,
+    #[serde(default)]
+    pub checksums: Vec<SpdxChecksum>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+}
+
+/// An SPDX checksum.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SpdxChecksum {
+    pub algorithm: String,
+    pub checksum_value: String,
+}
+
+/// An SPDX relationship.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SpdxRelationship {
+    pub spdx_element_id: String,
+    pub relationship_type: String,
+    pub related_spdx_element: String,
+}
+
+fn sha256(d: &Digest) -> Vec<SpdxChecksum> {
+    vec![SpdxChecksum {
+        algorithm: "SHA256".to_owned(),
+        checksum_value: d.hex().to_owned(),
+    }]
+}
+
+fn relationship(from: &str, kind: &str, to: &str) -> SpdxRelationship {
+    SpdxRelationship {
+        spdx_element_id: from.to_owned(),
+        relationship_type: kind.to_owned(),
+        related_spdx_element: to.to_owned(),
+    }
 }
 
 /// The SPDX 2.3 JSON document: the image as the described package, each
@@ -235,48 +334,62 @@ pub(crate) fn sbom(
     groups: &[SbomGroup<'_>],
     epoch: u64,
 ) -> Result<Vec<u8>, Error> {
-    let mut packages = vec![json!({
-        "SPDXID": "SPDXRef-Image",
-        "name": spec.name,
-        "versionInfo": spec.tag,
-        "downloadLocation": "NOASSERTION",
-        "filesAnalyzed": false,
-        "primaryPackagePurpose": "CONTAINER",
-        "checksums": [{"algorithm": "SHA256", "checksumValue": config.hex()}],
-        "comment": "checksum is the image config digest (the Docker image ID)",
-    })];
-    let mut relationships = vec![
-        json!({"spdxElementId": "SPDXRef-DOCUMENT", "relationshipType": "DESCRIBES", "relatedSpdxElement": "SPDXRef-Image"}),
-    ];
+    let mut packages = vec![SpdxPackage {
+        spdxid: "SPDXRef-Image".to_owned(),
+        name: spec.name.clone(),
+        version_info: Some(spec.tag.clone()),
+        download_location: "NOASSERTION".to_owned(),
+        files_analyzed: false,
+        primary_package_purpose: Some("CONTAINER".to_owned()),
+        checksums: sha256(config),
+        comment: Some("checksum is the image config digest (the Docker image ID)".to_owned()),
+    }];
+    let mut relationships = vec![relationship(
+        "SPDXRef-DOCUMENT",
+        "DESCRIBES",
+        "SPDXRef-Image",
+    )];
     for (i, g) in groups.iter().enumerate() {
         let id = format!("SPDXRef-Group-{}", i + 1);
-        packages.push(json!({
-            "SPDXID": id,
-            "name": g.name,
-            "downloadLocation": "NOASSERTION",
-            "filesAnalyzed": false,
-            "checksums": [{"algorithm": "SHA256", "checksumValue": g.digest.hex()}],
-            "comment": format!("in layer {}; checksum is the sha256 of the group's vibesys file listing", g.layer),
-        }));
-        relationships.push(json!({"spdxElementId": "SPDXRef-Image", "relationshipType": "CONTAINS", "relatedSpdxElement": id}));
+        relationships.push(relationship("SPDXRef-Image", "CONTAINS", &id));
+        packages.push(SpdxPackage {
+            spdxid: id,
+            name: g.name.to_owned(),
+            version_info: None,
+            download_location: "NOASSERTION".to_owned(),
+            files_analyzed: false,
+            primary_package_purpose: None,
+            checksums: sha256(g.digest),
+            comment: Some(format!(
+                "in layer {}; checksum is the sha256 of the group's vibesys file listing",
+                g.layer
+            )),
+        });
     }
-    let doc = json!({
-        "spdxVersion": "SPDX-2.3",
-        "dataLicense": "CC0-1.0",
-        "SPDXID": "SPDXRef-DOCUMENT",
-        "name": format!("{}:{}", spec.name, spec.tag),
-        "documentNamespace": format!("https://vibesys.invalid/spdx/{}/{}", spec.name, config.hex()),
-        "creationInfo": {"created": rfc3339(epoch), "creators": ["Tool: vibesys"]},
-        "packages": packages,
-        "relationships": relationships,
-    });
+    let doc = SpdxDocument {
+        spdx_version: "SPDX-2.3".to_owned(),
+        data_license: "CC0-1.0".to_owned(),
+        spdxid: "SPDXRef-DOCUMENT".to_owned(),
+        name: format!("{}:{}", spec.name, spec.tag),
+        document_namespace: format!(
+            "https://vibesys.invalid/spdx/{}/{}",
+            spec.name,
+            config.hex()
+        ),
+        creation_info: SpdxCreationInfo {
+            created: rfc3339(epoch)?,
+            creators: vec!["Tool: vibesys".to_owned()],
+        },
+        packages,
+        relationships,
+    };
     canonical("sbom", &doc)
 }
 
 /// Writes `bytes` as a blob into `blobs` (temp file + rename).
 pub(crate) fn write_blob(
     blobs: &Path,
-    media_type: &str,
+    media_type: MediaType,
     bytes: &[u8],
 ) -> Result<Descriptor, Error> {
     let d = Digest::of(bytes);
@@ -288,18 +401,32 @@ pub(crate) fn write_blob(
     crate::perm::publish_file(tmp.as_file()).map_err(|e| Error::io("chmod", &dest, e))?;
     tmp.persist(&dest)
         .map_err(|e| Error::io("rename into place", &dest, e.error))?;
-    Ok(Descriptor::new(media_type, d, bytes.len() as u64))
+    descriptor(media_type, &d, bytes.len() as u64)
 }
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]
     fn rfc3339_without_a_clock() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(1), "1970-01-01T00:00:01Z");
-        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(rfc3339(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(rfc3339(0).unwrap(), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1).unwrap(), "1970-01-01T00:00:01Z");
+        assert_eq!(rfc3339(951_782_400).unwrap(), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(1_700_000_000).unwrap(), "2023-11-14T22:13:20Z");
+        let max = u64::try_from(jiff::Timestamp::MAX.as_second()).unwrap();
+        assert!(rfc3339(max).unwrap().starts_with("9999-12-"));
+        assert!(rfc3339(max + 1).is_err());
+        assert!(rfc3339(u64::MAX).is_err());
+    }
+
+    #[test]
+    fn oci_layout_is_the_canonical_oci_spec_document() {
+        let layout = oci_spec::image::OciLayoutBuilder::default()
+            .image_layout_version("1.0.0")
+            .build()
+            .unwrap();
+        assert_eq!(canonical("oci-layout", &layout).unwrap(), OCI_LAYOUT);
     }
 }

@@ -8,11 +8,14 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
+use oci_spec::image::{
+    Descriptor, ImageConfiguration, ImageIndex, ImageManifest, MediaType, OciLayout,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::digest::HashReader;
-use crate::oci::{self, Descriptor, media};
+use crate::oci::{self, DockerManifestEntry, SpdxDocument, media};
 use crate::{Digest, Error};
 
 const MAX_DOC: u64 = 16 << 20;
@@ -281,15 +284,16 @@ impl Store {
 
     /// Reads a small blob by descriptor and checks its digest and size.
     fn read_blob(&self, d: &Descriptor, referenced_by: &str) -> Result<Vec<u8>, Error> {
-        let name = d.digest.blob_path();
+        let digest = oci::digest(d)?;
+        let name = digest.blob_path();
         if self.size(&name).is_none() {
             return Err(Error::MissingBlob {
-                digest: d.digest.to_string(),
+                digest: digest.to_string(),
                 referenced_by: referenced_by.to_owned(),
             });
         }
         let bytes = self.read_doc(&name, referenced_by)?;
-        check_blob(&d.digest, d.size, &Digest::of(&bytes), bytes.len() as u64)?;
+        check_blob(&digest, d.size(), &Digest::of(&bytes), bytes.len() as u64)?;
         Ok(bytes)
     }
 }
@@ -344,44 +348,9 @@ fn parse<T: for<'de> Deserialize<'de>>(what: &str, bytes: &[u8]) -> Result<T, Er
     })
 }
 
-#[derive(Deserialize)]
-struct Index {
-    manifests: Vec<Descriptor>,
-    #[serde(default)]
-    annotations: BTreeMap<String, String>,
-}
-
-#[derive(Deserialize)]
-struct Manifest {
-    config: Descriptor,
-    layers: Vec<Descriptor>,
-    #[serde(default)]
-    subject: Option<Descriptor>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "PascalCase")]
-struct DockerEntry {
-    config: String,
-    #[serde(default)]
-    repo_tags: Option<Vec<String>>,
-    layers: Vec<String>,
-}
-
-#[derive(Deserialize)]
-struct ConfigDoc {
-    #[serde(default)]
-    architecture: String,
-    #[serde(default)]
-    os: String,
-    #[serde(default)]
-    config: Value,
-    rootfs: RootFs,
-}
-
-#[derive(Deserialize)]
-struct RootFs {
-    diff_ids: Vec<Digest>,
+/// The annotation `key` of a descriptor, if any.
+fn annotation<'a>(d: &'a Descriptor, key: &str) -> Option<&'a String> {
+    d.annotations().as_ref().and_then(|a| a.get(key))
 }
 
 fn split_ref(r: &str) -> (String, String) {
@@ -418,23 +387,28 @@ pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
     let config_desc: Descriptor;
     let mut docker_config: Option<Vec<u8>> = None;
     if has_index {
-        let layout = store.read_doc("oci-layout", "the OCI layout")?;
-        let lv: Value = parse("oci-layout", &layout)?;
-        if lv.get("imageLayoutVersion").and_then(Value::as_str) != Some("1.0.0") {
+        let layout: OciLayout = parse(
+            "oci-layout",
+            &store.read_doc("oci-layout", "the OCI layout")?,
+        )?;
+        if layout.image_layout_version() != "1.0.0" {
             return Err(Error::malformed(
                 path,
                 "oci-layout is not imageLayoutVersion 1.0.0",
             ));
         }
-        let index: Index = parse(
+        let index: ImageIndex = parse(
             "index.json",
             &store.read_doc("index.json", "the OCI layout")?,
         )?;
         let images: Vec<&Descriptor> = index
-            .manifests
+            .manifests()
             .iter()
-            .filter(|d| d.media_type == media::MANIFEST || d.media_type == media::DOCKER_MANIFEST)
-            .filter(|d| d.artifact_type.is_none())
+            .filter(|d| {
+                *d.media_type() == MediaType::ImageManifest
+                    || d.media_type().as_ref() == media::DOCKER_MANIFEST
+            })
+            .filter(|d| d.artifact_type().is_none())
             .collect();
         let [m] = images.as_slice() else {
             return Err(Error::malformed(
@@ -445,19 +419,23 @@ pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
                 ),
             ));
         };
-        if let Some(r) = m.annotations.get(oci::CONTAINERD_NAME) {
+        if let Some(r) = annotation(m, oci::CONTAINERD_NAME) {
             let (n, t) = split_ref(r);
             name = Some(n);
             tag = Some(t);
-        } else if let Some(t) = m.annotations.get(oci::REF_NAME) {
+        } else if let Some(t) = annotation(m, oci::REF_NAME) {
             tag = Some(t.clone());
         }
+        let m_digest = oci::digest(m)?;
         let mbytes = store.read_blob(m, "index.json")?;
-        let manifest: Manifest = parse(&format!("manifest {}", m.digest), &mbytes)?;
-        manifest_digest = Some(m.digest.clone());
-        config_desc = manifest.config;
-        layers_desc = manifest.layers;
-        if let Some(s) = index.annotations.get(oci::SBOM_ANNOTATION) {
+        let manifest: ImageManifest = parse(&format!("manifest {m_digest}"), &mbytes)?;
+        config_desc = manifest.config().clone();
+        layers_desc = manifest.layers().clone();
+        let sbom_ref = index
+            .annotations()
+            .as_ref()
+            .and_then(|a| a.get(oci::SBOM_ANNOTATION));
+        if let Some(s) = sbom_ref {
             let sd: Digest = s.parse()?;
             let size = store
                 .size(&sd.blob_path())
@@ -466,43 +444,38 @@ pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
                     referenced_by: "index.json annotation".to_owned(),
                 })?;
             let sm_bytes = store.read_blob(
-                &Descriptor::new(media::MANIFEST, sd.clone(), size),
+                &oci::descriptor(MediaType::ImageManifest, &sd, size)?,
                 "index.json",
             )?;
-            let sm: Manifest = parse(&format!("sbom manifest {sd}"), &sm_bytes)?;
-            if sm.subject.as_ref().map(|s| &s.digest) != Some(&m.digest) {
+            let sm: ImageManifest = parse(&format!("sbom manifest {sd}"), &sm_bytes)?;
+            if sm.subject().as_ref().map(Descriptor::digest) != Some(m.digest()) {
                 return Err(Error::malformed(
                     path,
-                    format!(
-                        "sbom manifest {sd} does not refer to image manifest {}",
-                        m.digest
-                    ),
+                    format!("sbom manifest {sd} does not refer to image manifest {m_digest}"),
                 ));
             }
             let doc = sm
-                .layers
+                .layers()
                 .first()
                 .ok_or_else(|| Error::malformed(path, "sbom manifest has no layer"))?;
             let sb = store.read_blob(doc, &format!("sbom manifest {sd}"))?;
-            let v: Value = parse("sbom", &sb)?;
+            let v: SpdxDocument = parse("sbom", &sb)?;
             sbom = Some(SbomSummary {
                 manifest_digest: sd,
-                digest: doc.digest.clone(),
-                spdx_version: v
-                    .get("spdxVersion")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned(),
-                packages: v
-                    .get("packages")
-                    .and_then(Value::as_array)
-                    .map_or(0, Vec::len),
+                digest: oci::digest(doc)?,
+                spdx_version: v.spdx_version,
+                packages: v.packages.len(),
             });
         }
+        manifest_digest = Some(m_digest);
     } else {
         let (cfg, l) = docker_entry(&store)?;
         let bytes = store.read_doc(&cfg, "manifest.json")?;
-        config_desc = Descriptor::new(media::CONFIG, Digest::of(&bytes), bytes.len() as u64);
+        config_desc = oci::descriptor(
+            MediaType::ImageConfig,
+            &Digest::of(&bytes),
+            bytes.len() as u64,
+        )?;
         docker_config = Some(bytes);
         let mut descs = Vec::new();
         for member in &l {
@@ -513,10 +486,15 @@ pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
             let (d, _) = HashReader::new(store.open(member)?)
                 .finish()
                 .map_err(|e| Error::io("read", path.join(member), e))?;
-            descs.push(Descriptor::new(media::LAYER, d, size));
+            descs.push(oci::descriptor(MediaType::ImageLayer, &d, size)?);
         }
         layers_desc = descs;
     }
+    let config_digest = oci::digest(&config_desc)?;
+    let layer_digests: Vec<Digest> = layers_desc
+        .iter()
+        .map(oci::digest)
+        .collect::<Result<_, _>>()?;
     if has_docker {
         let (cfg, l) = docker_entry(&store)?;
         if let Some(rt) = docker_repo_tag(&store)? {
@@ -525,8 +503,8 @@ pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
             tag = Some(t);
         }
         if has_index {
-            let want: Vec<String> = layers_desc.iter().map(|d| d.digest.blob_path()).collect();
-            if cfg != config_desc.digest.blob_path() || l != want {
+            let want: Vec<String> = layer_digests.iter().map(Digest::blob_path).collect();
+            if cfg != config_digest.blob_path() || l != want {
                 return Err(Error::malformed(
                     path,
                     "manifest.json and the OCI manifest name different blobs",
@@ -538,21 +516,27 @@ pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
         Some(b) => b,
         None => store.read_blob(&config_desc, "the image manifest")?,
     };
-    let config: ConfigDoc = parse(&format!("config {}", config_desc.digest), &config_bytes)?;
-    if config.rootfs.diff_ids.len() != layers_desc.len() {
+    let config: ImageConfiguration = parse(&format!("config {config_digest}"), &config_bytes)?;
+    let diff_ids: Vec<Digest> = config
+        .rootfs()
+        .diff_ids()
+        .iter()
+        .map(|d| d.parse())
+        .collect::<Result<_, _>>()?;
+    if diff_ids.len() != layers_desc.len() {
         return Err(Error::malformed(
             path,
             format!(
                 "config lists {} diff_ids for {} layers",
-                config.rootfs.diff_ids.len(),
+                diff_ids.len(),
                 layers_desc.len()
             ),
         ));
     }
-    for l in &layers_desc {
-        if store.size(&l.digest.blob_path()).is_none() && has_index {
+    for l in &layer_digests {
+        if store.size(&l.blob_path()).is_none() && has_index {
             return Err(Error::MissingBlob {
-                digest: l.digest.to_string(),
+                digest: l.to_string(),
                 referenced_by: "the image manifest".to_owned(),
             });
         }
@@ -564,10 +548,8 @@ pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
             // docker-archive members named `<hex>.json` / `<hex>.tar` carry
             // their digest in the name (as `docker save` and vibesys write).
             let (cfg, l) = docker_entry(&store)?;
-            let named = std::iter::once((cfg, config_desc.digest.clone())).chain(
-                l.into_iter()
-                    .zip(layers_desc.iter().map(|d| d.digest.clone())),
-            );
+            let named = std::iter::once((cfg, config_digest.clone()))
+                .chain(l.into_iter().zip(layer_digests.iter().cloned()));
             for (member, found) in named {
                 let stem = member
                     .strip_suffix(".json")
@@ -589,15 +571,20 @@ pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
         } else {
             Some(docker_entry(&store)?.1)
         };
-        for (i, (l, diff)) in layers_desc.iter().zip(&config.rootfs.diff_ids).enumerate() {
+        for (i, ((l, ld), diff)) in layers_desc
+            .iter()
+            .zip(&layer_digests)
+            .zip(&diff_ids)
+            .enumerate()
+        {
             let member = docker_layers
                 .as_ref()
-                .map_or_else(|| l.digest.blob_path(), |d| d[i].clone());
-            let (digest, size, found_diff) = verify_layer(&store, &member, &l.digest)?;
-            check_blob(&l.digest, l.size, &digest, size)?;
+                .map_or_else(|| ld.blob_path(), |d| d[i].clone());
+            let (digest, size, found_diff) = verify_layer(&store, &member, ld)?;
+            check_blob(ld, l.size(), &digest, size)?;
             if &found_diff != diff {
                 return Err(Error::DigestMismatch {
-                    blob: format!("{} (uncompressed)", l.digest),
+                    blob: format!("{ld} (uncompressed)"),
                     expected: diff.to_string(),
                     found: found_diff.to_string(),
                 });
@@ -631,38 +618,45 @@ pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
         }
     }
 
-    let diff_ids = config.rootfs.diff_ids.clone();
+    // The config's `config` object as written (Docker's extra keys kept),
+    // so the report shows what a runtime would read.
+    let raw: Value = parse(&format!("config {config_digest}"), &config_bytes)?;
     Ok(InspectReport {
         path: path.to_owned(),
         format: format.to_owned(),
         name,
         tag,
         manifest_digest,
-        config_digest: config_desc.digest,
-        total_layer_size: layers_desc.iter().map(|l| l.size).sum(),
+        config_digest,
+        total_layer_size: layers_desc.iter().map(Descriptor::size).sum(),
         layers: layers_desc
-            .into_iter()
+            .iter()
+            .zip(layer_digests)
             .zip(diff_ids)
-            .map(|(l, diff_id)| LayerReport {
-                digest: l.digest,
+            .map(|((l, digest), diff_id)| LayerReport {
+                digest,
                 diff_id,
-                size: l.size,
-                media_type: l.media_type,
+                size: l.size(),
+                media_type: l.media_type().to_string(),
             })
             .collect(),
-        platform: format!("{}/{}", config.os, config.architecture),
-        config: config.config,
+        platform: format!("{}/{}", config.os(), config.architecture()),
+        config: raw.get("config").cloned().unwrap_or(Value::Null),
         sbom,
         verified: verify,
         archive_digest,
     })
 }
 
-fn docker_entry(store: &Store) -> Result<(String, Vec<String>), Error> {
-    let entries: Vec<DockerEntry> = parse(
+fn docker_entries(store: &Store) -> Result<Vec<DockerManifestEntry>, Error> {
+    parse(
         "manifest.json",
         &store.read_doc("manifest.json", "the archive")?,
-    )?;
+    )
+}
+
+fn docker_entry(store: &Store) -> Result<(String, Vec<String>), Error> {
+    let entries = docker_entries(store)?;
     let [e] = entries.as_slice() else {
         return Err(Error::malformed(
             store.path(),
@@ -692,11 +686,7 @@ fn docker_entry(store: &Store) -> Result<(String, Vec<String>), Error> {
 }
 
 fn docker_repo_tag(store: &Store) -> Result<Option<String>, Error> {
-    let entries: Vec<DockerEntry> = parse(
-        "manifest.json",
-        &store.read_doc("manifest.json", "the archive")?,
-    )?;
-    Ok(entries
+    Ok(docker_entries(store)?
         .first()
         .and_then(|e| e.repo_tags.as_ref())
         .and_then(|t| t.first())

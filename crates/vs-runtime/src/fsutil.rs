@@ -47,32 +47,16 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Reads a regular file (never through a final symlink) of at most `limit`
-/// bytes. Returns `Ok(None)` when it does not exist.
+/// Reads a regular file (never through a final symlink, never blocking on
+/// a fifo, checked on the descriptor it reads) of at most `limit` bytes.
+/// Returns `Ok(None)` when it does not exist.
 pub(crate) fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(RuntimeError::io("inspect", path, e)),
-    };
-    if !meta.file_type().is_file() {
-        return Err(RuntimeError::NotAFile {
-            path: path.to_path_buf(),
-            found: kind_name(&meta.file_type()),
-        });
-    }
-    let file = open_nofollow(path).map_err(|e| RuntimeError::io("open", path, e))?;
-    let mut buf = Vec::new();
-    file.take(limit + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| RuntimeError::io("read", path, e))?;
-    if buf.len() as u64 > limit {
-        return Err(RuntimeError::TooLarge {
-            path: path.to_path_buf(),
-            limit,
-        });
-    }
-    Ok(Some(buf))
+    use vs_sandbox::fsread::{self, BoundedReadError};
+    fsread::read_bounded(path, limit).map_err(|e| match e {
+        BoundedReadError::Io { path, source } => RuntimeError::io("read", &path, source),
+        BoundedReadError::NotAFile { path, found } => RuntimeError::NotAFile { path, found },
+        BoundedReadError::TooLarge { path, limit } => RuntimeError::TooLarge { path, limit },
+    })
 }
 
 /// Opens a file for reading without following a final symlink and without

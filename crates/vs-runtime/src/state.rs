@@ -360,6 +360,35 @@ pub fn is_private_file(path: &str) -> bool {
 /// reflog entry of the repository containing `project`. Empty when the
 /// project is not inside a git repository.
 pub fn private_files_in_history(project: &Path) -> Result<BTreeSet<String>> {
+    paths_in_history(project, is_private_file)
+}
+
+/// The paths at or below any of `hidden` (workspace-relative) that appear
+/// in any commit reachable from any ref or reflog entry: their content is
+/// in `.git/objects`, readable by an agent that reads history, however the
+/// path itself is masked. Empty when the project is not in a repository.
+pub fn hidden_paths_in_history(project: &Path, hidden: &[&Path]) -> Result<BTreeSet<String>> {
+    // Repository paths are relative to the top level; the project may be
+    // a subdirectory of it.
+    let prefix = git::run(project, &[OsStr::new("rev-parse"), OsStr::new("--show-prefix")])
+        .map(|out| String::from_utf8_lossy(&out).trim().to_owned())
+        .unwrap_or_default();
+    let wanted: Vec<String> = hidden
+        .iter()
+        .map(|h| format!("{prefix}{}", h.display()))
+        .collect();
+    let found = paths_in_history(project, |path| {
+        wanted
+            .iter()
+            .any(|w| path == w || path.strip_prefix(w.as_str()).is_some_and(|r| r.starts_with('/')))
+    })?;
+    Ok(found
+        .into_iter()
+        .map(|p| p.strip_prefix(prefix.as_str()).unwrap_or(&p).to_owned())
+        .collect())
+}
+
+fn paths_in_history(project: &Path, keep: impl Fn(&str) -> bool) -> Result<BTreeSet<String>> {
     let mut found = BTreeSet::new();
     if !git::inside_repository(project) {
         return Ok(found);
@@ -380,7 +409,7 @@ pub fn private_files_in_history(project: &Path) -> Result<BTreeSet<String>> {
     git::for_each_nul_record(project, &args, |record| {
         let text = String::from_utf8_lossy(record);
         let path = text.trim_matches('\n');
-        if !path.is_empty() && is_private_file(path) {
+        if !path.is_empty() && keep(path) {
             found.insert(path.to_owned());
         }
     })?;

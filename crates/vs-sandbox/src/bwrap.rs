@@ -16,33 +16,94 @@ use crate::policy::{Access, PathKind, ResolvedPolicy, metadata_paths};
 use crate::resources::HostResources;
 
 /// A descriptor bwrap reads, created by the launcher right before exec.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "slot")]
 pub enum FdSlot {
     /// The seccomp BPF program (`--seccomp`).
     Seccomp,
     /// An empty stream, the content of a hidden file (`--ro-bind-data`).
     Empty,
+    /// A path of the workspace, opened `O_PATH` beneath `root` with no
+    /// symlink on the way (`openat2` with `RESOLVE_BENEATH |
+    /// RESOLVE_NO_SYMLINKS`), checked on that descriptor to be `kind`, and
+    /// bound from it (`--bind-fd`, `--ro-bind-fd`): what is mounted is what
+    /// was checked, whatever the agent swaps in the meantime.
+    Bind {
+        /// The workspace root (canonical).
+        root: PathBuf,
+        /// The path below it (`.` for the root itself), as resolved by the
+        /// policy: no symlink may remain in it.
+        rel: PathBuf,
+        /// What it must be.
+        kind: PathKind,
+    },
 }
 
 impl FdSlot {
-    /// The name used on the helper's command line.
-    pub fn name(self) -> &'static str {
+    /// A short description for `policy show`: `seccomp`, `empty`,
+    /// `bind-dir:REL`, `bind-file:REL`.
+    pub fn describe(&self) -> String {
         match self {
-            Self::Seccomp => "seccomp",
-            Self::Empty => "empty",
+            Self::Seccomp => "seccomp".into(),
+            Self::Empty => "empty".into(),
+            Self::Bind { rel, kind, .. } => match kind {
+                PathKind::Directory => format!("bind-dir:{}", rel.display()),
+                PathKind::File => format!("bind-file:{}", rel.display()),
+            },
         }
     }
 
-    /// Parses a name written by [`FdSlot::name`].
-    pub fn parse(name: &str) -> Option<Self> {
-        match name {
+    /// The slot as arguments of the launch helper (`--fd` precedes each).
+    pub fn to_args(&self) -> Vec<OsString> {
+        match self {
+            Self::Seccomp => vec!["seccomp".into()],
+            Self::Empty => vec!["empty".into()],
+            Self::Bind { root, rel, kind } => vec![
+                match kind {
+                    PathKind::Directory => "bind-dir",
+                    PathKind::File => "bind-file",
+                }
+                .into(),
+                root.clone().into_os_string(),
+                rel.clone().into_os_string(),
+            ],
+        }
+    }
+
+    /// Parses one slot written by [`FdSlot::to_args`], taking what it
+    /// needs from `args`. `None` for an unknown or incomplete slot.
+    pub fn parse_args(args: &mut impl Iterator<Item = OsString>) -> Option<Self> {
+        let name = args.next()?;
+        match name.to_str()? {
             "seccomp" => Some(Self::Seccomp),
             "empty" => Some(Self::Empty),
+            kind @ ("bind-dir" | "bind-file") => {
+                let root = PathBuf::from(args.next()?);
+                let rel = PathBuf::from(args.next()?);
+                if !root.is_absolute() || rel.is_absolute() {
+                    return None;
+                }
+                let kind = if kind == "bind-dir" {
+                    PathKind::Directory
+                } else {
+                    PathKind::File
+                };
+                Some(Self::Bind { root, rel, kind })
+            }
             _ => None,
         }
     }
 }
+
+/// Global `/proc` knobs bound read-only over the sandbox's fresh `/proc`.
+pub const PROC_READ_ONLY: &[&str] = &[
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+    "/proc/irq",
+    "/proc/bus",
+    "/proc/fs",
+    "/proc/asound",
+];
 
 /// The first descriptor number a plan uses.
 pub const FIRST_SLOT_FD: i32 = 3;
@@ -109,23 +170,85 @@ impl BwrapPlan {
                 None => b.args(["--ro-bind-try".to_owned(), path.clone(), path]),
             }
         }
-        b.args(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
+        // Secrets below a granted /etc stay unreadable, however /etc was
+        // granted (the fixed subset, an operator's `--allow /etc`, ...).
+        for secret in resources.secrets() {
+            let path = secret.path.display().to_string();
+            match secret.kind {
+                PathKind::Directory => {
+                    b.args(["--perms", "0555", "--tmpfs"]);
+                    b.arg(path.clone());
+                    b.args(["--remount-ro".to_owned(), path]);
+                }
+                PathKind::File => {
+                    let fd = b.slot(FdSlot::Empty);
+                    b.args(["--perms", "0444", "--ro-bind-data"]);
+                    b.args([fd.to_string(), path]);
+                }
+            }
+        }
+        b.args(["--proc", "/proc"]);
+        // Root inside is never root outside: the global knobs of /proc are
+        // read-only whoever runs bwrap (its own cover skips them when the
+        // caller is root).
+        for knob in PROC_READ_ONLY {
+            b.args(["--ro-bind-try", knob, knob]);
+        }
+        b.args(["--dev", "/dev", "--tmpfs", "/tmp"]);
         for w in &options.writable {
             let w = w.display().to_string();
             b.args(["--bind-try".to_owned(), w.clone(), w]);
         }
 
-        let ws = policy.workspace().root().display().to_string();
-        b.args(["--bind".to_owned(), ws.clone(), ws.clone()]);
+        let ws = policy.workspace().root();
+        let ws_text = ws.display().to_string();
+        let bind = |b: &mut PlanBuilder, rel: &Path, kind: PathKind, flag: &str, dest: String| {
+            let fd = b.slot(FdSlot::Bind {
+                root: ws.to_path_buf(),
+                rel: rel.to_path_buf(),
+                kind,
+            });
+            b.args([flag.to_owned(), fd.to_string(), dest]);
+        };
+        bind(
+            &mut b,
+            Path::new("."),
+            PathKind::Directory,
+            "--bind-fd",
+            ws_text,
+        );
         // Metadata dirs become mount points: renaming them away fails.
-        for meta in metadata_paths(policy.workspace()) {
-            let m = meta.display().to_string();
-            b.args(["--bind".to_owned(), m.clone(), m]);
+        let metadata = metadata_paths(policy.workspace());
+        for meta in &metadata {
+            let kind = if meta.is_dir() {
+                PathKind::Directory
+            } else {
+                PathKind::File
+            };
+            let rel = meta.strip_prefix(ws).unwrap_or(meta);
+            bind(&mut b, rel, kind, "--bind-fd", meta.display().to_string());
+        }
+        // So do the directories above each protected path: moving an
+        // ancestor away cannot take the protected path with it.
+        for dir in policy.ancestors() {
+            if metadata.contains(&dir) {
+                continue;
+            }
+            let rel = dir.strip_prefix(ws).unwrap_or(&dir);
+            bind(
+                &mut b,
+                rel,
+                PathKind::Directory,
+                "--bind-fd",
+                dir.display().to_string(),
+            );
         }
         for entry in policy.entries() {
             let host = entry.host.display().to_string();
             match (entry.access, entry.kind) {
-                (Access::ReadOnly, _) => b.args(["--ro-bind".to_owned(), host.clone(), host]),
+                (Access::ReadOnly, kind) => {
+                    bind(&mut b, &entry.resolved_rel, kind, "--ro-bind-fd", host);
+                }
                 (Access::Hidden, PathKind::Directory) => {
                     b.args(["--perms", "0555", "--tmpfs"]);
                     b.arg(host.clone());
@@ -272,21 +395,22 @@ impl Confinement for HostSandbox {
         "bwrap"
     }
 
-    /// `[helper, internal-launch, --fds, <slots>, --, bwrap, args.., --, argv..]`:
+    /// `[helper, internal-launch, (--fd SLOT)..., --, bwrap, args.., --, argv..]`:
     /// the helper creates the descriptors, closes every other one and
     /// executes bwrap.
     fn wrap(&self, argv: &[OsString]) -> Result<Vec<OsString>, SandboxError> {
         if argv.is_empty() {
             return Err(SandboxError::InvalidCommand("the command is empty".into()));
         }
-        let slots: Vec<&str> = self.plan.fds.iter().map(|s| s.name()).collect();
         let mut out: Vec<OsString> = vec![
             self.helper.clone().into_os_string(),
             crate::launch::HELPER_SUBCOMMAND.into(),
-            "--fds".into(),
-            slots.join(",").into(),
-            "--".into(),
         ];
+        for slot in &self.plan.fds {
+            out.push("--fd".into());
+            out.extend(slot.to_args());
+        }
+        out.push("--".into());
         out.extend(self.plan.argv(argv));
         Ok(out)
     }

@@ -33,6 +33,15 @@ pub struct PolicyConfig {
     /// Keep the host network (default true).
     #[serde(default)]
     pub network: Option<bool>,
+    /// Default protections the operator drops, each logged at start-up
+    /// (`agent.toml`, `.env`, `.env.*`, `.git`, `vibesys.toml`, `.vibesys`).
+    #[serde(default)]
+    pub widen: Vec<PathBuf>,
+    /// What the agent may do with `.git`: `read-only` (default) or
+    /// `commit` (objects, refs, index, logs writable; configuration and
+    /// hooks never).
+    #[serde(default)]
+    pub git: crate::defaults::GitAccess,
 }
 
 #[derive(Deserialize)]
@@ -44,21 +53,14 @@ struct File {
 /// Why `vibesys.toml` could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read {path:?}: {source}")]
+    /// The file could not be read: missing permission, not a regular
+    /// file (a fifo, a symlink, a device), or larger than a policy can be.
+    #[error("cannot use {path:?} as the configuration: {source}")]
     Read {
         /// The file.
         path: PathBuf,
         /// The underlying error.
-        source: std::io::Error,
-    },
-    /// The file is too large to be a configuration.
-    #[error("{path:?} is larger than {max} bytes")]
-    TooLarge {
-        /// The file.
-        path: PathBuf,
-        /// The limit.
-        max: u64,
+        source: crate::fsread::BoundedReadError,
     },
     /// The TOML is malformed or holds unknown keys.
     #[error("invalid {path:?}: {message}")]
@@ -91,20 +93,14 @@ impl PolicyConfig {
     /// the empty configuration.
     pub fn load(workspace_root: &Path) -> Result<Self, ConfigError> {
         let path = workspace_root.join(CONFIG_FILE);
-        let meta = match std::fs::metadata(&path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+        let bytes = match crate::fsread::read_bounded(&path, MAX_CONFIG_BYTES) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Ok(Self::default()),
             Err(source) => return Err(ConfigError::Read { path, source }),
         };
-        if meta.len() > MAX_CONFIG_BYTES {
-            return Err(ConfigError::TooLarge {
-                path,
-                max: MAX_CONFIG_BYTES,
-            });
-        }
-        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+        let text = String::from_utf8(bytes).map_err(|_| ConfigError::Parse {
             path: path.clone(),
-            source,
+            message: "the file is not UTF-8".into(),
         })?;
         Self::parse(&text, &path)
     }
@@ -126,11 +122,36 @@ impl PolicyConfig {
             path: path.to_path_buf(),
             source,
         })?;
+        if let Some(Err(source)) = config
+            .widen
+            .iter()
+            .map(crate::policy::WorkspaceRelPath::new)
+            .find(Result::is_err)
+        {
+            return Err(ConfigError::Policy {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
         Ok(config)
     }
 
     /// The policy the configuration lists.
     pub fn policy(&self) -> Result<ProjectPathPolicy, PolicyError> {
         ProjectPathPolicy::new(&self.read_only, &self.hidden)
+    }
+
+    /// The default protections of `workspace` under this configuration's
+    /// `widen` and `git` settings.
+    pub fn defaults(
+        &self,
+        workspace: &crate::policy::Workspace,
+    ) -> Result<crate::defaults::Defaults, PolicyError> {
+        let widen = self
+            .widen
+            .iter()
+            .map(crate::policy::WorkspaceRelPath::new)
+            .collect::<Result<Vec<_>, _>>()?;
+        crate::defaults::Defaults::for_workspace(workspace, self.git, &widen)
     }
 }

@@ -28,19 +28,22 @@ pub enum ConfineMode {
 }
 
 impl ConfineMode {
-    /// Parses an operator value. Case and surrounding spaces are ignored;
-    /// an empty value means `auto`; `0`, `false`, `off`, `no` and `none`
-    /// disable confinement; anything else is an error, whether or not
-    /// enforcement is required.
+    /// Parses an operator value of `VIBESYS_AGENT_SANDBOX`. Case and
+    /// surrounding spaces are ignored. Exactly `auto`, `bwrap`, `landlock`
+    /// choose a mechanism and `0`, `false`, `off`, `no` disable
+    /// confinement; anything else (`1`, `true`, `yes`, `bubblewrap`,
+    /// `docker`, `none`, an empty value, a typo) is an error, whether or
+    /// not enforcement is required: a value that only looks like it enables
+    /// a sandbox must never silently pick one. Docker is chosen with
+    /// `--confine docker` or the run environment, not this variable.
     pub fn parse(value: &str, source_name: &'static str) -> Result<Self, SandboxError> {
         match value.trim().to_ascii_lowercase().as_str() {
-            "" | "auto" | "1" | "true" | "on" | "yes" => Ok(Self::Auto),
-            "bwrap" | "bubblewrap" => Ok(Self::Bwrap),
+            "auto" => Ok(Self::Auto),
+            "bwrap" => Ok(Self::Bwrap),
             "landlock" => Ok(Self::Landlock),
-            "docker" => Ok(Self::Docker),
-            "0" | "false" | "off" | "no" | "none" => Ok(Self::Off),
+            "0" | "false" | "off" | "no" => Ok(Self::Off),
             _ => Err(SandboxError::UnknownMode {
-                value: value.to_owned(),
+                value: value.chars().take(80).collect(),
                 source_name,
             }),
         }
@@ -154,14 +157,36 @@ mod tests {
             ConfineMode::parse("LandLock", "t").unwrap(),
             ConfineMode::Landlock
         );
-        for off in ["0", "false", "OFF", " no", "None"] {
+        for off in ["0", "false", "OFF", " no "] {
             assert_eq!(ConfineMode::parse(off, "t").unwrap(), ConfineMode::Off);
         }
-        assert_eq!(ConfineMode::parse("", "t").unwrap(), ConfineMode::Auto);
+        assert_eq!(ConfineMode::parse(" Auto", "t").unwrap(), ConfineMode::Auto);
         assert_eq!(
             ConfineMode::from_env_value(None).unwrap(),
             ConfineMode::Auto
         );
+    }
+
+    #[test]
+    fn values_outside_the_seed_are_errors() {
+        for bad in [
+            "1",
+            "true",
+            "on",
+            "yes",
+            "bubblewrap",
+            "docker",
+            "none",
+            "",
+            "  ",
+        ] {
+            let err = ConfineMode::parse(bad, SANDBOX_ENV).unwrap_err();
+            let text = err.to_string();
+            assert!(
+                text.contains("expected one of auto, bwrap, landlock"),
+                "{bad:?}: {text}"
+            );
+        }
     }
 
     #[test]

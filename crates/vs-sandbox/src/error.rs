@@ -81,6 +81,30 @@ pub enum PolicyError {
         /// The workspace.
         workspace: PathBuf,
     },
+    /// `[sandbox] widen` names a path that is not a default protection.
+    #[error(
+        "[sandbox] widen names {path:?}, which is not a default protection of this project (defaults: agent.toml, .env, .env.* at the root; .git, vibesys.toml, .vibesys)"
+    )]
+    NotADefault {
+        /// The path named.
+        path: PathBuf,
+    },
+    /// A protected file has a second hard link: its content could be read
+    /// or changed through the other name.
+    #[error(
+        "policy path {path:?} is a {access} file with {links} hard links{}; its content would stay reachable through the other name: remove the extra link or copy the file (cp --remove-destination)",
+        other.as_ref().map(|o| format!(" (another is {o:?}, in the project)")).unwrap_or_else(|| " (the others lie outside the project)".into())
+    )]
+    HardLinked {
+        /// The offending path.
+        path: PathBuf,
+        /// `read-only` or `hidden`.
+        access: &'static str,
+        /// The link count.
+        links: u64,
+        /// Another name of the file inside the workspace, when one was found.
+        other: Option<PathBuf>,
+    },
     /// The path is neither a regular file nor a directory.
     #[error(
         "policy path {path:?} (resolving to {resolved:?}) is a {found}, not a regular file or directory"
@@ -142,7 +166,7 @@ pub enum SandboxError {
     Unavailable(#[from] SandboxUnavailableError),
     /// `VIBESYS_AGENT_SANDBOX` (or `--confine`) holds a value we do not know.
     #[error(
-        "unknown sandbox mode {value:?} in {source_name}; expected one of auto, bwrap, landlock, docker, or 0/false/off/no to disable"
+        "unknown sandbox mode {value:?} in {source_name}; expected one of auto, bwrap, landlock, or 0/false/off/no to disable (case and spaces ignored; Docker is chosen with --confine docker)"
     )]
     UnknownMode {
         /// The value as given.
@@ -158,6 +182,17 @@ pub enum SandboxError {
         /// The workspace.
         workspace: PathBuf,
         /// Why.
+        reason: String,
+    },
+    /// A path the plan binds changed between the check and the mount (a
+    /// concurrent process swapped it): nothing was started.
+    #[error(
+        "refusing to confine: {path:?} {reason}; a process may be racing the sandbox set-up (nothing was started)"
+    )]
+    RaceDetected {
+        /// The path.
+        path: PathBuf,
+        /// What was found.
         reason: String,
     },
     /// The command to confine was empty or unusable.

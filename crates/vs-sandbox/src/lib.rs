@@ -10,8 +10,10 @@ pub mod bwrap;
 pub mod config;
 pub mod confinement;
 pub mod controls;
+pub mod defaults;
 pub mod docker;
 pub mod error;
+pub mod fsread;
 pub mod landlock;
 pub mod launch;
 #[cfg(target_os = "linux")]
@@ -20,6 +22,7 @@ pub mod policy;
 pub mod resources;
 pub mod runner;
 pub mod seatbelt;
+pub mod syscall_rules;
 
 pub use bwrap::{BwrapOptions, BwrapPlan, HostSandbox};
 pub use confinement::{Confinement, EnforcementReport, PathEnforcement};

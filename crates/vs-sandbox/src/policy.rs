@@ -7,7 +7,7 @@
 
 use std::ffi::OsStr;
 use std::fmt;
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
 
 use serde::Serialize;
@@ -307,6 +307,14 @@ fn resolve_one(
     let kind = if ft.is_dir() {
         PathKind::Directory
     } else if ft.is_file() {
+        if meta.nlink() > 1 {
+            return Err(PolicyError::HardLinked {
+                path: rel.as_path().to_path_buf(),
+                access: access.name(),
+                links: meta.nlink(),
+                other: other_link(&workspace.root, &host, meta.dev(), meta.ino()),
+            });
+        }
         PathKind::File
     } else {
         let found = file_type_name(&ft);
@@ -323,6 +331,40 @@ fn resolve_one(
         kind,
         access,
     })
+}
+
+/// Another name of the file `(dev, ino)` inside `root`, apart from `not`,
+/// relative to `root`. The walk stays on one file system, follows no
+/// symlink and gives up after a bounded number of entries (it only serves
+/// an error message).
+fn other_link(root: &Path, not: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
+    const MAX_ENTRIES: usize = 200_000;
+    let mut seen = 0usize;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > MAX_ENTRIES {
+                return None;
+            }
+            let Ok(meta) = entry.metadata() else {
+                continue;
+            };
+            let path = entry.path();
+            if meta.dev() != dev {
+                continue;
+            }
+            if meta.is_dir() {
+                stack.push(path);
+            } else if meta.ino() == ino && path != not {
+                return path.strip_prefix(root).ok().map(Path::to_path_buf);
+            }
+        }
+    }
+    None
 }
 
 /// Names a file type for messages ("fifo", "symlink", ...).
@@ -428,6 +470,39 @@ impl ResolvedPolicy {
     /// Entries ordered parents first (mount order).
     pub fn entries(&self) -> &[ResolvedEntry] {
         &self.entries
+    }
+
+    /// The directories strictly between the workspace root and each entry
+    /// that are not themselves entries nor inside a read-only entry (whose
+    /// read-only mount already forbids renaming what is below it). Bound
+    /// onto themselves, they become mount points: renaming or removing one
+    /// fails (`EBUSY`), so no protected path can be moved away with its
+    /// parent. Absolute host paths, parents first.
+    pub fn ancestors(&self) -> Vec<PathBuf> {
+        let mut found: Vec<PathBuf> = Vec::new();
+        for entry in &self.entries {
+            let mut prefix = PathBuf::new();
+            let mut parts: Vec<_> = entry.resolved_rel.components().collect();
+            parts.pop();
+            for part in parts {
+                prefix.push(part);
+                let covered = self.entries.iter().any(|e| {
+                    e.resolved_rel == prefix
+                        || (e.access == Access::ReadOnly && prefix.starts_with(&e.resolved_rel))
+                });
+                let host = self.workspace.root.join(&prefix);
+                if !covered && !found.contains(&host) {
+                    found.push(host);
+                }
+            }
+        }
+        found.sort_by(|a, b| {
+            a.components()
+                .count()
+                .cmp(&b.components().count())
+                .then_with(|| a.cmp(b))
+        });
+        found
     }
 
     /// Entries with the given access.

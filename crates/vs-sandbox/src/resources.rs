@@ -66,6 +66,38 @@ pub const ETC_ENTRIES: &[&str] = &[
     "vim",
 ];
 
+/// Host secrets that stay unreadable inside a sandbox even when a granted
+/// directory holds them (`/etc` granted whole, `/etc/ssl` for its
+/// certificates, ...): each is masked by an empty file or directory.
+/// Entries ending in `*` name the matching entries of that directory.
+pub const HOST_SECRETS: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssl/private",
+    "/etc/ssh/ssh_host_*",
+    "/etc/security/opasswd",
+    "/etc/krb5.keytab",
+    "/etc/NetworkManager/system-connections",
+    "/etc/ppp/chap-secrets",
+    "/etc/ppp/pap-secrets",
+    "/etc/docker/key.json",
+    "/etc/munge/munge.key",
+    "/etc/slurm/slurmdbd.conf",
+];
+
+/// A host secret below a granted resource, masked in the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostSecret {
+    /// The secret's path (the same inside and outside).
+    pub path: PathBuf,
+    /// File or directory (the mask has the same kind).
+    pub kind: crate::policy::PathKind,
+}
+
 /// Toolchain home variables whose directories are exposed when set.
 pub const TOOLCHAIN_VARS: &[&str] = &[
     "CARGO_HOME",
@@ -276,10 +308,140 @@ impl HostResources {
         })
     }
 
+    /// The [`HOST_SECRETS`] present on this host that a resource would
+    /// expose, sorted by path. Symlinked secrets are followed to what they
+    /// name, which is masked when it lies below a resource too.
+    pub fn secrets(&self) -> Vec<HostSecret> {
+        let mut found = BTreeMap::new();
+        let creds = Creds::current();
+        for pattern in HOST_SECRETS {
+            for path in expand_secret(Path::new(pattern)) {
+                let Ok(meta) = std::fs::metadata(&path) else {
+                    continue;
+                };
+                // What this user cannot read, the sandbox (the same user,
+                // fewer rights) cannot either; bwrap could not even place
+                // a mask there.
+                if !creds.may_read(&path) {
+                    continue;
+                }
+                let real = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+                let kind = if meta.is_dir() {
+                    crate::policy::PathKind::Directory
+                } else {
+                    crate::policy::PathKind::File
+                };
+                for candidate in [path, real] {
+                    let exposed = self
+                        .entries
+                        .values()
+                        .any(|r| r.symlink_target.is_none() && candidate.starts_with(&r.path));
+                    if exposed
+                        && std::fs::symlink_metadata(&candidate).is_ok_and(|m| !m.is_symlink())
+                    {
+                        found.insert(
+                            candidate.clone(),
+                            HostSecret {
+                                path: candidate,
+                                kind,
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        found.into_values().collect()
+    }
+
     /// True when `path` is one of the resources.
     pub fn contains(&self, path: &Path) -> bool {
         self.entries.contains_key(path)
     }
+}
+
+/// The caller's identity as the kernel checks file permissions inside a
+/// sandbox: the effective uid and groups, with no capability (every
+/// backend drops them, so not even root overrides a mode).
+struct Creds {
+    uid: u32,
+    gids: Vec<u32>,
+}
+
+impl Creds {
+    fn current() -> Self {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let field = |name: &str| -> Vec<u32> {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| {
+                    v.split_whitespace()
+                        .filter_map(|n| n.parse().ok())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let uid = field("Uid:").get(1).copied().unwrap_or(u32::MAX);
+        let mut gids = field("Groups:");
+        gids.extend(field("Gid:").get(1));
+        Self { uid, gids }
+    }
+
+    fn allowed(&self, meta: &std::fs::Metadata, bit: u32) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let mode = meta.mode();
+        if meta.uid() == self.uid {
+            mode & (bit << 6) != 0
+        } else if self.gids.contains(&meta.gid()) {
+            mode & (bit << 3) != 0
+        } else {
+            mode & bit != 0
+        }
+    }
+
+    /// True when every directory on the way may be searched and the path
+    /// itself read, by mode bits alone.
+    fn may_read(&self, path: &Path) -> bool {
+        let mut cur = PathBuf::from("/");
+        for part in path.components().skip(1) {
+            let Ok(meta) = std::fs::metadata(&cur) else {
+                return false;
+            };
+            if !self.allowed(&meta, 0o1) {
+                return false;
+            }
+            cur.push(part);
+        }
+        std::fs::metadata(&cur).is_ok_and(|m| self.allowed(&m, 0o4))
+    }
+}
+
+/// The paths a [`HOST_SECRETS`] entry names: itself, or for `dir/prefix*`
+/// the entries of `dir` starting with `prefix`.
+fn expand_secret(pattern: &Path) -> Vec<PathBuf> {
+    let Some(name) = pattern.file_name().and_then(OsStr::to_str) else {
+        return Vec::new();
+    };
+    let Some(prefix) = name.strip_suffix('*') else {
+        return vec![pattern.to_path_buf()];
+    };
+    let Some(dir) = pattern.parent() else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with(prefix))
+        })
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
 }
 
 /// Finds `program` the way `execvp` would, in the given `PATH`.

@@ -144,8 +144,15 @@ fn bwrap_argv_snapshot() {
     let text = filter(&plan.args.join("\n"), &ws);
     insta::assert_snapshot!("bwrap_args", text);
     assert_eq!(
-        plan.fds.iter().map(|s| s.name()).collect::<Vec<_>>(),
-        ["seccomp", "empty"]
+        plan.fds.iter().map(|s| s.describe()).collect::<Vec<_>>(),
+        [
+            "seccomp",
+            "bind-dir:.",
+            "bind-dir:.git",
+            "bind-dir:docs",
+            "bind-dir:state",
+            "empty"
+        ]
     );
 
     let sandbox = HostSandbox::new(&resolved, &resources(), &options).unwrap();
@@ -154,7 +161,8 @@ fn bwrap_argv_snapshot() {
         .unwrap();
     assert_eq!(wrapped[0], "/opt/vibesys/bin/vibesys");
     assert_eq!(wrapped[1], "internal-launch");
-    assert_eq!(wrapped[3], "seccomp,empty");
+    assert_eq!(wrapped[2], "--fd");
+    assert_eq!(wrapped[3], "seccomp");
     assert_eq!(wrapped.last().unwrap(), "true");
 
     let offline = BwrapPlan::new(

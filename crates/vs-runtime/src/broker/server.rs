@@ -208,6 +208,26 @@ impl Broker {
         while busy(&self.ctx) > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
         }
+        // Stop only when Slurm no longer lists any job of the run (a
+        // cancelled job may stay COMPLETING for a while), asking again
+        // every few seconds, so no job outlives the broker.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut asked = Instant::now();
+        while Instant::now() < deadline {
+            match self.ctx.slurm.run_jobs(&self.ctx.settings.run) {
+                Ok(jobs) if jobs.is_empty() => break,
+                Ok(_) if asked.elapsed() > Duration::from_secs(3) => {
+                    let _ = self.ctx.slurm.cancel_run(&self.ctx.settings.run);
+                    asked = Instant::now();
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!("cannot list the run's jobs: {e}");
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
         Ok(cancelled)
     }

@@ -20,6 +20,7 @@ mod sandbox;
 mod server;
 mod static_elf;
 mod tty;
+mod verify;
 pub mod wire;
 
 pub use attach::{AttachRequest, attach};

@@ -127,6 +127,9 @@ pub enum MountRole {
     /// A version-control metadata directory bound onto itself, so it
     /// cannot be renamed away.
     Metadata,
+    /// A directory above a protected path bound onto itself, so renaming
+    /// it cannot move the protected path away.
+    Ancestor,
     /// A read-only policy path re-mounted read-only.
     ReadOnly,
     /// An empty read-only directory over a hidden directory.
@@ -214,6 +217,18 @@ impl DockerPlan {
                 read_only: false,
             });
         }
+        let metadata: Vec<PathBuf> = mounts.iter().map(|m| m.target.clone()).collect();
+        for dir in policy.ancestors() {
+            if metadata.contains(&dir) {
+                continue;
+            }
+            mounts.push(PlannedMount {
+                role: MountRole::Ancestor,
+                source: dir.clone(),
+                target: dir,
+                read_only: false,
+            });
+        }
         for (i, entry) in policy.entries().iter().enumerate() {
             let (role, source) = match (entry.access, entry.kind) {
                 (Access::ReadOnly, _) => (MountRole::ReadOnly, entry.host.clone()),
@@ -257,7 +272,10 @@ impl DockerPlan {
             user: options.user.clone(),
             mounts,
             cap_drop: vec!["ALL".to_owned()],
-            security_opt: vec!["no-new-privileges".to_owned()],
+            security_opt: vec![
+                "no-new-privileges".to_owned(),
+                format!("seccomp={}", crate::syscall_rules::docker_seccomp_profile()),
+            ],
             network_mode: if options.network { "bridge" } else { "none" }.to_owned(),
             devices: Vec::new(),
             pids_limit: options.pids_limit,
@@ -313,6 +331,9 @@ pub fn docker_report(policy: &ResolvedPolicy, options: &DockerOptions) -> Enforc
     report.hardening = vec![
         "all capabilities dropped".into(),
         "no-new-privileges".into(),
+        "seccomp: vibesys's own profile (no set-uid/set-gid modes, no ptrace, io_uring, keyctl, bpf, userfaultfd, namespaces or mounts, no TIOCSTI)".into(),
+        "every bind is checked inside the started container before anything runs: no symlink on the way, a mount root, the very file that was checked".into(),
+        "the directories above each protected path are mount points: they cannot be renamed away".into(),
         "no host devices".into(),
         format!(
             "network: {}",
@@ -379,7 +400,11 @@ mod tests {
             .position(|r| r.1 == Path::new("ro/secret"))
             .unwrap();
         assert!(ro < hid);
-        assert!(plan.mounts[1..].iter().all(|m| m.read_only));
+        assert!(
+            plan.mounts[1..]
+                .iter()
+                .all(|m| m.read_only || m.role == MountRole::Ancestor)
+        );
         assert_eq!(plan.network_mode, "none");
         assert_eq!(plan.cap_drop, ["ALL"]);
         assert_eq!(plan.image, pin().config_digest);

@@ -119,6 +119,13 @@ impl DockerSandbox {
         engine.block_on(remove_run_containers(engine.docker(), &options.run_id))?;
         prepare_masks(&options.mask_root, &plan)?;
         engine.block_on(remove_orphan_masks(engine.docker(), &options.mask_root));
+        let expected = match super::verify::identify(policy, &plan) {
+            Ok(e) => e,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&options.mask_root);
+                return Err(e);
+            }
+        };
         let started = engine.block_on(start_container(engine.docker(), &plan));
         let (container_id, lifeline) = match started {
             Ok(v) => v,
@@ -149,8 +156,27 @@ impl DockerSandbox {
             report,
             output_cap: DEFAULT_OUTPUT_CAP,
         };
+        // Before anything of the agent runs: every bind is where it was
+        // planned and is what was checked. Dropping `sandbox` on error
+        // removes the container.
+        let inspect = sandbox
+            .engine
+            .block_on(sandbox.engine.docker().inspect_container(
+                &sandbox.container_id,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            ))
+            .map_err(|e| engine_err("inspect container", e))?;
+        let pid = inspect.state.and_then(|s| s.pid).unwrap_or(0);
+        if pid <= 0 {
+            return Err(DockerError::Engine {
+                operation: "start container",
+                message: "the container exited at start (no process to check its mounts in)".into(),
+            }
+            .into());
+        }
+        super::verify::verify(&expected, pid)?;
+        sandbox.init_pid = i32::try_from(pid).unwrap_or(0);
         if let Some(ready) = ready {
-            // Dropping `sandbox` on error removes the container.
             let answered = sandbox
                 .engine
                 .block_on(async { tokio::time::timeout(READY_TIMEOUT, ready).await });
@@ -170,18 +196,6 @@ impl DockerSandbox {
             return Ok(sandbox);
         }
         // The exec API path kills trees by host pid (see `procs`).
-        let inspect = sandbox
-            .engine
-            .block_on(sandbox.engine.docker().inspect_container(
-                &sandbox.container_id,
-                None::<bollard::query_parameters::InspectContainerOptions>,
-            ))
-            .map_err(|e| engine_err("inspect container", e))?;
-        sandbox.init_pid = inspect
-            .state
-            .and_then(|s| s.pid)
-            .and_then(|p| i32::try_from(p).ok())
-            .unwrap_or(0);
         let deadline = Instant::now() + Duration::from_secs(2);
         while sandbox.lifeline_pid == 0 && Instant::now() < deadline && sandbox.init_pid > 0 {
             sandbox.lifeline_pid = procs::lifeline_child(sandbox.init_pid);

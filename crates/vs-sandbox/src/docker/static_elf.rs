@@ -4,8 +4,10 @@
 use std::io::{self, Read};
 use std::path::Path;
 
-/// `PT_INTERP`: the program header naming the dynamic loader.
-const PT_INTERP: u32 = 3;
+use object::LittleEndian;
+use object::elf::{self, FileHeader64};
+use object::read::elf::{FileHeader as _, ProgramHeader as _};
+
 /// Program headers read at most (a real executable has a dozen).
 const MAX_PHDRS: u16 = 256;
 
@@ -65,40 +67,22 @@ pub fn check_static_executable(path: &Path) -> Result<(), StaticElfError> {
     }
 }
 
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
-}
-
 /// `Some(has PT_INTERP)` for an ELF64 LE executable within `b`, else `None`.
+/// The `object` crate parses the header and the program-header table
+/// (magic, class, byte order, version, entry size, table inside `b`); the
+/// type and the bound on the number of headers stay ours.
 fn has_interp(b: &[u8]) -> Option<bool> {
-    // magic, ELFCLASS64, ELFDATA2LSB
-    if b.get(..6)? != b"\x7fELF\x02\x01" {
+    let header = FileHeader64::<LittleEndian>::parse(b).ok()?;
+    let endian = header.endian().ok()?;
+    if !matches!(header.e_type(endian), elf::ET_EXEC | elf::ET_DYN) {
         return None;
     }
-    // e_type: ET_EXEC (2) or ET_DYN (3, PIE)
-    if !matches!(u16_at(b, 16)?, 2 | 3) {
+    let phnum = header.e_phnum(endian);
+    if phnum == 0 || phnum > MAX_PHDRS {
         return None;
     }
-    let phoff = usize::try_from(u64_at(b, 32)?).ok()?;
-    let phentsize = usize::from(u16_at(b, 54)?);
-    let phnum = u16_at(b, 56)?;
-    if phentsize < 4 || phnum == 0 || phnum > MAX_PHDRS {
-        return None;
-    }
-    let mut interp = false;
-    for i in 0..usize::from(phnum) {
-        let at = phoff.checked_add(i.checked_mul(phentsize)?)?;
-        if u32_at(b, at)? == PT_INTERP {
-            interp = true;
-        }
-    }
-    Some(interp)
+    let phdrs = header.program_headers(endian, b).ok()?;
+    Some(phdrs.iter().any(|p| p.p_type(endian) == elf::PT_INTERP))
 }
 
 #[cfg(test)]
@@ -125,6 +109,26 @@ mod tests {
             check_static_executable(dir.path()),
             Err(StaticElfError::Read { .. })
         ));
+    }
+
+    #[test]
+    fn header_bounds_hold() {
+        let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        assert!(has_interp(&exe).is_some());
+        // More program headers than the bound: refused before the table is read.
+        let mut many = exe.clone();
+        many[56..58].copy_from_slice(&(MAX_PHDRS + 1).to_le_bytes());
+        assert!(has_interp(&many).is_none());
+        // A table that runs past what was read: refused.
+        let phoff = usize::try_from(u64::from_le_bytes(exe[32..40].try_into().unwrap())).unwrap();
+        assert!(has_interp(&exe[..phoff + 8]).is_none());
+        // Big-endian or 32-bit idents: refused.
+        let mut be = exe.clone();
+        be[5] = 2;
+        assert!(has_interp(&be).is_none());
+        let mut c32 = exe;
+        c32[4] = 1;
+        assert!(has_interp(&c32).is_none());
     }
 
     #[test]

@@ -34,6 +34,69 @@ fn pipe_with(data: &[u8]) -> Result<OwnedFd, SandboxError> {
     Ok(reader.into())
 }
 
+/// Opens `root/rel` as an `O_PATH` descriptor: the root without following
+/// a symlink, `rel` beneath it with no symlink on the way and no escape
+/// (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`), then
+/// checks on the descriptor that it is a `kind`. bwrap binds that very
+/// descriptor, so a path swapped for a symlink after this check binds
+/// nothing the policy did not name.
+pub(crate) fn open_beneath(
+    root: &std::path::Path,
+    rel: &std::path::Path,
+    kind: crate::policy::PathKind,
+) -> Result<OwnedFd, SandboxError> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let fail = |what: &str, err: rustix::io::Errno| SandboxError::RaceDetected {
+        path: root.join(rel),
+        reason: format!("{what}: {err}"),
+    };
+    let root_fd = rustix::fs::open(
+        root,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| fail("the workspace root is no longer a directory", e))?;
+    let fd = if rel == std::path::Path::new(".") {
+        root_fd
+    } else {
+        rustix::fs::openat2(
+            &root_fd,
+            rel,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        )
+        .map_err(|e| {
+            fail(
+                "it is no longer a path of the workspace without symlinks",
+                e,
+            )
+        })?
+    };
+    let stat = rustix::fs::fstat(&fd).map_err(|e| fail("cannot inspect it", e))?;
+    let file_type = rustix::fs::FileType::from_raw_mode(stat.st_mode);
+    let ok = match kind {
+        crate::policy::PathKind::Directory => file_type == rustix::fs::FileType::Directory,
+        crate::policy::PathKind::File => {
+            file_type == rustix::fs::FileType::RegularFile && stat.st_nlink <= 1
+        }
+    };
+    if !ok {
+        return Err(SandboxError::RaceDetected {
+            path: root.join(rel),
+            reason: format!(
+                "it changed after the policy was checked: it is now a {file_type:?} with {} links, not a {} with one",
+                stat.st_nlink,
+                match kind {
+                    crate::policy::PathKind::Directory => "directory",
+                    crate::policy::PathKind::File => "regular file",
+                }
+            ),
+        });
+    }
+    Ok(fd)
+}
+
 /// Duplicates `fd` to the lowest free number >= `min`, close-on-exec.
 fn dup_at_least(fd: &OwnedFd, min: RawFd) -> Result<OwnedFd, SandboxError> {
     // SAFETY: fcntl on a descriptor we own; F_DUPFD_CLOEXEC returns a new
@@ -66,6 +129,7 @@ impl SlotFds {
                     pipe_with(seccomp.as_deref().unwrap_or_default())?
                 }
                 FdSlot::Empty => pipe_with(&[])?,
+                FdSlot::Bind { root, rel, kind } => open_beneath(root, rel, *kind)?,
             };
             fds.push(fd);
         }

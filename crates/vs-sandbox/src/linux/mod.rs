@@ -2,5 +2,6 @@
 
 pub mod fds;
 pub mod landlock_apply;
+pub mod mount_check;
 pub mod probe;
 pub mod seccomp;

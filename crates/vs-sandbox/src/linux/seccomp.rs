@@ -1,5 +1,6 @@
-//! The seccomp filter bwrap installs: deny the syscalls that let a
-//! confined process reach into others or the terminal.
+//! The seccomp filter bwrap installs, compiled from the shared rules in
+//! [`crate::syscall_rules`]: deny the syscalls that let a confined process
+//! reach into others or the terminal, and every mode with a set-id bit.
 
 use std::collections::BTreeMap;
 
@@ -9,30 +10,76 @@ use seccompiler::{
 };
 
 use crate::error::SandboxError;
+use crate::syscall_rules::{DENIED, DENIED_IOCTLS, OPENAT2, SETID_BITS, SETID_RULES, SETID_VALUES};
 
-/// Syscalls denied outright, with `EPERM`.
-pub const DENIED_SYSCALLS: &[(&str, libc::c_long)] = &[
-    ("ptrace", libc::SYS_ptrace),
-    ("process_vm_readv", libc::SYS_process_vm_readv),
-    ("process_vm_writev", libc::SYS_process_vm_writev),
-    ("io_uring_setup", libc::SYS_io_uring_setup),
-    ("io_uring_enter", libc::SYS_io_uring_enter),
-    ("io_uring_register", libc::SYS_io_uring_register),
-    ("keyctl", libc::SYS_keyctl),
-    ("add_key", libc::SYS_add_key),
-    ("request_key", libc::SYS_request_key),
-    ("bpf", libc::SYS_bpf),
-    ("userfaultfd", libc::SYS_userfaultfd),
-];
+/// The syscall number of a rule's name on this architecture; `None` for
+/// a name this architecture does not have (x86_64-only legacy calls).
+fn syscall_number(name: &str) -> Option<libc::c_long> {
+    Some(match name {
+        "ptrace" => libc::SYS_ptrace,
+        "process_vm_readv" => libc::SYS_process_vm_readv,
+        "process_vm_writev" => libc::SYS_process_vm_writev,
+        "io_uring_setup" => libc::SYS_io_uring_setup,
+        "io_uring_enter" => libc::SYS_io_uring_enter,
+        "io_uring_register" => libc::SYS_io_uring_register,
+        "keyctl" => libc::SYS_keyctl,
+        "add_key" => libc::SYS_add_key,
+        "request_key" => libc::SYS_request_key,
+        "bpf" => libc::SYS_bpf,
+        "userfaultfd" => libc::SYS_userfaultfd,
+        "fchmod" => libc::SYS_fchmod,
+        "fchmodat" => libc::SYS_fchmodat,
+        // Added in Linux 6.6 with the same number on every architecture.
+        "fchmodat2" => 452,
+        "mknodat" => libc::SYS_mknodat,
+        "openat" => libc::SYS_openat,
+        "openat2" => libc::SYS_openat2,
+        #[cfg(target_arch = "x86_64")]
+        "chmod" => libc::SYS_chmod,
+        #[cfg(target_arch = "x86_64")]
+        "creat" => libc::SYS_creat,
+        #[cfg(target_arch = "x86_64")]
+        "mknod" => libc::SYS_mknod,
+        #[cfg(target_arch = "x86_64")]
+        "open" => libc::SYS_open,
+        _ => return None,
+    })
+}
 
-/// `ioctl` requests denied: terminal input injection and console control.
-// The request constants are `c_ulong` in glibc's libc bindings and `c_int`
-// in musl's; the cast is a no-op on one and needed on the other.
-#[allow(clippy::unnecessary_cast)]
-pub const DENIED_IOCTLS: &[(&str, u64)] = &[
-    ("TIOCSTI", libc::TIOCSTI as u64),
-    ("TIOCLINUX", libc::TIOCLINUX as u64),
-];
+fn number(name: &str) -> Result<i64, SandboxError> {
+    syscall_number(name).ok_or_else(|| seccomp_error(format!("no syscall number for {name}")))
+}
+
+fn masked(arg: u8, mask: u64, value: u64) -> Result<SeccompCondition, SandboxError> {
+    SeccompCondition::new(
+        arg,
+        SeccompCmpArgLen::Qword,
+        SeccompCmpOp::MaskedEq(mask),
+        value,
+    )
+    .map_err(seccomp_error)
+}
+
+/// The rules refusing a set-id bit in a mode argument ([`SETID_RULES`]).
+fn setid_rules(rules: &mut BTreeMap<i64, Vec<SeccompRule>>) -> Result<(), SandboxError> {
+    for rule in SETID_RULES.iter().filter(|r| r.applies_here()) {
+        let list = rules.entry(number(rule.name)?).or_default();
+        for value in SETID_VALUES {
+            let mode = masked(rule.mode_arg, SETID_BITS, value)?;
+            match rule.flags_arg {
+                None => list.push(SeccompRule::new(vec![mode]).map_err(seccomp_error)?),
+                Some(flags_arg) => {
+                    for flag in rule.creating_flags() {
+                        let creates = masked(flags_arg, *flag, *flag)?;
+                        let conds = vec![creates, mode.clone()];
+                        list.push(SeccompRule::new(conds).map_err(seccomp_error)?);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
 
 fn target_arch() -> Result<TargetArch, SandboxError> {
     if cfg!(target_arch = "x86_64") {
@@ -59,9 +106,10 @@ fn seccomp_error(e: impl std::fmt::Display) -> SandboxError {
 /// format `bwrap --seccomp FD` reads).
 pub fn program_bytes() -> Result<Vec<u8>, SandboxError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    for (_, nr) in DENIED_SYSCALLS {
-        rules.insert(*nr, Vec::new());
+    for name in DENIED.iter().chain([&OPENAT2]) {
+        rules.insert(number(name)?, Vec::new());
     }
+    setid_rules(&mut rules)?;
     let mut ioctl_rules = Vec::new();
     for (_, request) in DENIED_IOCTLS {
         let cond = SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, *request)
