@@ -634,3 +634,19 @@ fn run_env_show_and_doctor_report_the_cluster() {
         "{check}"
     );
 }
+
+#[test]
+fn a_job_over_its_time_limit_ends_timed_out_with_its_own_code() {
+    let who = As::Root;
+    let p = broker_project(who, AGENT_GPU);
+    let run = unique("timeout");
+    let b = Broker::start(who, &p, &run, &[]);
+    // Slurm's smallest limit is one minute; its timer runs every 30 s.
+    let started = Instant::now();
+    let out = b.job(&["--time", "1"], "echo started; sleep 600");
+    assert_code(&out, 124);
+    assert!(stdout(&out).contains("started"));
+    assert!(stderr(&out).contains("ended TIMEOUT"), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(240));
+    assert!(run_jobs(&run, false).is_empty());
+}
