@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark the Slurm host command broker against `srun` typed by hand, in
 # one run, on the single-node cluster of scripts/slurm-up.sh (started here
-# when it is not up; needs root, slurm-wlm, munge, bwrap, hyperfine).
+# when it is not up; needs root, slurm-wlm, munge, bwrap, python3).
 #
 #   gate:   vibesys broker gate --socket FRAMEWORK true-gate
 #   peer:   srun --nodes=1 --ntasks=1 --time=5 true           (same job, by hand)
@@ -17,7 +17,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 runs=${1:-30}
-for t in srun hyperfine python3 bwrap; do
+for t in srun python3 bwrap; do
   command -v "$t" >/dev/null || { echo "bench-slurm: $t missing (scripts/install-deps.sh)" >&2; exit 1; }
 done
 "$ROOT/scripts/slurm-up.sh" >/dev/null
@@ -57,18 +57,30 @@ framework=$(sed -n 's/^framework: //p' "$work/sockets")
 bw="bwrap --unshare-user --unshare-pid --unshare-ipc --unshare-uts --unshare-cgroup-try --die-with-parent --new-session --disable-userns --cap-drop ALL --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc --dev /dev --tmpfs /tmp --bind $work/project $work/project --chdir $work/project"
 srun_args="--quiet --nodes=1 --ntasks=1 --time=5"
 
-json=$work/out.json
 cd "$work/project"
-hyperfine -N --style none --warmup 3 --runs "$runs" --export-json "$json" \
-  -n broker-gate "$VIBESYS_BIN broker gate --socket $framework true-gate" \
-  -n srun-true "srun $srun_args true" \
-  -n broker-job "$VIBESYS_BIN broker job --socket $agent -- true" \
-  -n srun-helper-true "srun $srun_args $VIBESYS_BIN internal-host-job --project $work/project --workspace $work/project --cwd $work/project --gpu-devices /dev/nvidia{} -- true" \
-  -n srun-bwrap-true "srun $srun_args $bw true" >/dev/null
-python3 - "$json" <<'PY'
-import json, statistics, sys
-r = {x["command"]: statistics.median(x["times"]) * 1000 for x in json.load(open(sys.argv[1]))["results"]}
-print(f"{'command':<18} {'median ms':>10}")
+# The commands run interleaved (one round runs each once, in turn), so a
+# change in the machine's load hits every side alike; medians per side.
+python3 - "$runs" \
+  "broker-gate" "$VIBESYS_BIN broker gate --socket $framework true-gate" \
+  "srun-true" "srun $srun_args true" \
+  "broker-job" "$VIBESYS_BIN broker job --socket $agent -- true" \
+  "srun-helper-true" "srun $srun_args $VIBESYS_BIN internal-host-job --project $work/project --workspace $work/project --cwd $work/project --gpu-devices /dev/nvidia{} -- true" \
+  "srun-bwrap-true" "srun $srun_args $bw true" <<'PY'
+import shlex, statistics, subprocess, sys, time
+runs = int(sys.argv[1])
+cmds = [(sys.argv[i], shlex.split(sys.argv[i + 1])) for i in range(2, len(sys.argv), 2)]
+times = {name: [] for name, _ in cmds}
+for round_ in range(runs + 3):
+    for name, argv in cmds:
+        t = time.perf_counter()
+        p = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        dt = (time.perf_counter() - t) * 1000
+        if p.returncode != 0:
+            sys.exit(f"bench-slurm: {name} exited {p.returncode}")
+        if round_ >= 3:  # three warm-up rounds
+            times[name].append(dt)
+r = {k: statistics.median(v) for k, v in times.items()}
+print(f"{'command':<18} {'median ms':>10}   ({runs} interleaved runs each)")
 for k, v in r.items():
     print(f"{k:<18} {v:>10.1f}")
 g = r["broker-gate"] / r["srun-true"]
