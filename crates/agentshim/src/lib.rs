@@ -150,6 +150,62 @@ pub struct StatePath {
     pub override_var: Option<&'static str>,
 }
 
+/// An entry of a provider's state directory that configures what the CLI
+/// runs (commands, hooks, MCP servers, instructions). Inside a session it
+/// is read-only: an agent that could write it would plant a command that
+/// its CLI runs later, unconfined, when the user starts it outside
+/// vibesys. Everything else in the state directory (sessions, history,
+/// logs, refreshed credentials) stays writable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConfigEntry {
+    /// The name inside the state directory.
+    pub name: &'static str,
+    /// `None` for a directory; for a file, the content it is created with
+    /// when missing (so the agent cannot create it either).
+    pub empty_file: Option<&'static str>,
+}
+
+const fn config_file(name: &'static str, empty: &'static str) -> ConfigEntry {
+    ConfigEntry {
+        name,
+        empty_file: Some(empty),
+    }
+}
+
+const fn config_dir(name: &'static str) -> ConfigEntry {
+    ConfigEntry {
+        name,
+        empty_file: None,
+    }
+}
+
+const CODEX_CONFIG: &[ConfigEntry] = &[
+    config_file("config.toml", ""),
+    config_file("AGENTS.md", ""),
+    config_file("AGENTS.override.md", ""),
+    config_dir("prompts"),
+    config_dir("rules"),
+];
+
+const CLAUDE_CONFIG: &[ConfigEntry] = &[
+    config_file("settings.json", "{}\n"),
+    config_file("settings.local.json", "{}\n"),
+    config_file("CLAUDE.md", ""),
+    config_dir("commands"),
+    config_dir("agents"),
+    config_dir("hooks"),
+    config_dir("plugins"),
+    config_dir("skills"),
+    config_dir("output-styles"),
+];
+
+const GEMINI_CONFIG: &[ConfigEntry] = &[
+    config_file("settings.json", "{}\n"),
+    config_file("GEMINI.md", ""),
+    config_dir("commands"),
+    config_dir("extensions"),
+];
+
 /// What kind of state location a resolved path is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedStatePath {
@@ -447,6 +503,28 @@ impl Provider {
             }
         }
         out
+    }
+
+    /// The configuration entries of this provider's state directory
+    /// (see [`ConfigEntry`]), read-only inside a session:
+    /// - codex (`~/.codex` or `CODEX_HOME`): `config.toml` (notify command,
+    ///   MCP servers, sandbox settings), `AGENTS.md`, `AGENTS.override.md`,
+    ///   `prompts/`, `rules/`;
+    /// - claude (`~/.claude` or `CLAUDE_CONFIG_DIR`): `settings.json`,
+    ///   `settings.local.json` (hooks, permissions), `CLAUDE.md`,
+    ///   `commands/`, `agents/`, `hooks/`, `plugins/`, `skills/`,
+    ///   `output-styles/`. `~/.claude.json` mixes state Claude Code
+    ///   rewrites on every start with `mcpServers`; it stays writable (a
+    ///   documented gap: `docs/sandboxing.md`);
+    /// - gemini (`~/.gemini`): `settings.json` (MCP servers, tool
+    ///   commands), `GEMINI.md`, `commands/`, `extensions/`.
+    pub fn config_entries(&self) -> &'static [ConfigEntry] {
+        match self {
+            Self::Codex => CODEX_CONFIG,
+            Self::Claude => CLAUDE_CONFIG,
+            Self::Gemini => GEMINI_CONFIG,
+            Self::Custom(_) => &[],
+        }
     }
 
     /// Variables that carry credentials or select the model endpoint. Pass

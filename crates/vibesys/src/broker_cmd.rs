@@ -266,6 +266,7 @@ fn host_job(a: HostJobArgs) -> anyhow::Result<u8> {
         chdir: Some(a.cwd.clone()),
         helper: helper_exe()?,
         writable: Vec::new(),
+        read_only_within: Vec::new(),
     };
     let sandbox = HostSandbox::new(&project.resolved, &resources, &options)?;
     let step_gpus = std::env::var("SLURM_STEP_GPUS")

@@ -272,8 +272,13 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
                 ConfineMode::Landlock => PathBuf::from("bwrap"),
                 _ => find_bwrap(path_var.as_deref())?,
             };
-            confine(&exec, &helper_exe()?, &bwrap, Vec::new())?
-                .context("refusing to build: no confinement was set up")?
+            confine(
+                &exec,
+                &helper_exe()?,
+                &bwrap,
+                vs_agent::StateBinds::default(),
+            )?
+            .context("refusing to build: no confinement was set up")?
         }
     };
     let child_env = build_env(path_var, workspace.root());

@@ -129,6 +129,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
                 chdir: chdir_in(&project.workspace),
                 helper: helper_exe()?,
                 writable: Vec::new(),
+                read_only_within: Vec::new(),
             };
             let sandbox = HostSandbox::new(&project.resolved, &resources, &options)?;
             let mut plan = sandbox.plan().clone();

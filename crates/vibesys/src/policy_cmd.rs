@@ -83,6 +83,7 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
             chdir: None,
             helper: helper_exe()?,
             writable: Vec::new(),
+            read_only_within: Vec::new(),
         };
         let plan = BwrapPlan::new(&project.resolved, &resources, &options);
         let report = bwrap_report(&project.resolved, &options);

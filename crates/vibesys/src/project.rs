@@ -121,6 +121,7 @@ impl ProjectPolicy {
         for p in self.config.allow.iter().chain(allow) {
             resources.add(p, ResourceOrigin::Operator);
         }
+        resources.add_linked_git(&self.workspace);
         resources.retain_safe_for(&self.workspace);
         resources
     }

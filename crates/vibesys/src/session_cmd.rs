@@ -78,9 +78,9 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
     let project = args.policy.resolve()?;
     let env = session_env_allowlist(std::env::vars_os(), &provider, &args.env)?;
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    let writable = match &home {
+    let state = match &home {
         Some(home) => prepare_state_paths(&provider, home, |v| std::env::var_os(v))?,
-        None => Vec::new(),
+        None => vs_agent::StateBinds::default(),
     };
     let program = launch
         .argv
@@ -100,7 +100,7 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
         return run_in_docker(&args, &project, &launch, &env, &cwd);
     }
     let bwrap = find_bwrap(std::env::var_os("PATH").as_deref()).unwrap_or_else(|_| "bwrap".into());
-    let confinement = confine(&exec, &helper_exe()?, &bwrap, writable)?;
+    let confinement = confine(&exec, &helper_exe()?, &bwrap, state)?;
     let mut cmd = session_command(confinement.as_deref(), &launch, &env, &cwd)?;
     let status = cmd
         .status()

@@ -54,6 +54,36 @@ fn a_confined_candidate_cannot_reach_another() {
         std::fs::read_to_string(b.path().join("src.txt")).unwrap(),
         "v1\n"
     );
+
+    // git works inside the linked worktree (its gitdir and the common
+    // directory are read-only resources), and nothing of the repository
+    // can be changed from there.
+    let out = command_as(
+        As::Root,
+        a.path(),
+        &vibesys(),
+        &[
+            "exec",
+            "--confine",
+            "bwrap",
+            "--",
+            "sh",
+            "-c",
+            "git log --oneline | wc -l; git status --porcelain | grep -q src.txt && echo STATUS-OK; \
+             gd=$(git rev-parse --git-common-dir); (echo x >> $gd/config) 2>/dev/null && echo WROTE-CONFIG; \
+             (echo x > $gd/hooks/post-checkout) 2>/dev/null && echo WROTE-HOOK; exit 0",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_code(&out, 0);
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("1\n") && text.contains("STATUS-OK"),
+        "{text}\n{}",
+        stderr(&out)
+    );
+    assert!(!text.contains("WROTE"), "{text}");
     a.remove().unwrap();
     b.remove().unwrap();
 }

@@ -48,6 +48,7 @@ fn wrapped_bwrap_argv_confines() {
             chdir: None,
             helper: vibesys(),
             writable: Vec::new(),
+            read_only_within: Vec::new(),
         },
     )
     .unwrap();

@@ -18,6 +18,13 @@ for a in "$@"; do printf 'arg:%s\n' "$a" >> "$out"; done
 env | sed 's/=.*//' | sort | sed 's/^/env:/' >> "$out"
 printf 'token:[%s]\n' "$(cat token.txt 2>/dev/null)" >> "$out"
 { echo state > "$HOME/state-probe"; } 2>/dev/null && echo 'home-root:writable' >> "$out"
+# The provider's configuration is read-only, its session data writable.
+for c in .codex/config.toml .codex/prompts/p.md .claude/settings.json .claude/hooks/h .gemini/settings.json; do
+  { echo plant >> "$HOME/$c"; } 2>/dev/null && echo "config:writable:$c" >> "$out"
+done
+for d in .codex .claude .gemini; do
+  { [ -d "$HOME/$d" ] && echo history >> "$HOME/$d/history-probe"; } 2>/dev/null && echo "data:writable:$d" >> "$out"
+done
 exit 0
 "#;
 
@@ -140,6 +147,11 @@ fn providers_launch_confined_with_only_allow_listed_variables() {
         assert!(
             home.join(state).exists(),
             "{provider}: state dir not prepared"
+        );
+        assert!(!record.contains("config:writable"), "{provider}: {record}");
+        assert!(
+            record.contains(&format!("data:writable:{state}")),
+            "{provider}: {record}"
         );
     }
 }

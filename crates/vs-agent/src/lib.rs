@@ -9,4 +9,4 @@ pub mod session;
 
 pub use env::{SessionEnv, session_env_allowlist};
 pub use error::AgentError;
-pub use session::{ExecutionPolicy, confine, prepare_state_paths, session_command};
+pub use session::{ExecutionPolicy, StateBinds, confine, prepare_state_paths, session_command};

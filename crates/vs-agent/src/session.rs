@@ -32,13 +32,28 @@ pub struct ExecutionPolicy {
 }
 
 /// The provider's state locations for `home`, created when missing (so
-/// they exist where they are bound read-write).
+/// they exist where they are bound read-write), and the configuration
+/// entries inside them, created when missing too (so the agent cannot
+/// create one either) and bound read-only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StateBinds {
+    /// Bound read-write.
+    pub writable: Vec<PathBuf>,
+    /// Inside a writable location, bound read-only over it.
+    pub read_only_within: Vec<PathBuf>,
+}
+
+/// Prepares the provider's state locations (see [`StateBinds`]).
 pub fn prepare_state_paths(
     provider: &Provider,
     home: &Path,
     var: impl Fn(&str) -> Option<OsString>,
-) -> Result<Vec<PathBuf>, AgentError> {
-    let mut out = Vec::new();
+) -> Result<StateBinds, AgentError> {
+    let mut out = StateBinds::default();
+    let state_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| AgentError::State { path, source }
+    };
     for sp in provider.resolve_state_paths(home, var) {
         let made = if sp.is_dir {
             std::fs::create_dir_all(&sp.path)
@@ -54,11 +69,27 @@ pub fn prepare_state_paths(
                 None => Ok(()),
             }
         };
-        made.map_err(|source| AgentError::State {
-            path: sp.path.clone(),
-            source,
-        })?;
-        out.push(sp.path);
+        made.map_err(state_err(&sp.path))?;
+        if sp.is_dir {
+            for entry in provider.config_entries() {
+                let path = sp.path.join(entry.name);
+                if std::fs::symlink_metadata(&path).is_err() {
+                    match entry.empty_file {
+                        None => std::fs::create_dir(&path),
+                        Some(content) => std::fs::OpenOptions::new()
+                            .write(true)
+                            .create_new(true)
+                            .open(&path)
+                            .and_then(|mut f| {
+                                std::io::Write::write_all(&mut f, content.as_bytes())
+                            }),
+                    }
+                    .map_err(state_err(&path))?;
+                }
+                out.read_only_within.push(path);
+            }
+        }
+        out.writable.push(sp.path);
     }
     Ok(out)
 }
@@ -69,7 +100,7 @@ pub fn confine(
     exec: &ExecutionPolicy,
     helper: &Path,
     bwrap: &Path,
-    writable: Vec<PathBuf>,
+    state: StateBinds,
 ) -> Result<Option<Box<dyn Confinement>>, AgentError> {
     if allow_unconfined(exec.mode, exec.enforcement).map_err(vs_sandbox::SandboxError::from)? {
         return Ok(None);
@@ -81,7 +112,8 @@ pub fn confine(
                 network: exec.network,
                 chdir: None,
                 helper: helper.to_path_buf(),
-                writable,
+                writable: state.writable,
+                read_only_within: state.read_only_within,
             };
             Ok(Some(Box::new(HostSandbox::new(
                 &exec.policy,
@@ -90,10 +122,16 @@ pub fn confine(
             )?)))
         }
         ConfineMode::Landlock => {
+            if !state.read_only_within.is_empty() {
+                tracing::warn!(
+                    paths = ?state.read_only_within,
+                    "landlock: the provider's configuration files inside its state directory are NOT read-only (Landlock cannot take back a right below a writable directory)"
+                );
+            }
             let options = LandlockOptions {
                 network: exec.network,
                 helper: helper.to_path_buf(),
-                writable,
+                writable: state.writable,
             };
             Ok(Some(Box::new(LandlockSandbox::new(
                 &exec.policy,

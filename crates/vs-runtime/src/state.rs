@@ -370,17 +370,23 @@ pub fn private_files_in_history(project: &Path) -> Result<BTreeSet<String>> {
 pub fn hidden_paths_in_history(project: &Path, hidden: &[&Path]) -> Result<BTreeSet<String>> {
     // Repository paths are relative to the top level; the project may be
     // a subdirectory of it.
-    let prefix = git::run(project, &[OsStr::new("rev-parse"), OsStr::new("--show-prefix")])
-        .map(|out| String::from_utf8_lossy(&out).trim().to_owned())
-        .unwrap_or_default();
+    let prefix = git::run(
+        project,
+        &[OsStr::new("rev-parse"), OsStr::new("--show-prefix")],
+    )
+    .map(|out| String::from_utf8_lossy(&out).trim().to_owned())
+    .unwrap_or_default();
     let wanted: Vec<String> = hidden
         .iter()
         .map(|h| format!("{prefix}{}", h.display()))
         .collect();
     let found = paths_in_history(project, |path| {
-        wanted
-            .iter()
-            .any(|w| path == w || path.strip_prefix(w.as_str()).is_some_and(|r| r.starts_with('/')))
+        wanted.iter().any(|w| {
+            path == w
+                || path
+                    .strip_prefix(w.as_str())
+                    .is_some_and(|r| r.starts_with('/'))
+        })
     })?;
     Ok(found
         .into_iter()

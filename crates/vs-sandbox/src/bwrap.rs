@@ -123,6 +123,10 @@ pub struct BwrapOptions {
     /// Host paths outside the project bound read-write (a provider's state
     /// directory, for instance). Empty for `vibesys exec`.
     pub writable: Vec<PathBuf>,
+    /// Paths inside a `writable` one bound read-only over it (a provider's
+    /// configuration files), each from a descriptor opened beneath its
+    /// writable directory with no symlink on the way.
+    pub read_only_within: Vec<PathBuf>,
 }
 
 /// The exact bubblewrap invocation for a policy.
@@ -198,6 +202,30 @@ impl BwrapPlan {
         for w in &options.writable {
             let w = w.display().to_string();
             b.args(["--bind-try".to_owned(), w.clone(), w]);
+        }
+        for inner in &options.read_only_within {
+            let Some(root) = options
+                .writable
+                .iter()
+                .find(|w| inner.starts_with(w) && inner != *w)
+            else {
+                continue;
+            };
+            let kind = if inner.is_dir() {
+                PathKind::Directory
+            } else {
+                PathKind::File
+            };
+            let fd = b.slot(FdSlot::Bind {
+                root: root.clone(),
+                rel: inner.strip_prefix(root).unwrap_or(inner).to_path_buf(),
+                kind,
+            });
+            b.args([
+                "--ro-bind-fd".to_owned(),
+                fd.to_string(),
+                inner.display().to_string(),
+            ]);
         }
 
         let ws = policy.workspace().root();

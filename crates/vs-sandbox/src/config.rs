@@ -88,6 +88,15 @@ pub enum ConfigError {
     },
 }
 
+/// The 1-based number and the text (at most 120 characters) of the line
+/// holding byte `offset`.
+fn line_of(text: &str, offset: usize) -> Option<(usize, String)> {
+    let before = text.get(..offset)?;
+    let n = before.matches('\n').count() + 1;
+    let line = text.lines().nth(n - 1)?;
+    Some((n, line.trim().chars().take(120).collect()))
+}
+
 impl PolicyConfig {
     /// Reads `vibesys.toml` from the workspace root; a missing file gives
     /// the empty configuration.
@@ -109,7 +118,10 @@ impl PolicyConfig {
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
         let file: File = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_path_buf(),
-            message: e.message().to_owned(),
+            message: match e.span().and_then(|span| line_of(text, span.start)) {
+                Some((n, line)) => format!("{} (line {n}: `{line}`)", e.message()),
+                None => e.message().to_owned(),
+            },
         })?;
         let config = file.sandbox.unwrap_or_default();
         if let Some(entry) = config.allow.iter().find(|p| !p.is_absolute()) {

@@ -83,7 +83,9 @@ impl Defaults {
             let mut env_files: Vec<PathBuf> = dir
                 .flatten()
                 .filter_map(|e| e.file_name().to_str().map(str::to_owned))
-                .filter(|n| n.starts_with(DEFAULT_HIDDEN_PREFIX) && n.len() > DEFAULT_HIDDEN_PREFIX.len())
+                .filter(|n| {
+                    n.starts_with(DEFAULT_HIDDEN_PREFIX) && n.len() > DEFAULT_HIDDEN_PREFIX.len()
+                })
                 .map(PathBuf::from)
                 .collect();
             env_files.sort();
@@ -119,7 +121,10 @@ impl Defaults {
                 });
             }
         }
-        if let Some(unknown) = widen.iter().find(|w| !entries.iter().any(|e| &e.path == *w)) {
+        if let Some(unknown) = widen
+            .iter()
+            .find(|w| !entries.iter().any(|e| &e.path == *w))
+        {
             return Err(PolicyError::NotADefault {
                 path: unknown.as_path().to_path_buf(),
             });
@@ -194,10 +199,22 @@ mod tests {
     fn ws() -> (tempfile::TempDir, Workspace) {
         let dir = tempfile::tempdir().unwrap();
         let r = dir.path();
-        for d in [".git/hooks", ".git/objects", ".vibesys/state/runs", "secrets"] {
+        for d in [
+            ".git/hooks",
+            ".git/objects",
+            ".vibesys/state/runs",
+            "secrets",
+        ] {
             std::fs::create_dir_all(r.join(d)).unwrap();
         }
-        for f in ["agent.toml", ".env", ".env.local", "vibesys.toml", ".git/config", ".environment"] {
+        for f in [
+            "agent.toml",
+            ".env",
+            ".env.local",
+            "vibesys.toml",
+            ".git/config",
+            ".environment",
+        ] {
             std::fs::write(r.join(f), "x").unwrap();
         }
         let w = Workspace::open(r).unwrap();
@@ -225,7 +242,10 @@ mod tests {
         let d = Defaults::for_workspace(&w, GitAccess::Commit, &[]).unwrap();
         let p = d.apply(&ProjectPathPolicy::empty()).unwrap();
         let ro: Vec<_> = p.read_only().iter().map(ToString::to_string).collect();
-        assert_eq!(ro, [".git/config", ".git/hooks", "vibesys.toml", ".vibesys"]);
+        assert_eq!(
+            ro,
+            [".git/config", ".git/hooks", "vibesys.toml", ".vibesys"]
+        );
     }
 
     #[test]

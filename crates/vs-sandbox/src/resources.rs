@@ -353,6 +353,35 @@ impl HostResources {
         found.into_values().collect()
     }
 
+    /// For a linked git worktree (its `.git` is a file `gitdir: PATH`): the
+    /// worktree's git directory and the repository's common directory
+    /// (objects, refs), read-only, so `git log` and `git status` work
+    /// inside and nothing of the repository can be changed. Read with a
+    /// size cap; a missing or malformed `.git` file adds nothing.
+    pub fn add_linked_git(&mut self, workspace: &Workspace) {
+        let dot_git = workspace.root().join(".git");
+        let Ok(Some(bytes)) = crate::fsread::read_bounded(&dot_git, 4096) else {
+            return;
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let Some(gitdir) = text.lines().find_map(|l| l.strip_prefix("gitdir: ")) else {
+            return;
+        };
+        let gitdir = workspace.root().join(gitdir.trim());
+        let Ok(gitdir) = std::fs::canonicalize(&gitdir) else {
+            return;
+        };
+        let common = match crate::fsread::read_bounded(&gitdir.join("commondir"), 4096) {
+            Ok(Some(b)) => {
+                std::fs::canonicalize(gitdir.join(String::from_utf8_lossy(&b).trim())).ok()
+            }
+            _ => None,
+        };
+        for dir in std::iter::once(gitdir).chain(common) {
+            self.add(&dir, ResourceOrigin::System);
+        }
+    }
+
     /// True when `path` is one of the resources.
     pub fn contains(&self, path: &Path) -> bool {
         self.entries.contains_key(path)

@@ -139,6 +139,7 @@ fn bwrap_argv_snapshot() {
         chdir: None,
         helper: "/opt/vibesys/bin/vibesys".into(),
         writable: Vec::new(),
+        read_only_within: Vec::new(),
     };
     let plan = BwrapPlan::new(&resolved, &resources(), &options);
     let text = filter(&plan.args.join("\n"), &ws);

@@ -97,6 +97,7 @@ mod tests {
             chdir: None,
             helper: "/bin/sh".into(),
             writable: Vec::new(),
+            read_only_within: Vec::new(),
         };
         let sandbox =
             HostSandbox::new(&policy, &vs_sandbox::HostResources::system(), &options).unwrap();
