@@ -73,6 +73,11 @@ if [[ ! -f "$cache/root.complete" ]]; then
   }
   # The image builder refuses device nodes; the container runtime makes /dev.
   find "$cache/root/dev" -mindepth 1 -delete
+  # What a node never reads (the downloaded packages, apt lists, docs,
+  # translations): more than half of the root, and of the image build.
+  rm -rf "$cache/root/var/cache/apt/archives/"*.deb "$cache/root/var/lib/apt/lists/"* \
+    "$cache/root/usr/share/doc" "$cache/root/usr/share/man" "$cache/root/usr/share/info" \
+    "$cache/root/usr/share/locale"
   touch "$cache/root.complete"
 fi
 
