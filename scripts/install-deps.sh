@@ -9,6 +9,8 @@
 #   gcc              compiles the seccomp probe in the confinement tests
 #   hyperfine        the benchmarks (scripts/bench-*.sh)
 #   nix-bin + setup  the offline Nix image test (scripts/ci-setup-nix.sh)
+#   slurm-wlm munge  the single-node Slurm of the slurm run environment (scripts/slurm-up.sh)
+#   debootstrap      the node image of the multi-node Slurm test cluster (scripts/slurm-cluster.sh)
 set -euo pipefail
 need=()
 have() { command -v "$1" >/dev/null 2>&1; }
@@ -21,6 +23,9 @@ have mksquashfs || need+=(squashfs-tools)
 have gcc || need+=(gcc libc6-dev)
 have hyperfine || need+=(hyperfine)
 have setpriv || need+=(util-linux)
+have slurmctld || need+=(slurm-wlm)
+have munged || need+=(munge)
+have debootstrap || need+=(debootstrap)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "install-deps: missing ${need[*]}; run as root or install them" >&2

@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+# The slurm run environment's tests use a real single-node Slurm.
+scripts/slurm-up.sh
+trap scripts/slurm-down.sh EXIT
 mkdir -p target
 log=target/test-output.txt
 status=0

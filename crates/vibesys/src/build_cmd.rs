@@ -57,7 +57,15 @@ impl RunEnvArgs {
             return Ok(Some(RunEnvironment::Modal));
         }
         match &self.run_environment {
-            Some(value) => Ok(Some(RunEnvironment::parse(value)?)),
+            Some(value) => {
+                let env = RunEnvironment::parse(value)?;
+                if value == vs_runtime::environment::SLURM_GPU_ALIAS {
+                    tracing::warn!(
+                        "--run-environment slurm-gpu is deprecated: it means slurm with agent GPU jobs on ([vibesys.agent_gpu] enabled = true, or vibesys broker serve --agent-gpu)"
+                    );
+                }
+                Ok(Some(env))
+            }
             None => Ok(None),
         }
     }

@@ -29,7 +29,13 @@ struct Check {
 
 /// Runs `vibesys doctor`.
 pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
-    let mut checks = vec![check_bwrap(), check_landlock(), check_docker(), check_nix()];
+    let mut checks = vec![
+        check_bwrap(),
+        check_landlock(),
+        check_docker(),
+        check_nix(),
+        check_slurm(),
+    ];
     checks.extend(check_history());
     let default_ok = checks.first().is_some_and(|c| c.ok);
     if args.json {
@@ -224,6 +230,39 @@ fn check_nix() -> Check {
             detail: "nix was not found in PATH".into(),
             fix: Some(
                 "install Nix (Debian: apt-get install nix-bin) to build images with the flake"
+                    .into(),
+            ),
+        },
+    }
+}
+
+fn check_slurm() -> Check {
+    match vs_runtime::broker::slurm::cluster_nodes() {
+        Ok(nodes) if !nodes.is_empty() => Check {
+            name: "slurm",
+            ok: true,
+            detail: format!(
+                "controller answers; nodes: {}",
+                nodes
+                    .iter()
+                    .map(|n| format!("{} {} (gres {})", n.name, n.state, n.gres))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            fix: None,
+        },
+        Ok(_) => Check {
+            name: "slurm",
+            ok: false,
+            detail: "the controller answers but reports no node".into(),
+            fix: Some("add NodeName lines to slurm.conf and start slurmd on the nodes".into()),
+        },
+        Err(e) => Check {
+            name: "slurm",
+            ok: false,
+            detail: e.to_string(),
+            fix: Some(
+                "for the slurm run environment: install Slurm's client tools and reach a controller (scripts/slurm-up.sh starts a one-node cluster here); see docs/slurm.md"
                     .into(),
             ),
         },

@@ -5,6 +5,7 @@
 //! exit status. When vibesys itself fails it prints `vibesys: error: ...`
 //! and exits 125; otherwise a confined command's own status passes through.
 
+mod broker_cmd;
 mod build_cmd;
 mod docker_cmd;
 mod doctor_cmd;
@@ -55,6 +56,11 @@ enum Command {
     /// Run environments: which command runner and confinement each uses.
     #[command(name = "run-env")]
     RunEnv(build_cmd::RunEnvCmdArgs),
+    /// The slurm run environment's host command broker and its client.
+    Broker(broker_cmd::BrokerArgs),
+    /// Internal: confine an agent job on a Slurm compute node.
+    #[command(name = "internal-host-job", hide = true)]
+    InternalHostJob(broker_cmd::HostJobArgs),
     /// Internal: realise a bwrap plan's descriptors and execute bwrap.
     #[command(name = "internal-launch", hide = true)]
     InternalLaunch {
@@ -116,6 +122,10 @@ fn main() -> ExitCode {
         Command::Gate(args) => gate_cmd::run(args),
         Command::Build(args) => build_cmd::run(args),
         Command::RunEnv(args) => build_cmd::run_env(args),
+        Command::Broker(args) => broker_cmd::run(args),
+        Command::InternalHostJob(args) => {
+            return ExitCode::from(broker_cmd::internal_host_job(args));
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -57,12 +57,22 @@ impl PolicyArgs {
     /// Reads `vibesys.toml`, adds the flags and the run-state paths,
     /// validates lexically and against the file system.
     pub fn resolve(&self) -> anyhow::Result<ProjectPolicy> {
+        self.resolve_with_config(None)
+    }
+
+    /// As [`PolicyArgs::resolve`], with `vibesys.toml` read from
+    /// `config_root` instead of the workspace (a candidate worktree takes
+    /// its policy from the run's project, never from its own copy).
+    pub fn resolve_with_config(
+        &self,
+        config_root: Option<&std::path::Path>,
+    ) -> anyhow::Result<ProjectPolicy> {
         let dir = match &self.project {
             Some(p) => p.clone(),
             None => std::env::current_dir().context("cannot read the current directory")?,
         };
         let workspace = Workspace::open(&dir)?;
-        let config = PolicyConfig::load(workspace.root())?;
+        let config = PolicyConfig::load(config_root.unwrap_or(workspace.root()))?;
         let flags = ProjectPathPolicy::new(&self.read_only, &self.hidden)?;
         let mut policy = config.policy()?.merge(&flags)?;
         if workspace.root().join(vs_runtime::state::STATE_DIR).is_dir() {

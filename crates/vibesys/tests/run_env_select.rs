@@ -140,7 +140,9 @@ fn show_lists_every_environment_with_its_runner_and_confinement() {
             .unwrap()
             .contains("DockerSandbox")
     );
-    for e in &envs[2..] {
+    // slurm follows sinfo (tests/slurm_broker.rs checks it against a
+    // real cluster); the others are not implemented.
+    for e in &envs[3..] {
         assert_eq!(e["availability"]["status"], "not-available", "{e}");
     }
 }
@@ -168,7 +170,7 @@ fn environments_this_build_cannot_run_in_refuse_and_nothing_runs() {
     for (env, needle) in [
         (
             &["--run-environment", "slurm"][..],
-            "the slurm run environment is not available in this build",
+            "the slurm run environment ",
         ),
         (
             &["--modal"][..],

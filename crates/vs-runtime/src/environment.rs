@@ -32,6 +32,10 @@ pub enum RunEnvironment {
     Skypilot,
 }
 
+/// `--run-environment slurm-gpu`: a deprecated alias of `slurm` with agent
+/// GPU jobs on (`[vibesys.agent_gpu]`); callers log that it is deprecated.
+pub const SLURM_GPU_ALIAS: &str = "slurm-gpu";
+
 /// Every run environment, in documentation order.
 pub const ALL_ENVIRONMENTS: &[RunEnvironment] = &[
     RunEnvironment::Docker,
@@ -53,14 +57,15 @@ impl RunEnvironment {
         }
     }
 
-    /// Parses a `--run-environment` value. `local` is rejected naming its
+    /// Parses a `--run-environment` value (`slurm-gpu`, deprecated, is
+    /// `slurm`: see [`SLURM_GPU_ALIAS`]). `local` is rejected naming its
     /// replacement (`--run-environment host`); other unknown names are
     /// rejected listing the valid ones.
     pub fn parse(value: &str) -> Result<Self> {
         match value {
             "docker" => Ok(Self::Docker),
             "host" => Ok(Self::Host),
-            "slurm" => Ok(Self::Slurm),
+            "slurm" | SLURM_GPU_ALIAS => Ok(Self::Slurm),
             "modal" => Ok(Self::Modal),
             "skypilot" => Ok(Self::Skypilot),
             "local" => Err(RuntimeError::RetiredRunEnvironment {
@@ -82,7 +87,8 @@ impl RunEnvironment {
     }
 
     /// Which command runner and which confinement this environment uses,
-    /// and whether this build can run anything in it.
+    /// and whether this build can run anything in it (for `slurm`: whether
+    /// `sinfo` answers on this machine).
     pub fn describe(self) -> EnvironmentDescription {
         let (runner, confinement, evaluation, availability) = match self {
             Self::Docker => (
@@ -103,9 +109,7 @@ impl RunEnvironment {
                 "a host-owned command broker on a Unix socket, bind-mounted into the editor container, that submits Slurm jobs",
                 "host confinement (bubblewrap) on the compute nodes, with a private tmpfs /tmp and TMPDIR, TMP, TEMP pointing at it",
                 "as Slurm jobs on compute nodes",
-                Availability::NotAvailable {
-                    reason: "the Slurm command broker is not implemented yet",
-                },
+                crate::broker::slurm::availability(),
             ),
             Self::Modal => (
                 "the local editor container (no devices) for the agent; the service's API for evaluation",
@@ -261,11 +265,8 @@ mod tests {
             RunEnvironment::Host.describe().availability,
             Availability::Available
         );
-        for env in [
-            RunEnvironment::Slurm,
-            RunEnvironment::Modal,
-            RunEnvironment::Skypilot,
-        ] {
+        // Slurm's availability follows `sinfo` (tests/slurm_broker.rs).
+        for env in [RunEnvironment::Modal, RunEnvironment::Skypilot] {
             assert!(matches!(
                 env.describe().availability,
                 Availability::NotAvailable { .. }

@@ -3,9 +3,10 @@
 //! evaluation).
 //!
 //! It also holds the run environments (which command runner and which
-//! confinement each uses) and the trusted candidate build. The Slurm broker
-//! will live here as well (see crates/README.md).
+//! confinement each uses), the trusted candidate build and the host
+//! command broker of the `slurm` run environment ([`broker`]).
 
+pub mod broker;
 pub mod build;
 pub mod environment;
 mod error;

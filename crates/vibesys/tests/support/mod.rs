@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 mod common;
 // Each test binary uses a different subset.
 #[allow(unused_imports)]
-pub use common::{git, require_tool};
+pub use common::{git, repo_root, require_tool, unique};
 
 /// The unprivileged user the harness creates.
 pub const TEST_USER: &str = "vibesys-test";

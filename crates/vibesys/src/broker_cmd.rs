@@ -1,0 +1,287 @@
+//! `vibesys broker serve|job|gate` and the hidden `internal-host-job`
+//! (an agent job's confinement on the compute node).
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use vs_runtime::RunId;
+use vs_runtime::broker::protocol::{EXIT_REFUSED, PROTOCOL_VERSION};
+use vs_runtime::broker::{
+    Broker, BrokerFlags, BrokerSettings, Final, HostJobConfinement, Request, allocated_gpu_devices,
+    client,
+};
+use vs_sandbox::bwrap::find_bwrap;
+use vs_sandbox::launch;
+use vs_sandbox::{BwrapOptions, HostSandbox};
+
+use crate::project::{PolicyArgs, helper_exe};
+
+/// `vibesys broker ...`.
+#[derive(Debug, Args)]
+pub struct BrokerArgs {
+    #[command(subcommand)]
+    command: BrokerCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum BrokerCommand {
+    /// Serve a run's agent and framework sockets and submit Slurm jobs (until SIGTERM/SIGINT).
+    Serve(ServeArgs),
+    /// Run a command as an agent job through a broker socket.
+    Job(JobArgs),
+    /// Run one of the task's trusted gates by name (framework socket).
+    Gate(GateArgs),
+}
+
+/// Arguments of `vibesys broker serve`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Prints `agent: PATH` and `framework: PATH`, then serves in the foreground. On SIGTERM or
+SIGINT it cancels every job it submitted. At start it cancels the run's leftover jobs (an
+earlier broker killed with SIGKILL) and probes every compute node: where bubblewrap or user
+namespaces are missing it refuses to start (exit 125).
+
+Trusted settings come from the project's vibesys.toml: [vibesys.agent_gpu] enabled, max_gpus,
+max_time_minutes; [vibesys.broker] bwrap, gpu_devices, partition; [gates.NAME] argv.")]
+pub struct ServeArgs {
+    /// The project (workspace) directory.
+    #[arg(long, value_name = "DIR")]
+    project: PathBuf,
+    /// The run id (jobs carry it in their name and comment).
+    #[arg(long, value_name = "ID")]
+    run: String,
+    /// Accept agent jobs on the agent socket ([vibesys.agent_gpu] enabled = true).
+    #[arg(long = "agent-gpu")]
+    agent_gpu: bool,
+    /// Most GPUs one job may ask for.
+    #[arg(long = "max-gpus", value_name = "N")]
+    max_gpus: Option<u32>,
+    /// Longest time limit one job may ask for, in minutes.
+    #[arg(long = "max-time", value_name = "MIN")]
+    max_time: Option<u32>,
+}
+
+/// Arguments of `vibesys broker job`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Exit status: the job's own (128+N for signal N); 123 when Slurm cancelled the job, 124 when
+it hit its time limit, 120 when Slurm failed it (node failure, launch failure); 125 when the
+broker refused the request (nothing was submitted) or vibesys failed.")]
+pub struct JobArgs {
+    /// The broker socket.
+    #[arg(long, value_name = "PATH")]
+    socket: PathBuf,
+    /// GPUs to allocate (--gres=gpu:N).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    gpus: u32,
+    /// Time limit in minutes (default: the operator's limit).
+    #[arg(long, value_name = "MIN")]
+    time: Option<u32>,
+    /// Working directory (default: the current directory); must be inside the workspace.
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// A variable for the job (repeatable; SLURM_*, VIBESYS_*, XDG_* are dropped).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    env: Vec<String>,
+    /// The command and its arguments.
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+/// Arguments of `vibesys broker gate`.
+#[derive(Debug, Args)]
+pub struct GateArgs {
+    /// The framework socket.
+    #[arg(long, value_name = "PATH")]
+    socket: PathBuf,
+    /// The gate's name in [gates.NAME] of the project's vibesys.toml.
+    #[arg(value_name = "NAME")]
+    name: String,
+}
+
+/// Runs `vibesys broker ...`.
+pub fn run(args: BrokerArgs) -> anyhow::Result<u8> {
+    match args.command {
+        BrokerCommand::Serve(a) => serve(a),
+        BrokerCommand::Job(a) => job(a),
+        BrokerCommand::Gate(a) => gate(a),
+    }
+}
+
+fn serve(a: ServeArgs) -> anyhow::Result<u8> {
+    let run = RunId::new(&a.run)?;
+    let flags = BrokerFlags {
+        agent_gpu: a.agent_gpu,
+        max_gpus: a.max_gpus,
+        max_time_minutes: a.max_time,
+    };
+    let settings = BrokerSettings::load(&a.project, run, &flags, helper_exe()?)?;
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_dir())
+        .unwrap_or_else(std::env::temp_dir);
+    let run_id = settings.run.as_str().to_owned();
+    let broker = Broker::start(settings, &runtime)?;
+    if broker.leftovers() > 0 {
+        eprintln!(
+            "vibesys: cancelled {} leftover job(s) of run {run_id}",
+            broker.leftovers()
+        );
+    }
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+    ])
+    .context("cannot install the SIGTERM/SIGINT handler")?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "agent: {}", broker.agent_socket().display())?;
+        writeln!(out, "framework: {}", broker.framework_socket().display())?;
+        out.flush()?;
+    }
+    let handle = broker.shutdown_handle();
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            eprintln!("vibesys: broker: signal {sig}, cancelling the run's jobs");
+            handle.shutdown();
+        }
+    });
+    let cancelled = broker.serve()?;
+    eprintln!("vibesys: broker stopped; cancelled {cancelled} job(s) of run {run_id}");
+    Ok(0)
+}
+
+fn finish(status: &Final) -> u8 {
+    match status {
+        Final::Exited { .. } => {}
+        Final::JobEnded { message, .. } => eprintln!("vibesys: {message}"),
+        Final::Refused { reason } => {
+            eprintln!("vibesys: error: the broker refused the request: {reason}")
+        }
+    }
+    u8::try_from(status.exit_code()).unwrap_or(EXIT_REFUSED as u8)
+}
+
+fn call(socket: &std::path::Path, request: &Request) -> anyhow::Result<u8> {
+    let status = client::call(
+        socket,
+        request,
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    )?;
+    Ok(finish(&status))
+}
+
+fn job(a: JobArgs) -> anyhow::Result<u8> {
+    let cwd = match a.cwd {
+        Some(c) => c,
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let mut env = std::collections::BTreeMap::new();
+    for item in &a.env {
+        let Some((k, v)) = item.split_once('=') else {
+            bail!("--env {item:?} is not KEY=VALUE");
+        };
+        env.insert(k.to_owned(), v.to_owned());
+    }
+    let request = Request::Job {
+        version: PROTOCOL_VERSION,
+        argv: a.command,
+        cwd: Some(std::path::absolute(&cwd).unwrap_or(cwd)),
+        gpus: a.gpus,
+        time_minutes: a.time,
+        env,
+    };
+    call(&a.socket, &request)
+}
+
+fn gate(a: GateArgs) -> anyhow::Result<u8> {
+    call(
+        &a.socket,
+        &Request::Gate {
+            version: PROTOCOL_VERSION,
+            name: a.name,
+        },
+    )
+}
+
+/// Arguments of the hidden `internal-host-job` (run by srun on the node).
+#[derive(Debug, Args)]
+pub struct HostJobArgs {
+    /// The run's project: its vibesys.toml is the policy.
+    #[arg(long)]
+    project: PathBuf,
+    /// The sandbox's workspace (the project or a candidate worktree).
+    #[arg(long)]
+    workspace: PathBuf,
+    /// The working directory inside the workspace.
+    #[arg(long)]
+    cwd: PathBuf,
+    /// bubblewrap (default: found in PATH).
+    #[arg(long)]
+    bwrap: Option<PathBuf>,
+    /// GPU device node pattern ({} is the GRES index).
+    #[arg(long = "gpu-devices")]
+    gpu_devices: String,
+    /// Variables set inside the sandbox.
+    #[arg(long = "env")]
+    env: Vec<String>,
+    /// The command.
+    #[arg(required = true, trailing_var_arg = true)]
+    command: Vec<OsString>,
+}
+
+/// Confines an agent job on the compute node: `HostJobConfinement`,
+/// enforcement always required; 125 when confinement cannot be applied.
+pub fn internal_host_job(a: HostJobArgs) -> u8 {
+    match host_job(a) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("vibesys: error: agent job not started: {e:#}");
+            EXIT_REFUSED as u8
+        }
+    }
+}
+
+fn host_job(a: HostJobArgs) -> anyhow::Result<u8> {
+    let policy_args = PolicyArgs {
+        project: Some(a.workspace.clone()),
+        read_only: Vec::new(),
+        hidden: Vec::new(),
+        allow: Vec::new(),
+        no_network: false,
+    };
+    let project = policy_args.resolve_with_config(Some(&a.project))?;
+    let resources = project.resources(&a.command[0], &[]);
+    let program = match a.bwrap {
+        Some(b) => b,
+        None => find_bwrap(std::env::var_os("PATH").as_deref())?,
+    };
+    let options = BwrapOptions {
+        program,
+        network: project.network,
+        chdir: Some(a.cwd.clone()),
+        helper: helper_exe()?,
+        writable: Vec::new(),
+        read_only_within: Vec::new(),
+    };
+    let sandbox = HostSandbox::new(&project.resolved, &resources, &options)?;
+    let step_gpus = std::env::var("SLURM_STEP_GPUS")
+        .or_else(|_| std::env::var("SLURM_JOB_GPUS"))
+        .ok();
+    let devices = allocated_gpu_devices(&a.gpu_devices, step_gpus.as_deref())?;
+    let env: Vec<(String, String)> = a
+        .env
+        .iter()
+        .filter_map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        })
+        .collect();
+    let confinement = HostJobConfinement::new(&sandbox, &devices, &env)?;
+    let code = launch::run_bwrap(confinement.plan(), &a.command)?;
+    Ok(u8::try_from(code & 0xff).unwrap_or(1))
+}

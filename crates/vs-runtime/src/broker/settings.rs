@@ -1,0 +1,201 @@
+//! The broker's trusted settings: `[vibesys.agent_gpu]`, `[vibesys.broker]`
+//! and `[gates.NAME]` of the operator's `vibesys.toml`, plus the flags of
+//! `vibesys broker serve`. Clients never add to them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::BrokerError;
+use crate::fsutil::read_bounded;
+use crate::id::RunId;
+
+/// Default time limit of a job, in minutes, when none is configured.
+pub const DEFAULT_MAX_TIME_MINUTES: u32 = 60;
+/// Default GPU limit when agent GPU jobs are on and none is configured.
+pub const DEFAULT_MAX_GPUS: u32 = 1;
+/// Where a GPU's device node is, `{}` standing for its Slurm GRES index.
+pub const DEFAULT_GPU_DEVICES: &str = "/dev/nvidia{}";
+
+#[derive(Debug, Default, Deserialize)]
+struct RawFile {
+    #[serde(default)]
+    vibesys: RawVibesys,
+    #[serde(default)]
+    gates: BTreeMap<String, RawGate>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawVibesys {
+    #[serde(default)]
+    agent_gpu: Option<RawAgentGpu>,
+    #[serde(default)]
+    broker: Option<RawBroker>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAgentGpu {
+    #[serde(default)]
+    enabled: bool,
+    max_gpus: Option<u32>,
+    max_time_minutes: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBroker {
+    bwrap: Option<PathBuf>,
+    gpu_devices: Option<String>,
+    partition: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGate {
+    argv: Vec<String>,
+}
+
+/// The flags of `vibesys broker serve` (they override the file).
+#[derive(Debug, Clone, Default)]
+pub struct BrokerFlags {
+    /// `--agent-gpu`: turn agent GPU jobs on.
+    pub agent_gpu: bool,
+    /// `--max-gpus N`.
+    pub max_gpus: Option<u32>,
+    /// `--max-time MIN`.
+    pub max_time_minutes: Option<u32>,
+}
+
+/// Everything the broker trusts, validated.
+#[derive(Debug, Clone)]
+pub struct BrokerSettings {
+    /// The workspace (canonical): jobs run in it or its candidate worktrees.
+    pub project: PathBuf,
+    /// The run; jobs carry it in their name and comment.
+    pub run: RunId,
+    /// Whether the agent socket accepts jobs.
+    pub agent_jobs: bool,
+    /// Largest GPU count a job may ask for.
+    pub max_gpus: u32,
+    /// Longest time limit a job may ask for, in minutes.
+    pub max_time_minutes: u32,
+    /// The task's trusted gates: name to argv.
+    pub gates: BTreeMap<String, Vec<String>>,
+    /// The vibesys executable on the compute nodes (the confinement helper).
+    pub helper: PathBuf,
+    /// bubblewrap on the compute nodes (default: found in the job's PATH).
+    pub bwrap: Option<PathBuf>,
+    /// GPU device node pattern (`{}` is the GRES index).
+    pub gpu_devices: String,
+    /// The Slurm partition (default: the cluster's default).
+    pub partition: Option<String>,
+}
+
+impl BrokerSettings {
+    /// Reads the project's own `vibesys.toml` and applies the flags.
+    pub fn load(
+        project: &Path,
+        run: RunId,
+        flags: &BrokerFlags,
+        helper: PathBuf,
+    ) -> Result<Self, BrokerError> {
+        let project = std::fs::canonicalize(project).map_err(|source| BrokerError::Io {
+            what: format!("resolve the project {}", project.display()),
+            source,
+        })?;
+        if !project.is_dir() {
+            return Err(BrokerError::Config {
+                path: project,
+                reason: "the project is not a directory".into(),
+            });
+        }
+        let path = project.join("vibesys.toml");
+        let raw = match read_bounded(&path, 1024 * 1024) {
+            Ok(Some(bytes)) => {
+                let text = String::from_utf8(bytes).map_err(|_| BrokerError::Config {
+                    path: path.clone(),
+                    reason: "not UTF-8".into(),
+                })?;
+                parse(&text, &path)?
+            }
+            Ok(None) => RawFile::default(),
+            Err(e) => {
+                return Err(BrokerError::Config {
+                    path,
+                    reason: e.to_string(),
+                });
+            }
+        };
+        let agent = raw.vibesys.agent_gpu.unwrap_or_default();
+        let broker = raw.vibesys.broker.unwrap_or_default();
+        let mut gates = BTreeMap::new();
+        for (name, gate) in raw.gates {
+            if gate.argv.is_empty() || gate.argv[0].is_empty() {
+                return Err(BrokerError::Config {
+                    path,
+                    reason: format!("[gates.{name}] argv must not be empty"),
+                });
+            }
+            if gate.argv.iter().any(|a| a.contains('\0')) {
+                return Err(BrokerError::Config {
+                    path,
+                    reason: format!("[gates.{name}] argv contains NUL"),
+                });
+            }
+            gates.insert(name, gate.argv);
+        }
+        let gpu_devices = broker
+            .gpu_devices
+            .unwrap_or_else(|| DEFAULT_GPU_DEVICES.to_owned());
+        if !gpu_devices.starts_with('/') || gpu_devices.matches("{}").count() != 1 {
+            return Err(BrokerError::Config {
+                path,
+                reason: format!(
+                    "[vibesys.broker] gpu_devices {gpu_devices:?} must be an absolute path with one {{}} (the GRES index)"
+                ),
+            });
+        }
+        if let Some(b) = &broker.bwrap
+            && !b.is_absolute()
+        {
+            return Err(BrokerError::Config {
+                path,
+                reason: format!("[vibesys.broker] bwrap {b:?} must be an absolute path"),
+            });
+        }
+        let max_time_minutes = flags
+            .max_time_minutes
+            .or(agent.max_time_minutes)
+            .unwrap_or(DEFAULT_MAX_TIME_MINUTES);
+        if max_time_minutes == 0 {
+            return Err(BrokerError::Config {
+                path,
+                reason: "the time limit must be at least one minute".into(),
+            });
+        }
+        Ok(Self {
+            project,
+            run,
+            agent_jobs: flags.agent_gpu || agent.enabled,
+            max_gpus: flags
+                .max_gpus
+                .or(agent.max_gpus)
+                .unwrap_or(DEFAULT_MAX_GPUS),
+            max_time_minutes,
+            gates,
+            helper,
+            bwrap: broker.bwrap,
+            gpu_devices,
+            partition: broker.partition,
+        })
+    }
+}
+
+fn parse(text: &str, path: &Path) -> Result<RawFile, BrokerError> {
+    toml::from_str(text).map_err(|e: toml::de::Error| BrokerError::Config {
+        path: path.to_path_buf(),
+        reason: e.message().to_owned(),
+    })
+}
