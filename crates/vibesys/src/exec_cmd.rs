@@ -116,9 +116,10 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
                 chdir: chdir_in(&project.workspace),
                 helper: helper_exe()?,
                 writable: Vec::new(),
+                max_processes: project.config.max_processes(),
             };
             let sandbox = HostSandbox::new(&project.resolved, &resources, &options)?;
-            let code = launch::run_bwrap(sandbox.plan(), &args.command)?;
+            let code = launch::run_bwrap(sandbox.plan(), &args.command, sandbox.process_limit())?;
             Ok(code as u8)
         }
         ConfineMode::Landlock => {
@@ -126,6 +127,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
                 network: project.network,
                 helper: helper_exe()?,
                 writable: Vec::new(),
+                max_processes: project.config.max_processes(),
             };
             let sandbox = LandlockSandbox::new(&project.resolved, &resources, &options)?;
             debug_assert_eq!(sandbox.backend(), "landlock");
@@ -135,13 +137,10 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
                 std::env::set_current_dir(&dir)
                     .with_context(|| format!("cannot enter {}", dir.display()))?;
             }
-            // Applies the rules to this process and replaces it; returns only
-            // on failure, and then nothing ran.
-            let (code, err) = launch::landlock_exec(sandbox.plan(), &args.command);
-            if code == launch::EXIT_CONFINE_FAILED {
-                return Err(err.into());
-            }
-            eprintln!("vibesys: {err}");
+            // vibesys stays the parent: a failure to confine is an error
+            // (nothing ran); otherwise the command's own status.
+            let code =
+                launch::run_landlock(sandbox.plan(), &args.command, sandbox.process_limit())?;
             Ok(code as u8)
         }
         ConfineMode::Docker => crate::docker_cmd::exec(

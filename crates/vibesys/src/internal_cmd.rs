@@ -1,8 +1,11 @@
 //! Hidden helpers that `wrap` puts in front of a confined command.
 //!
-//! `internal-launch --fds SLOTS -- bwrap ARGS -- CMD` creates the
-//! descriptors bwrap reads and executes it; `internal-landlock --read P
-//! --write P [--no-network] -- CMD` applies Landlock and executes CMD.
+//! `internal-launch --fds SLOTS [LIMIT] -- bwrap ARGS -- CMD` creates the
+//! descriptors bwrap reads and runs it as its child; `internal-landlock
+//! [LIMIT] --read P --write P [--no-network] -- CMD` runs CMD as its child
+//! under Landlock and the launcher's hardening. LIMIT is `--nproc N` or
+//! `--pids-cgroup VERSION:MAX PARENT` ([`ProcessLimit::to_args`]). Both
+//! stay the parent (a subreaper) and kill what the command leaves behind.
 //! Exit status: 122 usage error, 125 confinement failed (nothing ran),
 //! 126 command cannot be executed, 127 command not found; otherwise the
 //! command's own.
@@ -11,8 +14,9 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use vs_sandbox::LandlockPlan;
+use vs_sandbox::ProcessLimit;
 use vs_sandbox::bwrap::FdSlot;
-use vs_sandbox::launch::{self, EXIT_USAGE};
+use vs_sandbox::launch::{self, EXIT_CONFINE_FAILED, EXIT_USAGE};
 
 fn usage(msg: &str) -> u8 {
     eprintln!("vibesys: error: internal helper usage: {msg}");
@@ -22,11 +26,11 @@ fn usage(msg: &str) -> u8 {
 /// `internal-launch`.
 pub fn launch(args: Vec<OsString>) -> u8 {
     let mut it = args.into_iter();
-    let (Some(flag), Some(slots), Some(sep)) = (it.next(), it.next(), it.next()) else {
-        return usage("expected --fds SLOTS -- ARGV");
+    let (Some(flag), Some(slots)) = (it.next(), it.next()) else {
+        return usage("expected --fds SLOTS [LIMIT] -- ARGV");
     };
-    if flag != "--fds" || sep != "--" {
-        return usage("expected --fds SLOTS -- ARGV");
+    if flag != "--fds" {
+        return usage("expected --fds SLOTS [LIMIT] -- ARGV");
     }
     let Some(slots) = slots.to_str() else {
         return usage("slot list is not UTF-8");
@@ -38,13 +42,42 @@ pub fn launch(args: Vec<OsString>) -> u8 {
             None => return usage(&format!("unknown descriptor slot {name:?}")),
         }
     }
+    let mut limit = unbounded();
+    loop {
+        let Some(arg) = it.next() else {
+            return usage("missing -- before the command");
+        };
+        let arg = arg.to_string_lossy().into_owned();
+        if arg == "--" {
+            break;
+        }
+        match ProcessLimit::parse_arg(&arg, &mut it) {
+            Some(Ok(l)) => limit = l,
+            Some(Err(e)) => return usage(&e),
+            None => return usage(&format!("unknown argument {arg:?}")),
+        }
+    }
     let argv: Vec<OsString> = it.collect();
     if argv.is_empty() {
         return usage("the command is empty");
     }
-    let (code, err) = launch::exec_with_fds(&parsed, &argv);
-    eprintln!("vibesys: error: {err}");
-    code as u8
+    finish(launch::run_with_fds(&parsed, &argv, &limit))
+}
+
+fn unbounded() -> ProcessLimit {
+    ProcessLimit::Unbounded {
+        reason: "no limit was passed to the helper".into(),
+    }
+}
+
+fn finish(result: Result<i32, vs_sandbox::SandboxError>) -> u8 {
+    match result {
+        Ok(code) => code as u8,
+        Err(err) => {
+            eprintln!("vibesys: error: {err}");
+            EXIT_CONFINE_FAILED as u8
+        }
+    }
 }
 
 /// `internal-landlock`.
@@ -54,6 +87,7 @@ pub fn landlock(args: Vec<OsString>) -> u8 {
         write: Vec::new(),
         network: true,
     };
+    let mut limit = unbounded();
     let mut it = args.into_iter();
     loop {
         let Some(arg) = it.next() else {
@@ -76,14 +110,17 @@ pub fn landlock(args: Vec<OsString>) -> u8 {
                     plan.write.push(p);
                 }
             }
-            _ => return usage(&format!("unknown argument {arg:?}")),
+            Some(flag) => match ProcessLimit::parse_arg(flag, &mut it) {
+                Some(Ok(l)) => limit = l,
+                Some(Err(e)) => return usage(&e),
+                None => return usage(&format!("unknown argument {arg:?}")),
+            },
+            None => return usage(&format!("unknown argument {arg:?}")),
         }
     }
     let argv: Vec<OsString> = it.collect();
     if argv.is_empty() {
         return usage("the command is empty");
     }
-    let (code, err) = launch::landlock_exec(&plan, &argv);
-    eprintln!("vibesys: error: {err}");
-    code as u8
+    finish(launch::run_landlock(&plan, &argv, &limit))
 }

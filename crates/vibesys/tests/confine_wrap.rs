@@ -48,6 +48,7 @@ fn wrapped_bwrap_argv_confines() {
             chdir: None,
             helper: vibesys(),
             writable: Vec::new(),
+            max_processes: 4096,
         },
     )
     .unwrap();
@@ -71,6 +72,7 @@ fn wrapped_landlock_argv_confines_and_reports_gaps() {
             network: true,
             helper: vibesys(),
             writable: Vec::new(),
+            max_processes: 4096,
         },
     )
     .unwrap();

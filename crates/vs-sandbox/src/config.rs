@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::error::PolicyError;
+use crate::limits::{DEFAULT_MAX_PROCESSES, MAX_MAX_PROCESSES};
 use crate::policy::ProjectPathPolicy;
 
 /// The project configuration file name.
@@ -33,6 +34,10 @@ pub struct PolicyConfig {
     /// Keep the host network (default true).
     #[serde(default)]
     pub network: Option<bool>,
+    /// The most processes a confined tree may hold (default
+    /// [`DEFAULT_MAX_PROCESSES`]).
+    #[serde(default)]
+    pub max_processes: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -75,6 +80,16 @@ pub enum ConfigError {
         path: PathBuf,
         /// The rule broken.
         source: PolicyError,
+    },
+    /// `max_processes` is out of range.
+    #[error("invalid [sandbox] in {path:?}: max_processes = {value} is not between 1 and {max}")]
+    MaxProcesses {
+        /// The file.
+        path: PathBuf,
+        /// The value given.
+        value: u64,
+        /// The largest accepted value.
+        max: u64,
     },
     /// An `allow` entry is not absolute.
     #[error("invalid [sandbox] in {path:?}: allow entry {entry:?} is not an absolute path")]
@@ -122,11 +137,26 @@ impl PolicyConfig {
                 entry: entry.clone(),
             });
         }
+        if let Some(value) = config
+            .max_processes
+            .filter(|v| !(1..=MAX_MAX_PROCESSES).contains(v))
+        {
+            return Err(ConfigError::MaxProcesses {
+                path: path.to_path_buf(),
+                value,
+                max: MAX_MAX_PROCESSES,
+            });
+        }
         config.policy().map_err(|source| ConfigError::Policy {
             path: path.to_path_buf(),
             source,
         })?;
         Ok(config)
+    }
+
+    /// `max_processes`, or its default.
+    pub fn max_processes(&self) -> u64 {
+        self.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES)
     }
 
     /// The policy the configuration lists.

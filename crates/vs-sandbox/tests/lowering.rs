@@ -139,6 +139,7 @@ fn bwrap_argv_snapshot() {
         chdir: None,
         helper: "/opt/vibesys/bin/vibesys".into(),
         writable: Vec::new(),
+        max_processes: 4096,
     };
     let plan = BwrapPlan::new(&resolved, &resources(), &options);
     let text = filter(&plan.args.join("\n"), &ws);

@@ -2,5 +2,7 @@
 
 pub mod fds;
 pub mod landlock_apply;
+pub mod pids;
 pub mod probe;
 pub mod seccomp;
+pub mod supervise;

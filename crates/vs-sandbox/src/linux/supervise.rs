@@ -1,0 +1,482 @@
+//! The launcher side of a confined run: vibesys stays the parent (a
+//! subreaper) of the confined tree, bounds it, and kills what it leaves
+//! behind; the child side is a list of raw system calls prepared in the
+//! parent and made between fork and exec (async-signal-safe: no
+//! allocation, no locks).
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use crate::error::SandboxError;
+use crate::limits::ProcessLimit;
+
+use super::pids::PidsCgroup;
+
+/// Makes this process the subreaper of its descendants: orphans of the
+/// confined tree are reparented to it instead of to init.
+pub fn become_subreaper() -> Result<(), SandboxError> {
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+        return Err(SandboxError::Os {
+            what: "becoming the subreaper of the confined tree".into(),
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(())
+}
+
+/// Reaps every child that has already exited (never blocks). Returns
+/// false when this process has no child left at all.
+pub fn reap_exited() -> bool {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes one int we own.
+        let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if r > 0 {
+            continue;
+        }
+        return r == 0;
+    }
+}
+
+/// The children of this process (all threads), from /proc.
+fn children() -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        let mut s = String::new();
+        if let Ok(f) = File::open(t.path().join("children")) {
+            let _ = f.take(1024 * 1024).read_to_string(&mut s);
+        }
+        out.extend(s.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+    }
+    out
+}
+
+/// Kills every remaining descendant. As the subreaper, every orphan of
+/// the tree is our child: kill them, reap them (their own children are
+/// reparented to us as they die) and repeat until none is left. Bounded:
+/// gives up after ~5 s of rounds (a limit-bounded tree empties far sooner).
+pub fn kill_leftovers() {
+    for _ in 0..5000 {
+        if !reap_exited() {
+            return;
+        }
+        let kids = children();
+        for pid in &kids {
+            // SAFETY: kill has no memory effects; an unreaped child's pid
+            // cannot be reused, so this reaches our own child.
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+        for pid in &kids {
+            let mut status = 0;
+            // SAFETY: waitpid writes one int we own.
+            unsafe { libc::waitpid(*pid, &mut status, 0) };
+        }
+        if kids.is_empty() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    tracing::warn!("processes left by the confined command survived 5000 kill rounds");
+}
+
+/// Everything the child does between fork and exec, prepared here.
+#[derive(Debug, Default)]
+pub struct ChildSetup {
+    /// Start a new session (no controlling terminal).
+    pub new_session: bool,
+    /// Enter a user namespace mapping only our uid and gid.
+    pub user_namespace: bool,
+    /// `RLIMIT_NPROC` (soft and hard).
+    pub nproc: Option<u64>,
+    /// Drop every capability: securebits locked, bounding set, ambient,
+    /// then effective/permitted/inheritable after the filters.
+    pub drop_capabilities: bool,
+    /// A Landlock ruleset to restrict to (sets no_new_privs first).
+    pub landlock: Option<OwnedFd>,
+    /// Seccomp programs to install, in order (sets no_new_privs first).
+    pub seccomp: Vec<Vec<libc::sock_filter>>,
+    /// Mark every descriptor from 3 up close-on-exec.
+    pub close_inherited: bool,
+}
+
+/// The stages of [`ChildSetup`], named in errors.
+const STAGES: &[&str] = &[
+    "setting the parent-death signal",
+    "joining the run's pids cgroup",
+    "starting a new session",
+    "entering a user namespace",
+    "writing the user namespace's id maps",
+    "setting RLIMIT_NPROC",
+    "dropping the capability bounding set",
+    "clearing ambient capabilities",
+    "setting no_new_privs",
+    "applying the Landlock ruleset",
+    "installing the seccomp filter",
+    "dropping capabilities",
+    "the parent exited during set-up",
+];
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+/// NOROOT, NO_SETUID_FIXUP and NO_CAP_AMBIENT_RAISE, each with its lock,
+/// plus KEEP_CAPS_LOCKED: uid 0 regains nothing through execve.
+const SECUREBITS_LOCKED: libc::c_ulong = 0b1110_1111;
+
+/// A launch being prepared: the child side and what the parent keeps.
+pub struct Prepared {
+    backend: &'static str,
+    setup: ChildSetup,
+    cgroup: Option<PidsCgroup>,
+    procs: Option<File>,
+    parent_pid: i32,
+    uid_map: Vec<u8>,
+    gid_map: Vec<u8>,
+    paths: [CString; 4],
+    report: (std::io::PipeReader, Option<std::io::PipeWriter>),
+}
+
+/// Moves `fd` to a number of at least 256 (close-on-exec), clear of the
+/// descriptors a launch places at 3, 4, ... before this hook runs.
+fn high(fd: OwnedFd) -> Result<OwnedFd, SandboxError> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: F_DUPFD_CLOEXEC on a descriptor we own returns a new one.
+    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 256) };
+    if n < 0 {
+        return Err(SandboxError::Os {
+            what: "moving a launcher descriptor".into(),
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    // SAFETY: `n` is a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(n) })
+}
+
+fn cstr(s: &str) -> CString {
+    CString::new(s).unwrap_or_default()
+}
+
+impl Prepared {
+    /// Becomes the subreaper, creates the run's cgroup (when `limit` is
+    /// one) and prepares `setup` for the child. `limit`'s rlimit variant
+    /// sets `setup.nproc`.
+    pub fn new(
+        backend: &'static str,
+        mut setup: ChildSetup,
+        limit: &ProcessLimit,
+    ) -> Result<Self, SandboxError> {
+        become_subreaper()?;
+        let (cgroup, procs) = match limit {
+            ProcessLimit::Cgroup {
+                version,
+                parent,
+                max,
+            } => {
+                let cg = PidsCgroup::create(parent, *version, *max)?;
+                let procs = high(cg.procs_file()?.into())?;
+                (Some(cg), Some(File::from(procs)))
+            }
+            ProcessLimit::UserNamespaceRlimit { max } => {
+                setup.nproc = Some(*max);
+                (None, None)
+            }
+            ProcessLimit::Unbounded { .. } => (None, None),
+        };
+        // SAFETY: these calls take no arguments and cannot fail.
+        let (pid, uid, gid) = unsafe { (libc::getpid(), libc::geteuid(), libc::getegid()) };
+        let (reader, writer) = std::io::pipe().map_err(|source| SandboxError::Os {
+            what: "creating the set-up status pipe".into(),
+            source,
+        })?;
+        let writer = std::io::PipeWriter::from(high(writer.into())?);
+        Ok(Self {
+            backend,
+            setup,
+            cgroup,
+            procs,
+            parent_pid: pid,
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+            paths: [
+                cstr("/proc/self/setgroups"),
+                cstr("/proc/self/uid_map"),
+                cstr("/proc/self/gid_map"),
+                cstr("/dev/tty"),
+            ],
+            report: (reader, Some(writer)),
+        })
+    }
+
+    /// Installs the child side on `cmd` (after any other pre_exec hook).
+    pub fn install(&mut self, cmd: &mut Command) {
+        let writer = self.report.1.take();
+        let err_fd = writer.as_ref().map_or(-1, AsRawFd::as_raw_fd);
+        let procs = self.procs.as_ref().map_or(-1, AsRawFd::as_raw_fd);
+        let landlock = self.setup.landlock.as_ref().map_or(-1, AsRawFd::as_raw_fd);
+        let s = &self.setup;
+        let plan = ChildPlan {
+            parent_pid: self.parent_pid,
+            procs,
+            new_session: s.new_session,
+            user_namespace: s.user_namespace,
+            nproc: s.nproc,
+            drop_capabilities: s.drop_capabilities,
+            landlock,
+            seccomp: s
+                .seccomp
+                .iter()
+                .map(|p| libc::sock_fprog {
+                    len: p.len() as u16,
+                    filter: p.as_ptr() as *mut libc::sock_filter,
+                })
+                .collect(),
+            close_inherited: s.close_inherited,
+            maps: [
+                (self.paths[0].as_ptr(), b"deny".as_ptr(), 4),
+                (
+                    self.paths[1].as_ptr(),
+                    self.uid_map.as_ptr(),
+                    self.uid_map.len(),
+                ),
+                (
+                    self.paths[2].as_ptr(),
+                    self.gid_map.as_ptr(),
+                    self.gid_map.len(),
+                ),
+            ],
+            tty: self.paths[3].as_ptr(),
+        };
+        // SAFETY: the closure makes raw system calls on integers and on
+        // pointers into `self` (filters, maps, paths), which the caller
+        // keeps alive until the spawn returns; it allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                let _ = &writer;
+                plan.run().map_err(|(stage, errno)| {
+                    let mut msg = [0u8; 5];
+                    msg[0] = stage;
+                    msg[1..].copy_from_slice(&errno.to_ne_bytes());
+                    libc::write(err_fd, msg.as_ptr().cast(), msg.len());
+                    std::io::Error::from_raw_os_error(errno)
+                })
+            });
+        }
+    }
+
+    /// After the spawn (and after dropping the command): the stage that
+    /// failed in the child, if one did.
+    pub fn child_failure(&mut self) -> Option<SandboxError> {
+        let mut buf = [0u8; 5];
+        let mut got = 0;
+        while got < buf.len() {
+            match self.report.0.read(&mut buf[got..]) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got += n,
+            }
+        }
+        if got < buf.len() {
+            return None;
+        }
+        let stage = STAGES.get(buf[0] as usize).copied().unwrap_or("set-up");
+        let errno = i32::from_ne_bytes([buf[1], buf[2], buf[3], buf[4]]);
+        Some(
+            crate::controls::SandboxUnavailableError::new(
+                self.backend,
+                format!(
+                    "{stage} failed in the launcher: {}",
+                    std::io::Error::from_raw_os_error(errno)
+                ),
+                "run `vibesys doctor` to see what this host supports",
+            )
+            .into(),
+        )
+    }
+
+    /// After the command exited: kills everything it left behind and
+    /// removes the run's cgroup.
+    pub fn finish(mut self) {
+        self.procs = None;
+        if let Some(cg) = self.cgroup.take() {
+            cg.kill_and_remove();
+        }
+        kill_leftovers();
+    }
+}
+
+/// The child's plan: plain data and raw pointers only.
+struct ChildPlan {
+    parent_pid: i32,
+    procs: RawFd,
+    new_session: bool,
+    user_namespace: bool,
+    nproc: Option<u64>,
+    drop_capabilities: bool,
+    landlock: RawFd,
+    seccomp: Vec<libc::sock_fprog>,
+    close_inherited: bool,
+    maps: [(*const libc::c_char, *const u8, usize); 3],
+    tty: *const libc::c_char,
+}
+
+// SAFETY: the raw pointers are only dereferenced in the forked child, while
+// the `Prepared` they point into is alive in the parent's copy of memory.
+unsafe impl Send for ChildPlan {}
+// SAFETY: as above; the plan is never mutated.
+unsafe impl Sync for ChildPlan {}
+
+type Failed = (u8, i32);
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+fn check(stage: u8, r: libc::c_long) -> Result<(), Failed> {
+    if r < 0 { Err((stage, errno())) } else { Ok(()) }
+}
+
+impl ChildPlan {
+    /// Runs in the child between fork and exec.
+    fn run(&self) -> Result<(), Failed> {
+        // SAFETY: raw system calls on integers and on pointers prepared by
+        // the parent and valid in this copy of its memory.
+        unsafe {
+            check(
+                0,
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) as libc::c_long,
+            )?;
+            if libc::getppid() != self.parent_pid {
+                return Err((12, libc::ESRCH));
+            }
+            if self.procs >= 0 {
+                check(
+                    1,
+                    libc::write(self.procs, b"0".as_ptr().cast(), 1) as libc::c_long,
+                )?;
+            }
+            if self.new_session && libc::setsid() < 0 {
+                // A process-group leader cannot start a session: give up
+                // the controlling terminal instead.
+                let fd = libc::open(self.tty, libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+                if fd >= 0 {
+                    libc::ioctl(fd, libc::TIOCNOTTY);
+                    libc::close(fd);
+                }
+            }
+            if self.user_namespace {
+                check(3, libc::unshare(libc::CLONE_NEWUSER) as libc::c_long)?;
+                for (i, (path, data, len)) in self.maps.iter().enumerate() {
+                    let fd = libc::open(*path, libc::O_WRONLY | libc::O_CLOEXEC);
+                    // setgroups is missing on old kernels; the maps are not.
+                    if fd < 0 && i == 0 {
+                        continue;
+                    }
+                    check(4, fd as libc::c_long)?;
+                    let w = libc::write(fd, (*data).cast(), *len);
+                    libc::close(fd);
+                    check(4, w as libc::c_long)?;
+                }
+            }
+            if let Some(max) = self.nproc {
+                let lim = libc::rlimit {
+                    rlim_cur: max,
+                    rlim_max: max,
+                };
+                check(5, libc::setrlimit(libc::RLIMIT_NPROC, &lim) as libc::c_long)?;
+            }
+            if self.drop_capabilities {
+                // Needs CAP_SETPCAP: root and a fresh user namespace have
+                // it; otherwise there is nothing to keep uid 0 from.
+                libc::prctl(libc::PR_SET_SECUREBITS, SECUREBITS_LOCKED, 0, 0, 0);
+                for cap in 0..64 {
+                    if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                        match errno() {
+                            libc::EINVAL => break,
+                            // Without CAP_SETPCAP the set cannot shrink;
+                            // no_new_privs keeps it from granting anything.
+                            libc::EPERM => break,
+                            e => return Err((6, e)),
+                        }
+                    }
+                }
+                check(
+                    7,
+                    libc::prctl(
+                        libc::PR_CAP_AMBIENT,
+                        libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                        0,
+                        0,
+                        0,
+                    ) as libc::c_long,
+                )?;
+            }
+            if self.landlock >= 0 || !self.seccomp.is_empty() || self.drop_capabilities {
+                check(
+                    8,
+                    libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as libc::c_long,
+                )?;
+            }
+            if self.landlock >= 0 {
+                check(
+                    9,
+                    libc::syscall(libc::SYS_landlock_restrict_self, self.landlock, 0),
+                )?;
+            }
+            for prog in &self.seccomp {
+                check(
+                    10,
+                    libc::syscall(
+                        libc::SYS_seccomp,
+                        libc::SECCOMP_SET_MODE_FILTER,
+                        0,
+                        prog as *const libc::sock_fprog,
+                    ),
+                )?;
+            }
+            if self.drop_capabilities {
+                let mut header = CapHeader {
+                    version: LINUX_CAPABILITY_VERSION_3,
+                    pid: 0,
+                };
+                let data = [CapData {
+                    effective: 0,
+                    permitted: 0,
+                    inheritable: 0,
+                }; 2];
+                check(
+                    11,
+                    libc::syscall(
+                        libc::SYS_capset,
+                        &mut header as *mut CapHeader,
+                        data.as_ptr(),
+                    ),
+                )?;
+            }
+            if self.close_inherited {
+                super::fds::close_from(3);
+            }
+        }
+        Ok(())
+    }
+}
