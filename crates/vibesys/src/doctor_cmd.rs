@@ -29,7 +29,13 @@ struct Check {
 
 /// Runs `vibesys doctor`.
 pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
-    let checks = vec![check_bwrap(), check_landlock(), check_docker(), check_nix()];
+    let checks = vec![
+        check_bwrap(),
+        check_landlock(),
+        check_processes(),
+        check_docker(),
+        check_nix(),
+    ];
     let default_ok = checks.first().is_some_and(|c| c.ok);
     if args.json {
         crate::output::print_json(&serde_json::json!({ "checks": checks }))?;
@@ -101,6 +107,24 @@ fn check_landlock() -> Check {
             "the kernel does not support Landlock (or it is disabled)".into()
         },
         fix: (abi < 1).then(|| "use Linux 5.13+ with landlock in the lsm= list".into()),
+    }
+}
+
+/// Which mechanism bounds the processes of a host-confined run here, for
+/// the default `[sandbox] max_processes`.
+fn check_processes() -> Check {
+    let limit = vs_sandbox::ProcessLimit::choose(vs_sandbox::limits::DEFAULT_MAX_PROCESSES);
+    let bounded = limit.max().is_some();
+    Check {
+        name: "processes",
+        ok: bounded,
+        detail: limit
+            .describe()
+            .trim_start_matches("processes: ")
+            .to_owned(),
+        fix: (!bounded).then(|| {
+            "delegate a cgroup v2 subtree with the pids controller (systemd: Delegate=pids), make a v1 pids hierarchy writable, or allow unprivileged user namespaces".into()
+        }),
     }
 }
 
