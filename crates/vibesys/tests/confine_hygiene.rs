@@ -326,3 +326,50 @@ fn a_fork_loop_stops_at_the_limit() {
         }
     }
 }
+
+#[test]
+fn terminating_vibesys_ends_the_whole_tree() {
+    for backend in BACKENDS {
+        for who in users() {
+            let (p, _) = hygiene_project(who, "");
+            let tag = format!("42.{}{}{}", std::process::id(), who as u8, backend.len());
+            let mut child = command_as(
+                who,
+                &p.root,
+                &vibesys(),
+                &[
+                    "exec",
+                    "--confine",
+                    backend,
+                    "--",
+                    "sh",
+                    "-c",
+                    &format!("setsid sleep {tag} & sleep {tag}; wait"),
+                ],
+            )
+            .spawn()
+            .unwrap();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while tagged_processes(&tag) < 2 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "sleepers never started"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            // setpriv execs vibesys, so the pid is vibesys's.
+            let status = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .unwrap();
+            assert!(status.success());
+            let status = child.wait().unwrap();
+            assert_eq!(status.code(), Some(128 + 15), "{backend} {who:?}");
+            assert_eq!(
+                tagged_processes(&tag),
+                0,
+                "{backend} {who:?}: processes outlived a terminated vibesys"
+            );
+        }
+    }
+}

@@ -92,10 +92,12 @@ pub fn run_bwrap(
         let _ = (&mut status_reader).take(64 * 1024).read_to_end(&mut buf);
         buf
     });
-    let status = child.wait().map_err(|source| SandboxError::Os {
-        what: "waiting for bwrap".into(),
-        source,
-    })?;
+    let status = prepared
+        .wait(&mut child)
+        .map_err(|source| SandboxError::Os {
+            what: "waiting for bwrap".into(),
+            source,
+        })?;
     prepared.finish();
     let report = reader.join().unwrap_or_default();
     let started = String::from_utf8_lossy(&report).contains("\"child-pid\"");
@@ -153,10 +155,12 @@ pub fn run_with_fds(
             return Ok(exec_failure(argv.first().map_or("".as_ref(), |p| p), &err));
         }
     };
-    let status = child.wait().map_err(|source| SandboxError::Os {
-        what: "waiting for bwrap".into(),
-        source,
-    });
+    let status = prepared
+        .wait(&mut child)
+        .map_err(|source| SandboxError::Os {
+            what: "waiting for bwrap".into(),
+            source,
+        });
     prepared.finish();
     Ok(exit_code(status?))
 }
@@ -233,10 +237,12 @@ pub fn run_landlock(
             return Ok(exec_failure(program, &err));
         }
     };
-    let status = child.wait().map_err(|source| SandboxError::Os {
-        what: "waiting for the confined command".into(),
-        source,
-    });
+    let status = prepared
+        .wait(&mut child)
+        .map_err(|source| SandboxError::Os {
+            what: "waiting for the confined command".into(),
+            source,
+        });
     prepared.finish();
     Ok(exit_code(status?))
 }

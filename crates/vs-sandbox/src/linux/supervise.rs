@@ -143,8 +143,76 @@ const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 /// plus KEEP_CAPS_LOCKED: uid 0 regains nothing through execve.
 const SECUREBITS_LOCKED: libc::c_ulong = 0b1110_1111;
 
+/// Signals vibesys forwards to the command instead of dying of them (the
+/// command, in a session of its own, does not get the terminal's).
+const FORWARDED: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// The forwarded signals and SIGCHLD, blocked in this thread while the
+/// command runs and taken with `sigwaitinfo`; the previous mask comes
+/// back on drop (and in the child before exec).
+struct Signals {
+    old: libc::sigset_t,
+    set: libc::sigset_t,
+}
+
+impl Signals {
+    fn block() -> Result<Self, SandboxError> {
+        // SAFETY: sigset_t is plain data; the calls fill sets we own and
+        // change only this thread's mask.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for sig in FORWARDED.iter().chain(&[libc::SIGCHLD]) {
+                libc::sigaddset(&mut set, *sig);
+            }
+            let r = libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            if r != 0 {
+                return Err(SandboxError::Os {
+                    what: "blocking signals to forward".into(),
+                    source: std::io::Error::from_raw_os_error(r),
+                });
+            }
+            Ok(Self { old, set })
+        }
+    }
+
+    /// Waits for `child`, forwarding SIGINT, SIGTERM, SIGHUP and SIGQUIT.
+    fn wait(&self, child: &mut std::process::Child) -> std::io::Result<std::process::ExitStatus> {
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status);
+            }
+            // SAFETY: siginfo_t is plain data that sigwaitinfo fills.
+            let sig = unsafe {
+                let mut info: libc::siginfo_t = std::mem::zeroed();
+                libc::sigwaitinfo(&self.set, &mut info)
+            };
+            if sig < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if sig != libc::SIGCHLD {
+                // SAFETY: kill has no memory effects; the child is unreaped.
+                unsafe { libc::kill(child.id() as i32, sig) };
+            }
+        }
+    }
+}
+
+impl Drop for Signals {
+    fn drop(&mut self) {
+        // SAFETY: restores this thread's mask from a set we own.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
+    }
+}
+
 /// A launch being prepared: the child side and what the parent keeps.
 pub struct Prepared {
+    signals: Signals,
     backend: &'static str,
     setup: ChildSetup,
     cgroup: Option<PidsCgroup>,
@@ -186,6 +254,7 @@ impl Prepared {
         limit: &ProcessLimit,
     ) -> Result<Self, SandboxError> {
         become_subreaper()?;
+        let signals = Signals::block()?;
         let (cgroup, procs) = match limit {
             ProcessLimit::Cgroup {
                 version,
@@ -210,6 +279,7 @@ impl Prepared {
         })?;
         let writer = std::io::PipeWriter::from(high(writer.into())?);
         Ok(Self {
+            signals,
             backend,
             setup,
             cgroup,
@@ -235,6 +305,7 @@ impl Prepared {
         let landlock = self.setup.landlock.as_ref().map_or(-1, AsRawFd::as_raw_fd);
         let s = &self.setup;
         let plan = ChildPlan {
+            old_mask: self.signals.old,
             parent_pid: self.parent_pid,
             procs,
             new_session: s.new_session,
@@ -312,6 +383,15 @@ impl Prepared {
         )
     }
 
+    /// Waits for the command, forwarding SIGINT, SIGTERM, SIGHUP and
+    /// SIGQUIT to it (vibesys does not die of them while it runs).
+    pub fn wait(
+        &self,
+        child: &mut std::process::Child,
+    ) -> std::io::Result<std::process::ExitStatus> {
+        self.signals.wait(child)
+    }
+
     /// After the command exited: kills everything it left behind and
     /// removes the run's cgroup.
     pub fn finish(mut self) {
@@ -325,6 +405,7 @@ impl Prepared {
 
 /// The child's plan: plain data and raw pointers only.
 struct ChildPlan {
+    old_mask: libc::sigset_t,
     parent_pid: i32,
     procs: RawFd,
     new_session: bool,
@@ -362,6 +443,7 @@ impl ChildPlan {
         // SAFETY: raw system calls on integers and on pointers prepared by
         // the parent and valid in this copy of its memory.
         unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old_mask, std::ptr::null_mut());
             check(
                 0,
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) as libc::c_long,
