@@ -255,13 +255,16 @@ fn no_network_refuses_tcp_mptcp_and_udp_to_the_host() {
     }
 }
 
+/// Live `sleep TAG` processes (not the shells or launchers whose command
+/// lines merely mention the tag).
 fn tagged_processes(tag: &str) -> usize {
+    let want = format!("sleep\0{tag}\0");
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok())
         .filter(|e| {
             std::fs::read(e.path().join("cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).contains(tag))
+                .map(|c| String::from_utf8_lossy(&c).ends_with(&want))
                 .unwrap_or(false)
         })
         .count()

@@ -2,9 +2,12 @@
 //!
 //! Landlock only adds rights below a path; it cannot carve read-only or
 //! hidden paths out of a writable project. Those paths are reported as NOT
-//! ENFORCED and logged at start-up. The rules are applied by a small
-//! helper (`vibesys internal-landlock`) right before it executes the
-//! command, so nothing else in vibesys runs restricted.
+//! ENFORCED and logged at start-up. vibesys (or the `vibesys
+//! internal-landlock` helper that `wrap` puts in front) stays the parent:
+//! the launched child drops every capability, leaves the terminal's
+//! session, restricts itself to the rules and installs the seccomp filters
+//! right before it executes the command ([`crate::launch::run_landlock`]),
+//! so nothing else in vibesys runs restricted.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -209,7 +209,7 @@ pub fn run_landlock(
     }
     let setup = ChildSetup {
         new_session: true,
-        user_namespace: needs_user_namespace(limit),
+        user_namespace: wants_user_namespace(),
         nproc: None,
         drop_capabilities: true,
         landlock: Some(ruleset),
@@ -247,12 +247,13 @@ pub fn run_landlock(
     Ok(exit_code(status?))
 }
 
-/// Whether the Landlock child enters a user namespace of its own: always
-/// when not root (it lets the bounding set be dropped), and whenever the
-/// process limit is `RLIMIT_NPROC` (it must count only the tree).
+/// Whether the Landlock child tries a user namespace of its own: when not
+/// root (it lets the bounding set be dropped; where the host refuses one,
+/// no_new_privs keeps that set from granting anything). A process limit of
+/// `RLIMIT_NPROC` requires one (see `ChildSetup`).
 #[cfg(target_os = "linux")]
-fn needs_user_namespace(limit: &ProcessLimit) -> bool {
-    !crate::linux::pids::is_root() || matches!(limit, ProcessLimit::UserNamespaceRlimit { .. })
+fn wants_user_namespace() -> bool {
+    !crate::linux::pids::is_root()
 }
 
 /// Prints why `program` could not be executed and returns the status.

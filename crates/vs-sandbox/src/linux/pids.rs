@@ -100,6 +100,18 @@ pub fn choose(max: u64) -> ProcessLimit {
             };
         }
     }
+    // Root on a systemd host sits in a scope that cannot take children;
+    // the v2 root usually enables pids for its children.
+    if let Some(m) = mount_v2.as_ref().filter(|_| is_root()) {
+        let subtree = read_small(m.join("cgroup.subtree_control")).unwrap_or_default();
+        if subtree.split_whitespace().any(|w| w == "pids") && writable_dir(m) {
+            return ProcessLimit::Cgroup {
+                version: 2,
+                parent: m.clone(),
+                max,
+            };
+        }
+    }
     if let (Some(m), Some(c)) = (&mount_v1, &own_v1) {
         let dir = join(m, c);
         if writable_dir(&dir) {

@@ -217,3 +217,37 @@ pub fn landlock_programs(r: SocketRules) -> Result<Vec<Vec<libc::sock_filter>>, 
     }
     Ok(out)
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod socket_tests {
+    use super::*;
+
+    #[test]
+    fn socket_filters_compile_and_stack_on_the_shared_program() {
+        let none = SocketRules {
+            deny_unix: false,
+            deny_network: false,
+        };
+        assert!(socket_program(none).unwrap().is_none());
+        assert_eq!(landlock_programs(none).unwrap().len(), 1);
+        let unix = SocketRules {
+            deny_unix: true,
+            deny_network: false,
+        };
+        let all = SocketRules {
+            deny_unix: true,
+            deny_network: true,
+        };
+        let (u, a) = (
+            socket_program(unix).unwrap().unwrap(),
+            socket_program(all).unwrap().unwrap(),
+        );
+        assert!(a.len() > u.len());
+        let programs = landlock_programs(all).unwrap();
+        assert_eq!(programs.len(), 2);
+        assert_eq!(programs[0].len() * 8, program_bytes().unwrap().len());
+        // A classic BPF program holds at most 4096 instructions.
+        assert!(programs.iter().all(|p| p.len() <= 4096));
+    }
+}

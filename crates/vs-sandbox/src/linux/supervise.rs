@@ -92,7 +92,8 @@ pub fn kill_leftovers() {
 pub struct ChildSetup {
     /// Start a new session (no controlling terminal).
     pub new_session: bool,
-    /// Enter a user namespace mapping only our uid and gid.
+    /// Enter a user namespace mapping only our uid and gid, where the
+    /// host allows one (its bounding set can then be dropped).
     pub user_namespace: bool,
     /// `RLIMIT_NPROC` (soft and hard).
     pub nproc: Option<u64>,
@@ -309,7 +310,8 @@ impl Prepared {
             parent_pid: self.parent_pid,
             procs,
             new_session: s.new_session,
-            user_namespace: s.user_namespace,
+            user_namespace: s.user_namespace || s.nproc.is_some(),
+            user_namespace_required: s.nproc.is_some(),
             nproc: s.nproc,
             drop_capabilities: s.drop_capabilities,
             landlock,
@@ -410,6 +412,9 @@ struct ChildPlan {
     procs: RawFd,
     new_session: bool,
     user_namespace: bool,
+    /// `RLIMIT_NPROC` is the limit: without the namespace it would count
+    /// every process of the user, so failing to enter one is an error.
+    user_namespace_required: bool,
     nproc: Option<u64>,
     drop_capabilities: bool,
     landlock: RawFd,
@@ -466,8 +471,11 @@ impl ChildPlan {
                     libc::close(fd);
                 }
             }
-            if self.user_namespace {
-                check(3, libc::unshare(libc::CLONE_NEWUSER) as libc::c_long)?;
+            let entered = self.user_namespace && libc::unshare(libc::CLONE_NEWUSER) == 0;
+            if self.user_namespace_required && !entered {
+                return Err((3, errno()));
+            }
+            if entered {
                 for (i, (path, data, len)) in self.maps.iter().enumerate() {
                     let fd = libc::open(*path, libc::O_WRONLY | libc::O_CLOEXEC);
                     // setgroups is missing on old kernels; the maps are not.
