@@ -255,6 +255,22 @@ fn no_network_refuses_tcp_mptcp_and_udp_to_the_host() {
     }
 }
 
+/// Cgroups a vibesys process created for its runs, where they would be.
+fn run_cgroups(pid: u32) -> Vec<PathBuf> {
+    let prefix = format!("vibesys-{pid}-");
+    [
+        "/sys/fs/cgroup",
+        "/sys/fs/cgroup/pids",
+        "/sys/fs/cgroup/unified",
+    ]
+    .iter()
+    .filter_map(|d| std::fs::read_dir(d).ok())
+    .flat_map(|r| r.filter_map(|e| e.ok()))
+    .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+    .map(|e| e.path())
+    .collect()
+}
+
 /// Live `sleep TAG` processes (not the shells or launchers whose command
 /// lines merely mention the tag).
 fn tagged_processes(tag: &str) -> usize {
@@ -331,48 +347,63 @@ fn a_fork_loop_stops_at_the_limit() {
 }
 
 #[test]
-fn terminating_vibesys_ends_the_whole_tree() {
-    for backend in BACKENDS {
-        for who in users() {
-            let (p, _) = hygiene_project(who, "");
-            let tag = format!("42.{}{}{}", std::process::id(), who as u8, backend.len());
-            let mut child = command_as(
-                who,
-                &p.root,
-                &vibesys(),
-                &[
-                    "exec",
-                    "--confine",
-                    backend,
-                    "--",
-                    "sh",
-                    "-c",
-                    &format!("setsid sleep {tag} & sleep {tag}; wait"),
-                ],
-            )
-            .spawn()
-            .unwrap();
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            while tagged_processes(&tag) < 2 {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "sleepers never started"
+fn terminating_or_killing_vibesys_ends_the_whole_tree() {
+    for signal in ["TERM", "KILL"] {
+        for backend in BACKENDS {
+            for who in users() {
+                let (p, _) = hygiene_project(who, "");
+                let tag = format!(
+                    "42.{}{}{}{}",
+                    std::process::id(),
+                    who as u8,
+                    backend.len(),
+                    signal.len()
                 );
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            // setpriv execs vibesys, so the pid is vibesys's.
-            let status = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status()
+                let mut child = command_as(
+                    who,
+                    &p.root,
+                    &vibesys(),
+                    &[
+                        "exec",
+                        "--confine",
+                        backend,
+                        "--",
+                        "sh",
+                        "-c",
+                        &format!("setsid sleep {tag} & sleep {tag}; wait"),
+                    ],
+                )
+                .spawn()
                 .unwrap();
-            assert!(status.success());
-            let status = child.wait().unwrap();
-            assert_eq!(status.code(), Some(128 + 15), "{backend} {who:?}");
-            assert_eq!(
-                tagged_processes(&tag),
-                0,
-                "{backend} {who:?}: processes outlived a terminated vibesys"
-            );
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                while tagged_processes(&tag) < 2 {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "sleepers never started"
+                    );
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                // setpriv execs vibesys, so the pid is vibesys's.
+                let status = Command::new("kill")
+                    .args([&format!("-{signal}"), &child.id().to_string()])
+                    .status()
+                    .unwrap();
+                assert!(status.success());
+                let status = child.wait().unwrap();
+                if signal == "TERM" {
+                    assert_eq!(status.code(), Some(128 + 15), "{backend} {who:?}");
+                }
+                let pid = child.id();
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+                while tagged_processes(&tag) > 0 || !run_cgroups(pid).is_empty() {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "{backend} {who:?}: processes or cgroups {:?} outlived vibesys (SIG{signal})",
+                        run_cgroups(pid)
+                    );
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
         }
     }
 }

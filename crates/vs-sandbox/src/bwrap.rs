@@ -255,7 +255,7 @@ pub fn bwrap_report(
         "--die-with-parent, --new-session (no TIOCSTI terminal injection)".into(),
         format!("seccomp: {SECCOMP_SUMMARY}"),
         "no descriptors inherited beyond 0, 1, 2".into(),
-        "vibesys stays the parent (a subreaper); the pid namespace dies with the command".into(),
+        "a supervisor process (a subreaper) between vibesys and bwrap kills what is left when bwrap exits and the whole tree when vibesys dies; the pid namespace dies with the command".into(),
         limit.describe(),
         "metadata directories (.git, .hg, .svn, .jj) are mount points: they cannot be renamed away"
             .into(),

@@ -218,7 +218,7 @@ pub fn landlock_report(
         } else {
             format!("NO Landlock scoping (ABI {abi} < 6): signals to processes of the same user outside are allowed")
         },
-        "vibesys stays the parent (a subreaper): everything the command leaves behind is killed when it exits; the command gets SIGKILL when vibesys dies".into(),
+        "a supervisor process (a subreaper) between vibesys and the command forwards signals and kills everything the command leaves behind when it exits, and the whole tree when vibesys dies (also of SIGKILL)".into(),
         limit.describe(),
     ];
     report.hardening.push(if network {
@@ -236,7 +236,6 @@ pub fn landlock_report(
         format!(
             "the kernel's Landlock ABI {abi} has no right for Unix sockets: they are refused outright (also inside the project), not scoped"
         ),
-        "when vibesys itself is killed with SIGKILL, only the command gets the parent-death signal; processes it started in the background survive".into(),
     ];
     if let ProcessLimit::Unbounded { reason } = limit {
         report

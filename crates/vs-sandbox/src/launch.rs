@@ -73,7 +73,14 @@ pub fn run_bwrap(
     ]);
     argv.extend(command.iter().cloned());
     let mut cmd = fds.command(&argv)?;
-    let mut prepared = Prepared::new("bwrap", ChildSetup::default(), limit)?;
+    let mut prepared = Prepared::new(
+        "bwrap",
+        ChildSetup {
+            supervise: true,
+            ..ChildSetup::default()
+        },
+        limit,
+    )?;
     prepared.install(&mut cmd);
     let spawned = cmd.spawn();
     // Our copy of the writers went with `cmd`; drop it so EOF arrives.
@@ -139,7 +146,14 @@ pub fn run_with_fds(
 ) -> Result<i32, SandboxError> {
     let fds = crate::linux::fds::SlotFds::prepare(slots, Vec::new())?;
     let mut cmd = fds.command(argv)?;
-    let mut prepared = Prepared::new("bwrap", ChildSetup::default(), limit)?;
+    let mut prepared = Prepared::new(
+        "bwrap",
+        ChildSetup {
+            supervise: true,
+            ..ChildSetup::default()
+        },
+        limit,
+    )?;
     prepared.install(&mut cmd);
     let spawned = cmd.spawn();
     drop(cmd);
@@ -175,20 +189,22 @@ pub fn run_with_fds(
     Err(SandboxError::UnsupportedPlatform { backend: "bwrap" })
 }
 
-/// Runs `argv` under the Landlock plan as a child of this process, waits,
-/// and returns its exit code (128+N for signal N).
+/// Runs `argv` under the Landlock plan below this process, waits, and
+/// returns its exit code (128+N for signal N).
 ///
-/// This process becomes the subreaper of the tree and bounds it with
-/// `limit`. The child, between fork and exec: takes SIGKILL as its
-/// parent-death signal, joins the run's pids cgroup, starts a new session,
-/// enters a user namespace of its own when not root (so its bounding set
-/// can be dropped and `RLIMIT_NPROC` counts only the tree), locks the
-/// securebits, drops the bounding set and ambient capabilities, sets
-/// no_new_privs, restricts itself to the ruleset, installs the bwrap
-/// seccomp program plus the socket rules, drops every remaining
-/// capability and marks inherited descriptors above stderr close-on-exec.
-/// When the command exits, everything it left behind is killed. A failure
-/// of any step is an error and the command never runs.
+/// This process becomes a subreaper, bounds the tree with `limit` and
+/// forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT. Its child is a small
+/// supervisor (joins the run's pids cgroup, kills the tree when the
+/// command exits or when vibesys dies, exits with the command's status);
+/// the supervisor's child, between fork and exec: takes SIGKILL as its
+/// parent-death signal, starts a new session, enters a user namespace of
+/// its own when not root (so its bounding set can be dropped and
+/// `RLIMIT_NPROC` counts only the tree), locks the securebits, drops the
+/// bounding set and ambient capabilities, sets no_new_privs, restricts
+/// itself to the ruleset, installs the bwrap seccomp program plus the
+/// socket rules, drops every remaining capability and marks inherited
+/// descriptors above stderr close-on-exec. A failure of any step is an
+/// error and the command never runs.
 #[cfg(target_os = "linux")]
 pub fn run_landlock(
     plan: &LandlockPlan,
@@ -208,6 +224,7 @@ pub fn run_landlock(
         );
     }
     let setup = ChildSetup {
+        supervise: true,
         new_session: true,
         user_namespace: wants_user_namespace(),
         nproc: None,

@@ -184,6 +184,11 @@ impl PidsCgroup {
         Ok(cg)
     }
 
+    /// The run's cgroup directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// `cgroup.procs`, opened for the child to write `0` into (joining).
     pub fn procs_file(&self) -> Result<std::fs::File, SandboxError> {
         let path = self.dir.join("cgroup.procs");

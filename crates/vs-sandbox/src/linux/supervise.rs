@@ -90,6 +90,11 @@ pub fn kill_leftovers() {
 /// Everything the child does between fork and exec, prepared here.
 #[derive(Debug, Default)]
 pub struct ChildSetup {
+    /// Fork once more: the launched process stays as the tree's
+    /// supervisor (a subreaper that forwards signals, kills the tree when
+    /// the command exits or when vibesys dies, and exits with the
+    /// command's status) and its child becomes the command.
+    pub supervise: bool,
     /// Start a new session (no controlling terminal).
     pub new_session: bool,
     /// Enter a user namespace mapping only our uid and gid, where the
@@ -123,6 +128,7 @@ const STAGES: &[&str] = &[
     "installing the seccomp filter",
     "dropping capabilities",
     "the parent exited during set-up",
+    "forking the command from its supervisor",
 ];
 
 #[repr(C)]
@@ -222,6 +228,9 @@ pub struct Prepared {
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
     paths: [CString; 4],
+    /// The run's cgroup and its parent's `cgroup.procs`, for a supervisor
+    /// that outlives vibesys to leave and remove it.
+    cgroup_paths: Option<(CString, CString)>,
     report: (std::io::PipeReader, Option<std::io::PipeWriter>),
 }
 
@@ -279,6 +288,12 @@ impl Prepared {
             source,
         })?;
         let writer = std::io::PipeWriter::from(high(writer.into())?);
+        let cgroup_paths = cgroup.as_ref().and_then(|cg| {
+            use std::os::unix::ffi::OsStrExt;
+            let dir = CString::new(cg.dir().as_os_str().as_bytes()).ok()?;
+            let parent = cg.dir().parent()?.join("cgroup.procs");
+            Some((dir, CString::new(parent.as_os_str().as_bytes()).ok()?))
+        });
         Ok(Self {
             signals,
             backend,
@@ -295,6 +310,7 @@ impl Prepared {
                 cstr("/dev/tty"),
             ],
             report: (reader, Some(writer)),
+            cgroup_paths,
         })
     }
 
@@ -307,6 +323,11 @@ impl Prepared {
         let s = &self.setup;
         let plan = ChildPlan {
             old_mask: self.signals.old,
+            supervise: self.setup.supervise,
+            cgroup_paths: self
+                .cgroup_paths
+                .as_ref()
+                .map_or([std::ptr::null(); 2], |(d, p)| [d.as_ptr(), p.as_ptr()]),
             parent_pid: self.parent_pid,
             procs,
             new_session: s.new_session,
@@ -408,6 +429,10 @@ impl Prepared {
 /// The child's plan: plain data and raw pointers only.
 struct ChildPlan {
     old_mask: libc::sigset_t,
+    supervise: bool,
+    /// The run's cgroup directory and its parent's `cgroup.procs` (null
+    /// without a cgroup).
+    cgroup_paths: [*const libc::c_char; 2],
     parent_pid: i32,
     procs: RawFd,
     new_session: bool,
@@ -449,14 +474,39 @@ impl ChildPlan {
         // the parent and valid in this copy of its memory.
         unsafe {
             libc::pthread_sigmask(libc::SIG_SETMASK, &self.old_mask, std::ptr::null_mut());
+            let mut parent = self.parent_pid;
+            if self.supervise {
+                // This process becomes the tree's supervisor; SIGTERM when
+                // vibesys dies means "kill the tree".
+                check(
+                    0,
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) as libc::c_long,
+                )?;
+                if libc::getppid() != self.parent_pid {
+                    return Err((12, libc::ESRCH));
+                }
+                if self.procs >= 0 {
+                    check(
+                        1,
+                        libc::write(self.procs, b"0".as_ptr().cast(), 1) as libc::c_long,
+                    )?;
+                }
+                let me = libc::getpid();
+                let command = libc::fork();
+                check(13, command as libc::c_long)?;
+                if command > 0 {
+                    supervise_tree(command, self.parent_pid, self.cgroup_paths);
+                }
+                parent = me;
+            }
             check(
                 0,
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) as libc::c_long,
             )?;
-            if libc::getppid() != self.parent_pid {
+            if libc::getppid() != parent {
                 return Err((12, libc::ESRCH));
             }
-            if self.procs >= 0 {
+            if self.procs >= 0 && !self.supervise {
                 check(
                     1,
                     libc::write(self.procs, b"0".as_ptr().cast(), 1) as libc::c_long,
@@ -568,5 +618,149 @@ impl ChildPlan {
             }
         }
         Ok(())
+    }
+}
+
+/// The supervisor between vibesys and the command (see
+/// [`ChildSetup::supervise`]); async-signal-safe, never returns.
+///
+/// # Safety
+/// Only in a forked child, as the parent of `command`.
+unsafe fn supervise_tree(
+    command: libc::pid_t,
+    vibesys: libc::pid_t,
+    cgroup: [*const libc::c_char; 2],
+) -> ! {
+    // SAFETY: plain system calls on integers and stack memory.
+    unsafe {
+        // Keep nothing open but stdio: std's exec-status pipe must see EOF
+        // when the command executes.
+        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) != 0 {
+            for fd in 3..1024 {
+                libc::close(fd);
+            }
+        }
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        // A group of our own: a kill aimed at vibesys's process group
+        // reaches vibesys, whose death (SIGTERM, above) makes us kill the
+        // tree, instead of taking the supervisor down with it.
+        libc::setpgid(0, 0);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        for sig in FORWARDED {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+        let mut status: Option<libc::c_int> = None;
+        loop {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let sig = libc::sigwaitinfo(&set, &mut info);
+            reap(command, &mut status, libc::WNOHANG);
+            if status.is_some() {
+                break;
+            }
+            if sig > 0 && sig != libc::SIGCHLD {
+                if libc::getppid() != vibesys {
+                    break;
+                }
+                libc::kill(command, sig);
+            }
+        }
+        // Kill what is left (orphans are ours: we are their subreaper).
+        loop {
+            kill_children();
+            if reap(command, &mut status, 0) < 0 {
+                break;
+            }
+        }
+        // vibesys is gone: nobody else will remove the run's cgroup. Leave
+        // it for its parent, then remove it (it is empty now).
+        if libc::getppid() != vibesys && !cgroup[0].is_null() {
+            let fd = libc::open(cgroup[1], libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd >= 0 {
+                libc::write(fd, b"0".as_ptr().cast(), 1);
+                libc::close(fd);
+            }
+            libc::rmdir(cgroup[0]);
+        }
+        match status {
+            Some(st) if libc::WIFEXITED(st) => libc::_exit(libc::WEXITSTATUS(st)),
+            Some(st) if libc::WIFSIGNALED(st) => {
+                let sig = libc::WTERMSIG(st);
+                libc::signal(sig, libc::SIG_DFL);
+                let mut one: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut one);
+                libc::sigaddset(&mut one, sig);
+                libc::pthread_sigmask(libc::SIG_UNBLOCK, &one, std::ptr::null_mut());
+                let lim = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                libc::setrlimit(libc::RLIMIT_CORE, &lim);
+                libc::kill(libc::getpid(), sig);
+                libc::_exit(128 + sig)
+            }
+            _ => libc::_exit(crate::launch::EXIT_CONFINE_FAILED),
+        }
+    }
+}
+
+/// Reaps children (blocking for `flags` 0), recording the command's
+/// status; returns the last waitpid result (-1 once none is left).
+fn reap(command: libc::pid_t, status: &mut Option<libc::c_int>, flags: libc::c_int) -> libc::pid_t {
+    loop {
+        let mut st = 0;
+        // SAFETY: waitpid writes one int on our stack.
+        let r = unsafe { libc::waitpid(-1, &mut st, flags) };
+        if r == command {
+            *status = Some(st);
+        }
+        if r < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        if r <= 0 || flags == 0 {
+            return r;
+        }
+    }
+}
+
+/// SIGKILLs every child listed in /proc/thread-self/children, parsing with
+/// a stack buffer (async-signal-safe).
+fn kill_children() {
+    // SAFETY: open/read/close/kill on a stack buffer and a C literal.
+    unsafe {
+        let fd = libc::open(
+            c"/proc/thread-self/children".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return;
+        }
+        let mut buf = [0u8; 512];
+        let mut pid: libc::pid_t = 0;
+        loop {
+            let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+            if n <= 0 {
+                break;
+            }
+            for &b in buf.iter().take(n as usize) {
+                if b.is_ascii_digit() {
+                    pid = pid
+                        .saturating_mul(10)
+                        .saturating_add(libc::pid_t::from(b - b'0'));
+                } else {
+                    if pid > 0 {
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                    pid = 0;
+                }
+            }
+        }
+        if pid > 0 {
+            libc::kill(pid, libc::SIGKILL);
+        }
+        libc::close(fd);
     }
 }
