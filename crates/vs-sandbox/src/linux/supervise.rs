@@ -272,7 +272,7 @@ impl Prepared {
                 max,
             } => {
                 let cg = PidsCgroup::create(parent, *version, *max)?;
-                let procs = high(cg.procs_file()?.into())?;
+                let procs = high(cg.join_file()?.into())?;
                 (Some(cg), Some(File::from(procs)))
             }
             ProcessLimit::UserNamespaceRlimit { max } => {
