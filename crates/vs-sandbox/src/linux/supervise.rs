@@ -473,7 +473,9 @@ impl ChildPlan {
         // SAFETY: raw system calls on integers and on pointers prepared by
         // the parent and valid in this copy of its memory.
         unsafe {
-            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old_mask, std::ptr::null_mut());
+            // The forwarded signals and SIGCHLD stay blocked (as in vibesys)
+            // until the command's branch: the supervisor must not miss the
+            // command's SIGCHLD before it waits for it.
             let mut parent = self.parent_pid;
             if self.supervise {
                 // This process becomes the tree's supervisor; SIGTERM when
@@ -499,6 +501,7 @@ impl ChildPlan {
                 }
                 parent = me;
             }
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old_mask, std::ptr::null_mut());
             check(
                 0,
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) as libc::c_long,
@@ -654,7 +657,8 @@ unsafe fn supervise_tree(
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
         let mut status: Option<libc::c_int> = None;
-        loop {
+        reap(command, &mut status, libc::WNOHANG);
+        while status.is_none() {
             let mut info: libc::siginfo_t = std::mem::zeroed();
             let sig = libc::sigwaitinfo(&set, &mut info);
             reap(command, &mut status, libc::WNOHANG);
