@@ -35,8 +35,10 @@ pub enum ConfineArg {
 Exit status: the command's own status (128+N when killed by signal N); 125 when vibesys
 itself fails (invalid policy, sandbox unavailable, bad operator value): the command did not run.
 
-The policy comes from vibesys.toml ([sandbox] read_only, hidden, allow, network), the flags,
-and the run-state paths when .vibesys/state exists.")]
+The policy comes from vibesys.toml ([sandbox] read_only, hidden, allow, network,
+max_processes), the flags, and the run-state paths when .vibesys/state exists. vibesys stays
+the parent: SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to the command, and whatever
+it leaves running is killed when it exits.")]
 pub struct ExecArgs {
     #[command(flatten)]
     policy: PolicyArgs,

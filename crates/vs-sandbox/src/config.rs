@@ -164,3 +164,27 @@ impl PolicyConfig {
         ProjectPathPolicy::new(&self.read_only, &self.hidden)
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_processes_defaults_and_is_bounded() {
+        let path = Path::new("vibesys.toml");
+        assert_eq!(
+            PolicyConfig::parse("", path).unwrap().max_processes(),
+            DEFAULT_MAX_PROCESSES
+        );
+        let c = PolicyConfig::parse("[sandbox]\nmax_processes = 64\n", path).unwrap();
+        assert_eq!(c.max_processes(), 64);
+        for bad in ["0", "4194305"] {
+            let err = PolicyConfig::parse(&format!("[sandbox]\nmax_processes = {bad}\n"), path)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("max_processes"), "{err}");
+        }
+        assert!(PolicyConfig::parse("[sandbox]\nmax_processes = -1\n", path).is_err());
+    }
+}
