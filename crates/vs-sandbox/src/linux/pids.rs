@@ -144,6 +144,29 @@ pub fn choose(max: u64) -> ProcessLimit {
     }
 }
 
+/// Removes run cgroups left by vibesys processes that no longer exist
+/// (a supervisor killed outright cannot remove its own). Only empty ones
+/// go: `rmdir` refuses a cgroup that still holds processes.
+fn sweep_stale(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("vibesys-"))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
 /// The pids cgroup of one run: created before the launch, joined by the
 /// launched child, emptied and removed by [`PidsCgroup::kill_and_remove`].
 #[derive(Debug)]
@@ -172,6 +195,7 @@ impl PidsCgroup {
                 )))?;
             }
         }
+        sweep_stale(parent);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
