@@ -4,6 +4,12 @@
 #   vibesys exec --confine landlock -- /bin/true vs  plain /bin/true
 # Prints medians (hyperfine, many runs) and ratios. Targets: bwrap within
 # 1.2x of raw bwrap; Landlock within 2 ms of plain exec.
+# Also measured, to show where the time goes: `vibesys --version` (the
+# floor of anything vibesys launches: its own start-up) and, when the
+# process limit is a cgroup, the same Landlock launch bounded instead by
+# RLIMIT_NPROC as an unprivileged user (when run as root, `nobody`).
+# BASELINE=/path/to/vibesys adds that binary's Landlock launch (e.g. the
+# build before a change) to the same run.
 # Usage: scripts/bench-confine.sh [RUNS]   (needs bwrap, hyperfine, python3)
 set -euo pipefail
 runs=${1:-200}
@@ -42,11 +48,27 @@ while i < len(args):
 print(shlex.join(out + ["--", "/bin/true"]))')
 
 json=$(mktemp)
+extra=()
+if [ -n "${BASELINE:-}" ]; then
+  extra+=(-n baseline-landlock "$BASELINE exec --confine landlock -- /bin/true")
+fi
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  # The same launch as an unprivileged user (its own project copy).
+  uproj=$(mktemp -d "$target_dir/bench-confine-user.XXXXXX")
+  trap 'rm -rf "$proj" "$uproj"' EXIT
+  cp -a "$proj/." "$uproj/"
+  chown -R nobody "$uproj"
+  chmod 755 "$uproj"
+  extra+=(-n setpriv-true "setpriv --reuid=nobody --regid=nogroup --clear-groups -- /bin/true")
+  extra+=(-n setpriv-landlock "setpriv --reuid=nobody --regid=nogroup --clear-groups -- $vibesys exec --project $uproj --confine landlock -- /bin/true")
+fi
 hyperfine -N --warmup 20 --runs "$runs" --export-json "$json" \
   -n raw-bwrap "$raw" \
   -n vibesys-bwrap "$vibesys exec --confine bwrap -- /bin/true" \
   -n plain-true "/bin/true" \
-  -n vibesys-landlock "$vibesys exec --confine landlock -- /bin/true" >/dev/null
+  -n vibesys-version "$vibesys --version" \
+  -n vibesys-landlock "$vibesys exec --confine landlock -- /bin/true" \
+  "${extra[@]}" >/dev/null
 python3 - "$json" <<'PY'
 import json, sys
 r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
@@ -58,5 +80,10 @@ b = med["vibesys-bwrap"] / med["raw-bwrap"]
 d = med["vibesys-landlock"] - med["plain-true"]
 print(f"bwrap: vibesys / raw bwrap = {b:.3f}x (target <= 1.2x)")
 print(f"landlock: vibesys - plain exec = {d:.3f} ms (ratio {med['vibesys-landlock']/med['plain-true']:.2f}x; target <= 2 ms)")
+print(f"landlock: vibesys - vibesys --version (its own start-up) = {med['vibesys-landlock'] - med['vibesys-version']:.3f} ms")
+if "baseline-landlock" in med:
+    print(f"landlock: vibesys / baseline = {med['vibesys-landlock'] / med['baseline-landlock']:.3f}x")
+if "setpriv-landlock" in med:
+    print(f"landlock as an unprivileged user: vibesys - plain exec = {med['setpriv-landlock'] - med['setpriv-true']:.3f} ms (ratio {med['setpriv-landlock'] / med['setpriv-true']:.2f}x)")
 PY
 rm -f "$json"

@@ -267,6 +267,7 @@ fn host_job(a: HostJobArgs) -> anyhow::Result<u8> {
         helper: helper_exe()?,
         writable: Vec::new(),
         read_only_within: Vec::new(),
+        max_processes: project.config.max_processes(),
     };
     let sandbox = HostSandbox::new(&project.resolved, &resources, &options)?;
     let step_gpus = std::env::var("SLURM_STEP_GPUS")
@@ -282,6 +283,6 @@ fn host_job(a: HostJobArgs) -> anyhow::Result<u8> {
         })
         .collect();
     let confinement = HostJobConfinement::new(&sandbox, &devices, &env)?;
-    let code = launch::run_bwrap(confinement.plan(), &a.command)?;
+    let code = launch::run_bwrap(confinement.plan(), &a.command, sandbox.process_limit())?;
     Ok(u8::try_from(code & 0xff).unwrap_or(1))
 }

@@ -273,6 +273,7 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
                 mode,
                 enforcement: Enforcement::Required,
                 network: config.network.unwrap_or(true),
+                max_processes: config.max_processes(),
             };
             let bwrap = match mode {
                 ConfineMode::Landlock => PathBuf::from("bwrap"),

@@ -32,6 +32,7 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
     let mut checks = vec![
         check_bwrap(),
         check_landlock(),
+        check_processes(),
         check_docker(),
         check_nix(),
         check_slurm(),
@@ -129,6 +130,24 @@ fn check_landlock() -> Check {
             "the kernel does not support Landlock (or it is disabled)".into()
         },
         fix: (abi < 1).then(|| "use Linux 5.13+ with landlock in the lsm= list".into()),
+    }
+}
+
+/// Which mechanism bounds the processes of a host-confined run here, for
+/// the default `[sandbox] max_processes`.
+fn check_processes() -> Check {
+    let limit = vs_sandbox::ProcessLimit::choose(vs_sandbox::limits::DEFAULT_MAX_PROCESSES);
+    let bounded = limit.max().is_some();
+    Check {
+        name: "processes",
+        ok: bounded,
+        detail: limit
+            .describe()
+            .trim_start_matches("processes: ")
+            .to_owned(),
+        fix: (!bounded).then(|| {
+            "delegate a cgroup v2 subtree with the pids controller (systemd: Delegate=pids), make a v1 pids hierarchy writable, or allow unprivileged user namespaces".into()
+        }),
     }
 }
 

@@ -35,9 +35,11 @@ pub enum ConfineArg {
 Exit status: the command's own status (128+N when killed by signal N); 125 when vibesys
 itself fails (invalid policy, sandbox unavailable, bad operator value): the command did not run.
 
-The policy comes from vibesys.toml ([sandbox] read_only, hidden, allow, network, widen, git), the
-flags, the run-state paths when .vibesys/state exists, and the default protections (agent.toml,
-.env, .env.* hidden; .git, vibesys.toml, .vibesys read-only).
+The policy comes from vibesys.toml ([sandbox] read_only, hidden, allow, network, widen, git,
+max_processes), the flags, the run-state paths when .vibesys/state exists, and the default
+protections (agent.toml, .env, .env.* hidden; .git, vibesys.toml, .vibesys read-only). vibesys
+stays the parent: SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to the command, and whatever
+it leaves running is killed when it exits.
 
 The command gets an allow-listed environment (see --env and --inherit-env), never the caller's
 credentials by default.")]
@@ -130,11 +132,12 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
                 helper: helper_exe()?,
                 writable: Vec::new(),
                 read_only_within: Vec::new(),
+                max_processes: project.config.max_processes(),
             };
             let sandbox = HostSandbox::new(&project.resolved, &resources, &options)?;
             let mut plan = sandbox.plan().clone();
-            plan.args.extend(command_env(&args)?);
-            let code = launch::run_bwrap(&plan, &args.command)?;
+            plan.args.extend(bwrap_env_args(command_env(&args)?));
+            let code = launch::run_bwrap(&plan, &args.command, sandbox.process_limit())?;
             Ok(code as u8)
         }
         ConfineMode::Landlock => {
@@ -142,6 +145,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
                 network: project.network,
                 helper: helper_exe()?,
                 writable: Vec::new(),
+                max_processes: project.config.max_processes(),
             };
             let sandbox = LandlockSandbox::new(&project.resolved, &resources, &options)?;
             debug_assert_eq!(sandbox.backend(), "landlock");
@@ -151,13 +155,15 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
                 std::env::set_current_dir(&dir)
                     .with_context(|| format!("cannot enter {}", dir.display()))?;
             }
-            // Applies the rules to this process and replaces it; returns only
-            // on failure, and then nothing ran.
-            let (code, err) = launch::landlock_exec(sandbox.plan(), &args.command);
-            if code == launch::EXIT_CONFINE_FAILED {
-                return Err(err.into());
-            }
-            eprintln!("vibesys: {err}");
+            // vibesys stays the parent: a failure to confine is an error
+            // (nothing ran); otherwise the command's own status.
+            let env = command_env(&args)?;
+            let code = launch::run_landlock(
+                sandbox.plan(),
+                &args.command,
+                sandbox.process_limit(),
+                env.as_deref(),
+            )?;
             Ok(code as u8)
         }
         ConfineMode::Docker => crate::docker_cmd::exec(
@@ -170,18 +176,27 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     }
 }
 
-/// bwrap arguments that give the command its environment: the allow-list
-/// (plus `--env` names), or everything with `--inherit-env` (logged).
-fn command_env(args: &ExecArgs) -> anyhow::Result<Vec<String>> {
+/// The command's environment: the allow-list (plus `--env` names), or
+/// `None` (inherit everything) with `--inherit-env`, logged.
+fn command_env(args: &ExecArgs) -> anyhow::Result<Option<Vec<(OsString, OsString)>>> {
     if args.inherit_env {
         tracing::warn!(
             "--inherit-env: the confined command gets the caller's whole environment, credentials included"
         );
-        return Ok(Vec::new());
+        return Ok(None);
     }
     let env = vs_agent::env::exec_env_allowlist(std::env::vars_os(), &args.env)?;
+    Ok(Some(env.vars))
+}
+
+/// bwrap arguments that give the command exactly `env` (nothing when the
+/// environment is inherited).
+fn bwrap_env_args(env: Option<Vec<(OsString, OsString)>>) -> Vec<String> {
+    let Some(env) = env else {
+        return Vec::new();
+    };
     let mut out = vec!["--clearenv".to_owned()];
-    for (k, v) in env.vars {
+    for (k, v) in env {
         match (k.into_string(), v.into_string()) {
             (Ok(k), Ok(v)) => out.extend(["--setenv".to_owned(), k, v]),
             (k, _) => tracing::warn!(
@@ -190,7 +205,7 @@ fn command_env(args: &ExecArgs) -> anyhow::Result<Vec<String>> {
             ),
         }
     }
-    Ok(out)
+    out
 }
 
 fn unreachable_off() -> anyhow::Result<u8> {

@@ -8,7 +8,7 @@ use serde_json::json;
 use vs_sandbox::bwrap::{BwrapPlan, bwrap_report};
 use vs_sandbox::landlock::{LandlockPlan, landlock_report};
 use vs_sandbox::seatbelt::{SeatbeltPlan, seatbelt_report};
-use vs_sandbox::{BwrapOptions, EnforcementReport};
+use vs_sandbox::{BwrapOptions, EnforcementReport, ProcessLimit};
 
 use crate::project::{PolicyArgs, helper_exe};
 
@@ -59,6 +59,7 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
     let project = args.policy.resolve()?;
     let resources = project.resources(OsStr::new("sh"), &args.policy.allow);
     let wants = |b: Backend| args.backend.is_none_or(|x| x == b);
+    let limit = ProcessLimit::choose(project.config.max_processes());
     let mut backends = serde_json::Map::new();
     let mut text = String::new();
     let push_report = |text: &mut String, report: &EnforcementReport| {
@@ -71,6 +72,9 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
             ));
         }
         text.push_str(&format!("  outside the project: {}\n", report.outside));
+        for h in &report.hardening {
+            text.push_str(&format!("  enforced: {h}\n"));
+        }
         for g in &report.gaps {
             text.push_str(&format!("  gap: {g}\n"));
         }
@@ -84,9 +88,10 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
             helper: helper_exe()?,
             writable: Vec::new(),
             read_only_within: Vec::new(),
+            max_processes: project.config.max_processes(),
         };
         let plan = BwrapPlan::new(&project.resolved, &resources, &options);
-        let report = bwrap_report(&project.resolved, &options);
+        let report = bwrap_report(&project.resolved, &options, &limit);
         text.push_str("== bwrap ==\n");
         text.push_str(&format!("  {}", shell_words(&plan.program, &plan.args)));
         text.push_str(" -- CMD...\n");
@@ -103,7 +108,7 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
         backends.insert("bwrap".into(), json!({ "plan": plan, "report": report }));
     }
     if wants(Backend::Landlock) {
-        let report = landlock_report(&project.resolved, project.network);
+        let report = landlock_report(&project.resolved, project.network, &limit);
         match LandlockPlan::new(&project.resolved, &resources, project.network) {
             Ok(plan) => {
                 text.push_str("== landlock ==\n");

@@ -93,6 +93,7 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
         mode,
         enforcement,
         network: project.network,
+        max_processes: project.config.max_processes(),
     };
     let cwd =
         chdir_in(&project.workspace).unwrap_or_else(|| project.workspace.root().to_path_buf());

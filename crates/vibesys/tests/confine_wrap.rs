@@ -49,6 +49,7 @@ fn wrapped_bwrap_argv_confines() {
             helper: vibesys(),
             writable: Vec::new(),
             read_only_within: Vec::new(),
+            max_processes: 4096,
         },
     )
     .unwrap();
@@ -72,6 +73,7 @@ fn wrapped_landlock_argv_confines_and_reports_gaps() {
             network: true,
             helper: vibesys(),
             writable: Vec::new(),
+            max_processes: 4096,
         },
     )
     .unwrap();

@@ -256,10 +256,13 @@ fn operator_values_outside_the_seed_are_refused() {
 #[test]
 fn exec_passes_only_the_allow_list() {
     require_tool("bwrap", "apt-get install bubblewrap");
-    for who in users() {
+    for (who, backend) in users()
+        .into_iter()
+        .flat_map(|w| [(w, "bwrap"), (w, "landlock")])
+    {
         let p = project(who);
         let run = |extra: &[&str]| {
-            let mut args = vec!["exec", "--confine", "bwrap"];
+            let mut args = vec!["exec", "--confine", backend];
             args.extend_from_slice(extra);
             args.extend(["--", "env"]);
             command_as(who, &p.root, &vibesys(), &args)

@@ -29,6 +29,9 @@ pub struct ExecutionPolicy {
     pub enforcement: Enforcement,
     /// Keep the host network (agents reach their model API).
     pub network: bool,
+    /// The most processes the confined tree may hold (`[sandbox]
+    /// max_processes`).
+    pub max_processes: u64,
 }
 
 /// The provider's state locations for `home`, created when missing (so
@@ -114,6 +117,7 @@ pub fn confine(
                 helper: helper.to_path_buf(),
                 writable: state.writable,
                 read_only_within: state.read_only_within,
+                max_processes: exec.max_processes,
             };
             Ok(Some(Box::new(HostSandbox::new(
                 &exec.policy,
@@ -132,6 +136,7 @@ pub fn confine(
                 network: exec.network,
                 helper: helper.to_path_buf(),
                 writable: state.writable,
+                max_processes: exec.max_processes,
             };
             Ok(Some(Box::new(LandlockSandbox::new(
                 &exec.policy,

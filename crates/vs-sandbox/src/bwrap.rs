@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::confinement::{Confinement, EnforcementReport};
 use crate::controls::SandboxUnavailableError;
 use crate::error::SandboxError;
+use crate::limits::ProcessLimit;
 use crate::policy::{Access, PathKind, ResolvedPolicy, metadata_paths};
 use crate::resources::HostResources;
 
@@ -127,6 +128,8 @@ pub struct BwrapOptions {
     /// configuration files), each from a descriptor opened beneath its
     /// writable directory with no symlink on the way.
     pub read_only_within: Vec<PathBuf>,
+    /// `[sandbox] max_processes`: the most processes the tree may hold.
+    pub max_processes: u64,
 }
 
 /// The exact bubblewrap invocation for a policy.
@@ -342,6 +345,7 @@ impl PlanBuilder {
 pub struct HostSandbox {
     plan: BwrapPlan,
     helper: PathBuf,
+    limit: ProcessLimit,
     report: EnforcementReport,
 }
 
@@ -357,10 +361,16 @@ impl HostSandbox {
             return Err(bwrap_missing(&options.program).into());
         }
         let plan = BwrapPlan::new(policy, resources, options);
+        let limit = ProcessLimit::choose(options.max_processes);
+        let report = bwrap_report(policy, options, &limit);
+        if let ProcessLimit::Unbounded { reason } = &limit {
+            tracing::warn!("bwrap: the number of processes is not bounded: {reason}");
+        }
         Ok(Self {
             plan,
             helper: options.helper.clone(),
-            report: bwrap_report(policy, options),
+            limit,
+            report,
         })
     }
 
@@ -368,10 +378,22 @@ impl HostSandbox {
     pub fn plan(&self) -> &BwrapPlan {
         &self.plan
     }
+
+    /// What bounds the processes of the confined tree.
+    pub fn process_limit(&self) -> &ProcessLimit {
+        &self.limit
+    }
 }
 
+/// What the shared seccomp program refuses (both host backends).
+pub const SECCOMP_SUMMARY: &str = "ptrace, process_vm_readv/writev, io_uring, keyctl, bpf, userfaultfd, openat2, the TIOCSTI/TIOCLINUX ioctls and every mode with a set-uid or set-gid bit (chmod family, open/creat/mknod) denied";
+
 /// The report of what the bwrap backend enforces.
-pub fn bwrap_report(policy: &ResolvedPolicy, options: &BwrapOptions) -> EnforcementReport {
+pub fn bwrap_report(
+    policy: &ResolvedPolicy,
+    options: &BwrapOptions,
+    limit: &ProcessLimit,
+) -> EnforcementReport {
     let mut report = EnforcementReport::for_policy("bwrap", policy, |access| {
         match access {
         Access::ReadOnly => (true, "re-bound read-only (--ro-bind)".into()),
@@ -386,15 +408,26 @@ pub fn bwrap_report(policy: &ResolvedPolicy, options: &BwrapOptions) -> Enforcem
         "new user, pid, ipc, uts and cgroup namespaces".into(),
         "all capabilities dropped; nested user namespaces disabled".into(),
         "--die-with-parent, --new-session (no TIOCSTI terminal injection)".into(),
-        "seccomp denies ptrace, process_vm_readv/writev, io_uring, keyctl, bpf, userfaultfd and the TIOCSTI/TIOCLINUX ioctls".into(),
+        format!("seccomp: {SECCOMP_SUMMARY}"),
         "no descriptors inherited beyond 0, 1, 2".into(),
+        "a supervisor process (a subreaper) between vibesys and bwrap kills what is left when bwrap exits and the whole tree when vibesys dies; the pid namespace dies with the command".into(),
+        limit.describe(),
         "metadata directories (.git, .hg, .svn, .jj) are mount points: they cannot be renamed away".into(),
+        "workspace paths are bound from descriptors opened beneath the workspace with no symlink on the way (--bind-fd): a swap cannot redirect a bind".into(),
+        "the directories above protected paths are mount points: renaming one cannot move a protected path away".into(),
+        "/proc/sys, /proc/sysrq-trigger, /proc/irq, /proc/bus, /proc/fs and /proc/asound are read-only (root inside is not root outside)".into(),
+        "host secrets below a granted path (/etc/shadow, sudoers, ssl/private, ssh host keys, ...) are masked".into(),
     ];
     report.hardening.push(if options.network {
         "network: shared with the host (agents reach their model API)".into()
     } else {
         "network: unshared (loopback only)".into()
     });
+    if let ProcessLimit::Unbounded { reason } = limit {
+        report
+            .gaps
+            .push(format!("the number of processes is not bounded: {reason}"));
+    }
     if options.network {
         report.gaps.push(
             "with the host network, abstract unix sockets of host daemons remain reachable; use --no-network to close them".into(),
@@ -427,9 +460,9 @@ impl Confinement for HostSandbox {
         "bwrap"
     }
 
-    /// `[helper, internal-launch, (--fd SLOT)..., --, bwrap, args.., --, argv..]`:
-    /// the helper creates the descriptors, closes every other one and
-    /// executes bwrap.
+    /// `[helper, internal-launch, (--fd SLOT)..., <limit>, --, bwrap, args.., --, argv..]`:
+    /// the helper creates the descriptors, closes every other one, runs
+    /// bwrap as its child under the process limit and waits for it.
     fn wrap(&self, argv: &[OsString]) -> Result<Vec<OsString>, SandboxError> {
         if argv.is_empty() {
             return Err(SandboxError::InvalidCommand("the command is empty".into()));
@@ -442,6 +475,7 @@ impl Confinement for HostSandbox {
             out.push("--fd".into());
             out.extend(slot.to_args());
         }
+        out.extend(self.limit.to_args());
         out.push("--".into());
         out.extend(self.plan.argv(argv));
         Ok(out)

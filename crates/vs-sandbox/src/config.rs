@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::error::PolicyError;
+use crate::limits::{DEFAULT_MAX_PROCESSES, MAX_MAX_PROCESSES};
 use crate::policy::ProjectPathPolicy;
 
 /// The project configuration file name.
@@ -42,6 +43,10 @@ pub struct PolicyConfig {
     /// hooks never).
     #[serde(default)]
     pub git: crate::defaults::GitAccess,
+    /// The most processes a confined tree may hold (default
+    /// [`DEFAULT_MAX_PROCESSES`]).
+    #[serde(default)]
+    pub max_processes: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -77,6 +82,16 @@ pub enum ConfigError {
         path: PathBuf,
         /// The rule broken.
         source: PolicyError,
+    },
+    /// `max_processes` is out of range.
+    #[error("invalid [sandbox] in {path:?}: max_processes = {value} is not between 1 and {max}")]
+    MaxProcesses {
+        /// The file.
+        path: PathBuf,
+        /// The value given.
+        value: u64,
+        /// The largest accepted value.
+        max: u64,
     },
     /// An `allow` entry is not absolute.
     #[error("invalid [sandbox] in {path:?}: allow entry {entry:?} is not an absolute path")]
@@ -130,6 +145,16 @@ impl PolicyConfig {
                 entry: entry.clone(),
             });
         }
+        if let Some(value) = config
+            .max_processes
+            .filter(|v| !(1..=MAX_MAX_PROCESSES).contains(v))
+        {
+            return Err(ConfigError::MaxProcesses {
+                path: path.to_path_buf(),
+                value,
+                max: MAX_MAX_PROCESSES,
+            });
+        }
         config.policy().map_err(|source| ConfigError::Policy {
             path: path.to_path_buf(),
             source,
@@ -146,6 +171,11 @@ impl PolicyConfig {
             });
         }
         Ok(config)
+    }
+
+    /// `max_processes`, or its default.
+    pub fn max_processes(&self) -> u64 {
+        self.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES)
     }
 
     /// The policy the configuration lists.
@@ -165,5 +195,29 @@ impl PolicyConfig {
             .map(crate::policy::WorkspaceRelPath::new)
             .collect::<Result<Vec<_>, _>>()?;
         crate::defaults::Defaults::for_workspace(workspace, self.git, &widen)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_processes_defaults_and_is_bounded() {
+        let path = Path::new("vibesys.toml");
+        assert_eq!(
+            PolicyConfig::parse("", path).unwrap().max_processes(),
+            DEFAULT_MAX_PROCESSES
+        );
+        let c = PolicyConfig::parse("[sandbox]\nmax_processes = 64\n", path).unwrap();
+        assert_eq!(c.max_processes(), 64);
+        for bad in ["0", "4194305"] {
+            let err = PolicyConfig::parse(&format!("[sandbox]\nmax_processes = {bad}\n"), path)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("max_processes"), "{err}");
+        }
+        assert!(PolicyConfig::parse("[sandbox]\nmax_processes = -1\n", path).is_err());
     }
 }

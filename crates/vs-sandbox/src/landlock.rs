@@ -2,9 +2,12 @@
 //!
 //! Landlock only adds rights below a path; it cannot carve read-only or
 //! hidden paths out of a writable project. Those paths are reported as NOT
-//! ENFORCED and logged at start-up. The rules are applied by a small
-//! helper (`vibesys internal-landlock`) right before it executes the
-//! command, so nothing else in vibesys runs restricted.
+//! ENFORCED and logged at start-up. vibesys (or the `vibesys
+//! internal-landlock` helper that `wrap` puts in front) stays the parent:
+//! the launched child drops every capability, leaves the terminal's
+//! session, restricts itself to the rules and installs the seccomp filters
+//! right before it executes the command ([`crate::launch::run_landlock`]),
+//! so nothing else in vibesys runs restricted.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -13,6 +16,7 @@ use serde::Serialize;
 
 use crate::confinement::{Confinement, EnforcementReport};
 use crate::error::SandboxError;
+use crate::limits::ProcessLimit;
 use crate::policy::{Access, ResolvedPolicy};
 use crate::resources::HostResources;
 
@@ -46,6 +50,8 @@ pub struct LandlockOptions {
     /// Host paths outside the project granted read-write (a provider's
     /// state directory, for instance).
     pub writable: Vec<PathBuf>,
+    /// `[sandbox] max_processes`: the most processes the tree may hold.
+    pub max_processes: u64,
 }
 
 /// The Landlock rules for a policy.
@@ -125,6 +131,7 @@ impl LandlockPlan {
 pub struct LandlockSandbox {
     plan: LandlockPlan,
     helper: PathBuf,
+    limit: ProcessLimit,
     report: EnforcementReport,
 }
 
@@ -147,7 +154,11 @@ impl LandlockSandbox {
             }
             plan.write.push(w.clone());
         }
-        let report = landlock_report(policy, options.network);
+        let limit = ProcessLimit::choose(options.max_processes);
+        let report = landlock_report(policy, options.network, &limit);
+        for gap in &report.gaps {
+            tracing::warn!("landlock: {gap}");
+        }
         for gap in report.not_enforced() {
             tracing::warn!(
                 path = %gap.path.display(),
@@ -159,6 +170,7 @@ impl LandlockSandbox {
         Ok(Self {
             plan,
             helper: options.helper.clone(),
+            limit,
             report,
         })
     }
@@ -167,10 +179,20 @@ impl LandlockSandbox {
     pub fn plan(&self) -> &LandlockPlan {
         &self.plan
     }
+
+    /// What bounds the processes of the confined tree.
+    pub fn process_limit(&self) -> &ProcessLimit {
+        &self.limit
+    }
 }
 
-/// The report of what the Landlock backend enforces.
-pub fn landlock_report(policy: &ResolvedPolicy, network: bool) -> EnforcementReport {
+/// The report of what the Landlock backend enforces on this kernel.
+pub fn landlock_report(
+    policy: &ResolvedPolicy,
+    network: bool,
+    limit: &ProcessLimit,
+) -> EnforcementReport {
+    let abi = crate::launch::landlock_abi();
     let mut report = EnforcementReport::for_policy("landlock", policy, |access| match access {
         Access::ReadOnly => (
             false,
@@ -186,21 +208,45 @@ pub fn landlock_report(policy: &ResolvedPolicy, network: bool) -> EnforcementRep
         "reads outside the project and host resources denied; writes outside the project, /tmp and a few devices denied"
             .into();
     report.hardening = vec![
-        "no_new_privs set; rules inherited by every child".into(),
-        "ABI 6+: signals to and abstract unix sockets of processes outside are denied".into(),
+        format!("kernel Landlock ABI {abi}"),
+        "every capability dropped before exec: effective, permitted, inheritable, ambient and the bounding set; securebits locked (uid 0 regains nothing through execve); no_new_privs".into(),
+        "a new session: no controlling terminal to inject into".into(),
+        format!("seccomp (the bwrap program): {}", crate::bwrap::SECCOMP_SUMMARY),
+        "Unix sockets: socket(AF_UNIX) refused by seccomp, so no named socket (the Docker socket, the D-Bus system bus) is reachable; socketpair allowed".into(),
+        if abi >= 6 {
+            "Landlock scoping: signals to, and abstract unix sockets of, processes outside the sandbox denied".into()
+        } else {
+            format!("NO Landlock scoping (ABI {abi} < 6): signals to processes of the same user outside are allowed")
+        },
+        "a supervisor process (a subreaper) between vibesys and the command forwards signals and kills everything the command leaves behind when it exits, and the whole tree when vibesys dies (also of SIGKILL)".into(),
+        limit.describe(),
     ];
     report.hardening.push(if network {
         "network: allowed".into()
     } else {
-        "network: TCP bind and connect denied (ABI 4+)".into()
+        format!(
+            "network: TCP bind and connect denied by Landlock (ABI 4+); seccomp refuses what Landlock's network rules do not govern: {}",
+            UNGOVERNED_NETWORK
+        )
     });
     report.gaps = vec![
         "read-only and hidden paths are not enforced".into(),
         "/tmp and /dev/shm are shared with the host".into(),
         "no private /proc: processes of the same user are listed".into(),
+        format!(
+            "the kernel's Landlock ABI {abi} has no right for Unix sockets: they are refused outright (also inside the project), not scoped"
+        ),
     ];
+    if let ProcessLimit::Unbounded { reason } = limit {
+        report
+            .gaps
+            .push(format!("the number of processes is not bounded: {reason}"));
+    }
     report
 }
+
+/// What [`crate::linux::seccomp::SocketRules::deny_network`] refuses.
+pub const UNGOVERNED_NETWORK: &str = "UDP, MPTCP, SCTP, raw and every other non-TCP IPv4/IPv6 socket, every other address family (netlink, packet, vsock, ...), listen() and TCP Fast Open sends";
 
 impl Confinement for LandlockSandbox {
     fn backend(&self) -> &'static str {
@@ -215,6 +261,7 @@ impl Confinement for LandlockSandbox {
             self.helper.clone().into_os_string(),
             HELPER_SUBCOMMAND.into(),
         ];
+        out.extend(self.limit.to_args());
         out.extend(self.plan.helper_args());
         out.extend(argv.iter().cloned());
         Ok(out)

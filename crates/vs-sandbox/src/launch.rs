@@ -7,6 +7,9 @@ use std::ffi::OsString;
 use crate::bwrap::{BwrapPlan, FdSlot};
 use crate::error::SandboxError;
 use crate::landlock::LandlockPlan;
+use crate::limits::ProcessLimit;
+#[cfg(target_os = "linux")]
+use crate::linux::supervise::{ChildSetup, Prepared};
 
 /// The hidden helper subcommand that realises a bwrap plan's descriptors.
 pub const HELPER_SUBCOMMAND: &str = "internal-launch";
@@ -40,10 +43,16 @@ pub fn exec_failure_code(err: &std::io::Error) -> i32 {
 }
 
 /// Runs `command` under the bwrap plan as a child, waits, and returns its
-/// exit code (128+N for signal N). A sandbox that fails to set up (the
-/// command never started) is an error, diagnosed with a namespace probe.
+/// exit code (128+N for signal N). vibesys stays the parent (a subreaper)
+/// and bounds the tree with `limit`; whatever the command leaves behind is
+/// killed when it exits. A sandbox that fails to set up (the command never
+/// started) is an error, diagnosed with a namespace probe.
 #[cfg(target_os = "linux")]
-pub fn run_bwrap(plan: &BwrapPlan, command: &[OsString]) -> Result<i32, SandboxError> {
+pub fn run_bwrap(
+    plan: &BwrapPlan,
+    command: &[OsString],
+    limit: &ProcessLimit,
+) -> Result<i32, SandboxError> {
     use std::io::Read;
 
     use crate::linux::fds::SlotFds;
@@ -64,21 +73,39 @@ pub fn run_bwrap(plan: &BwrapPlan, command: &[OsString]) -> Result<i32, SandboxE
     ]);
     argv.extend(command.iter().cloned());
     let mut cmd = fds.command(&argv)?;
-    let mut child = cmd.spawn().map_err(|source| SandboxError::Os {
+    let mut prepared = Prepared::new(
+        "bwrap",
+        ChildSetup {
+            supervise: true,
+            ..ChildSetup::default()
+        },
+        limit,
+    )?;
+    prepared.install(&mut cmd);
+    let spawned = cmd.spawn();
+    // Our copy of the writers went with `cmd`; drop it so EOF arrives.
+    drop(cmd);
+    if let Some(e) = prepared.child_failure() {
+        let _ = spawned.map(|mut c| c.wait());
+        prepared.finish();
+        return Err(e);
+    }
+    let mut child = spawned.map_err(|source| SandboxError::Os {
         what: format!("starting {}", plan.program.display()),
         source,
     })?;
-    // Our copy of the writer went with `cmd`; drop it so EOF arrives.
-    drop(cmd);
     let reader = std::thread::spawn(move || {
         let mut buf = Vec::new();
         let _ = (&mut status_reader).take(64 * 1024).read_to_end(&mut buf);
         buf
     });
-    let status = child.wait().map_err(|source| SandboxError::Os {
-        what: "waiting for bwrap".into(),
-        source,
-    })?;
+    let status = prepared
+        .wait(&mut child)
+        .map_err(|source| SandboxError::Os {
+            what: "waiting for bwrap".into(),
+            source,
+        })?;
+    prepared.finish();
     let report = reader.join().unwrap_or_default();
     let started = String::from_utf8_lossy(&report).contains("\"child-pid\"");
     if !started {
@@ -98,89 +125,175 @@ pub fn run_bwrap(plan: &BwrapPlan, command: &[OsString]) -> Result<i32, SandboxE
 
 /// Stub: bubblewrap exists only on Linux.
 #[cfg(not(target_os = "linux"))]
-pub fn run_bwrap(_plan: &BwrapPlan, _command: &[OsString]) -> Result<i32, SandboxError> {
+pub fn run_bwrap(
+    _plan: &BwrapPlan,
+    _command: &[OsString],
+    _limit: &ProcessLimit,
+) -> Result<i32, SandboxError> {
     Err(SandboxError::UnsupportedPlatform { backend: "bwrap" })
 }
 
 /// The helper: creates the descriptors `slots` name at 3, 4, ..., closes
-/// every other inherited descriptor and replaces this process with
-/// `argv`. Returns only on failure, with the exit status to use.
+/// every other inherited descriptor and runs `argv` (bwrap) as its child
+/// under `limit`, staying its parent (a subreaper) and killing whatever is
+/// left when it exits. Returns the exit status to use: the command's own,
+/// or 125/126/127 with the error to print.
 #[cfg(target_os = "linux")]
-pub fn exec_with_fds(slots: &[FdSlot], argv: &[OsString]) -> (i32, SandboxError) {
-    use std::os::unix::process::CommandExt;
-
-    let fds = match crate::linux::fds::SlotFds::prepare(slots, Vec::new()) {
-        Ok(fds) => fds,
-        Err(e) => return (EXIT_CONFINE_FAILED, e),
-    };
-    let mut cmd = match fds.command(argv) {
-        Ok(cmd) => cmd,
-        Err(e) => return (EXIT_USAGE, e),
-    };
-    let err = cmd.exec();
-    (
-        exec_failure_code(&err),
-        SandboxError::Os {
-            what: format!("executing {:?}", argv.first().cloned().unwrap_or_default()),
-            source: err,
+pub fn run_with_fds(
+    slots: &[FdSlot],
+    argv: &[OsString],
+    limit: &ProcessLimit,
+) -> Result<i32, SandboxError> {
+    let fds = crate::linux::fds::SlotFds::prepare(slots, Vec::new())?;
+    let mut cmd = fds.command(argv)?;
+    let mut prepared = Prepared::new(
+        "bwrap",
+        ChildSetup {
+            supervise: true,
+            ..ChildSetup::default()
         },
-    )
+        limit,
+    )?;
+    prepared.install(&mut cmd);
+    let spawned = cmd.spawn();
+    drop(cmd);
+    if let Some(e) = prepared.child_failure() {
+        let _ = spawned.map(|mut c| c.wait());
+        prepared.finish();
+        return Err(e);
+    }
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(err) => {
+            prepared.finish();
+            return Ok(exec_failure(argv.first().map_or("".as_ref(), |p| p), &err));
+        }
+    };
+    let status = prepared
+        .wait(&mut child)
+        .map_err(|source| SandboxError::Os {
+            what: "waiting for bwrap".into(),
+            source,
+        });
+    prepared.finish();
+    Ok(exit_code(status?))
 }
 
 /// Stub: descriptor slots are for bwrap, which exists only on Linux.
 #[cfg(not(target_os = "linux"))]
-pub fn exec_with_fds(_slots: &[FdSlot], _argv: &[OsString]) -> (i32, SandboxError) {
-    (
-        EXIT_CONFINE_FAILED,
-        SandboxError::UnsupportedPlatform { backend: "bwrap" },
-    )
+pub fn run_with_fds(
+    _slots: &[FdSlot],
+    _argv: &[OsString],
+    _limit: &ProcessLimit,
+) -> Result<i32, SandboxError> {
+    Err(SandboxError::UnsupportedPlatform { backend: "bwrap" })
 }
 
-/// Applies the Landlock plan to this process, closes inherited
-/// descriptors above stderr, and replaces this process with `argv`.
-/// Returns only on failure, with the exit status to use: the command
-/// never runs unconfined.
+/// Runs `argv` under the Landlock plan below this process, waits, and
+/// returns its exit code (128+N for signal N).
+///
+/// This process becomes a subreaper, bounds the tree with `limit` and
+/// forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT. Its child is a small
+/// supervisor (joins the run's pids cgroup, kills the tree when the
+/// command exits or when vibesys dies, exits with the command's status);
+/// the supervisor's child, between fork and exec: takes SIGKILL as its
+/// parent-death signal, starts a new session, enters a user namespace of
+/// its own when not root (so its bounding set can be dropped and
+/// `RLIMIT_NPROC` counts only the tree), locks the securebits, drops the
+/// bounding set and ambient capabilities, sets no_new_privs, restricts
+/// itself to the ruleset, installs the bwrap seccomp program plus the
+/// socket rules, drops every remaining capability and marks inherited
+/// descriptors above stderr close-on-exec. A failure of any step is an
+/// error and the command never runs.
 #[cfg(target_os = "linux")]
-pub fn landlock_exec(plan: &LandlockPlan, argv: &[OsString]) -> (i32, SandboxError) {
-    use std::os::unix::process::CommandExt;
+pub fn run_landlock(
+    plan: &LandlockPlan,
+    argv: &[OsString],
+    limit: &ProcessLimit,
+    env: Option<&[(OsString, OsString)]>,
+) -> Result<i32, SandboxError> {
+    use crate::linux::seccomp::{SocketRules, landlock_programs};
 
     let Some((program, args)) = argv.split_first() else {
-        return (
-            EXIT_USAGE,
-            SandboxError::InvalidCommand("the command is empty".into()),
-        );
+        return Err(SandboxError::InvalidCommand("the command is empty".into()));
     };
-    match crate::linux::landlock_apply::restrict_self(plan) {
-        Ok(outcome) => {
-            if !outcome.fully_enforced {
-                tracing::info!(
-                    abi = outcome.abi,
-                    "landlock partially enforced (older kernel ABI)"
-                );
-            }
-        }
-        Err(e) => return (EXIT_CONFINE_FAILED, e),
+    let (ruleset, outcome) = crate::linux::landlock_apply::prepare(plan)?;
+    if !outcome.fully_enforced {
+        tracing::info!(
+            abi = outcome.abi,
+            "landlock partially enforced (older kernel ABI)"
+        );
     }
-    crate::linux::fds::cloexec_inherited();
-    let err = std::process::Command::new(program).args(args).exec();
-    (
-        exec_failure_code(&err),
-        SandboxError::Os {
-            what: format!("executing {program:?}"),
-            source: err,
-        },
-    )
+    let setup = ChildSetup {
+        supervise: true,
+        new_session: true,
+        user_namespace: wants_user_namespace(),
+        nproc: None,
+        drop_capabilities: true,
+        landlock: Some(ruleset),
+        seccomp: landlock_programs(SocketRules {
+            deny_unix: true,
+            deny_network: !plan.network,
+        })?,
+        close_inherited: true,
+    };
+    let mut prepared = Prepared::new("landlock", setup, limit)?;
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args);
+    if let Some(env) = env {
+        cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+    }
+    prepared.install(&mut cmd);
+    let spawned = cmd.spawn();
+    drop(cmd);
+    if let Some(e) = prepared.child_failure() {
+        let _ = spawned.map(|mut c| c.wait());
+        prepared.finish();
+        return Err(e);
+    }
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(err) => {
+            prepared.finish();
+            return Ok(exec_failure(program, &err));
+        }
+    };
+    let status = prepared
+        .wait(&mut child)
+        .map_err(|source| SandboxError::Os {
+            what: "waiting for the confined command".into(),
+            source,
+        });
+    prepared.finish();
+    Ok(exit_code(status?))
+}
+
+/// Whether the Landlock child tries a user namespace of its own: when not
+/// root (it lets the bounding set be dropped; where the host refuses one,
+/// no_new_privs keeps that set from granting anything). A process limit of
+/// `RLIMIT_NPROC` requires one (see `ChildSetup`).
+#[cfg(target_os = "linux")]
+fn wants_user_namespace() -> bool {
+    !crate::linux::pids::is_root()
+}
+
+/// Prints why `program` could not be executed and returns the status.
+fn exec_failure(program: &std::ffi::OsStr, err: &std::io::Error) -> i32 {
+    eprintln!("vibesys: cannot execute {program:?}: {err}");
+    exec_failure_code(err)
 }
 
 /// Stub: Landlock exists only on Linux.
 #[cfg(not(target_os = "linux"))]
-pub fn landlock_exec(_plan: &LandlockPlan, _argv: &[OsString]) -> (i32, SandboxError) {
-    (
-        EXIT_CONFINE_FAILED,
-        SandboxError::UnsupportedPlatform {
-            backend: "landlock",
-        },
-    )
+pub fn run_landlock(
+    _plan: &LandlockPlan,
+    _argv: &[OsString],
+    _limit: &ProcessLimit,
+    _env: Option<&[(OsString, OsString)]>,
+) -> Result<i32, SandboxError> {
+    Err(SandboxError::UnsupportedPlatform {
+        backend: "landlock",
+    })
 }
 
 /// The kernel's Landlock ABI version (0 when unsupported or not Linux).

@@ -16,6 +16,7 @@ pub mod error;
 pub mod fsread;
 pub mod landlock;
 pub mod launch;
+pub mod limits;
 #[cfg(target_os = "linux")]
 mod linux;
 pub mod policy;
@@ -30,6 +31,7 @@ pub use controls::{ConfineMode, Enforcement, SandboxUnavailableError};
 pub use docker::{DockerError, DockerOptions, DockerPlan, DockerSandbox};
 pub use error::{PolicyError, SandboxError};
 pub use landlock::{LandlockOptions, LandlockPlan, LandlockSandbox};
+pub use limits::ProcessLimit;
 pub use policy::{Access, ProjectPathPolicy, ResolvedPolicy, Workspace, WorkspaceRelPath};
 pub use resources::HostResources;
 pub use runner::{CommandResult, CommandRunner, CommandSpec, LocalShellRunner, RunnerError};

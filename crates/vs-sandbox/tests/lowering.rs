@@ -140,6 +140,7 @@ fn bwrap_argv_snapshot() {
         helper: "/opt/vibesys/bin/vibesys".into(),
         writable: Vec::new(),
         read_only_within: Vec::new(),
+        max_processes: 4096,
     };
     let plan = BwrapPlan::new(&resolved, &resources(), &options);
     let text = filter(&plan.args.join("\n"), &ws);

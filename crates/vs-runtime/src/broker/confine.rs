@@ -98,6 +98,7 @@ mod tests {
             helper: "/bin/sh".into(),
             writable: Vec::new(),
             read_only_within: Vec::new(),
+            max_processes: 4096,
         };
         let sandbox =
             HostSandbox::new(&policy, &vs_sandbox::HostResources::system(), &options).unwrap();

@@ -183,7 +183,7 @@ impl SlotFds {
 }
 
 /// Marks every descriptor from `first` up close-on-exec (async-signal-safe).
-fn close_from(first: RawFd) {
+pub(crate) fn close_from(first: RawFd) {
     const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
     // SAFETY: close_range with CLOEXEC only sets flags on descriptors of
     // this process; errors are handled by the fallback below.
@@ -214,10 +214,4 @@ fn close_from(first: RawFd) {
             libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
         }
     }
-}
-
-/// Marks every descriptor above stderr close-on-exec in this process
-/// (used right before the Landlock helper executes its command).
-pub fn cloexec_inherited() {
-    close_from(3);
 }

@@ -1,11 +1,12 @@
 //! Applying Landlock rules to the current process (in the helper, right
 //! before it executes the confined command).
 
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+    RulesetAttr, RulesetCreatedAttr, Scope,
 };
 
 use crate::controls::SandboxUnavailableError;
@@ -33,10 +34,11 @@ fn unavailable(reason: String) -> SandboxError {
     .into()
 }
 
-/// Restricts the current process (and its future children) to the plan.
-/// Fails when the kernel enforces nothing, or when the plan denies the
-/// network and the kernel cannot (ABI < 4).
-pub fn restrict_self(plan: &LandlockPlan) -> Result<LandlockOutcome, SandboxError> {
+/// Builds the plan's ruleset (in the parent, where allocating is fine);
+/// the launched child restricts itself to the returned descriptor right
+/// before it executes the command. Fails when the kernel enforces nothing,
+/// or when the plan denies the network and the kernel cannot (ABI < 4).
+pub fn prepare(plan: &LandlockPlan) -> Result<(OwnedFd, LandlockOutcome), SandboxError> {
     let abi = super::probe::landlock_abi();
     if abi < 1 {
         return Err(unavailable("the kernel does not support Landlock".into()));
@@ -86,17 +88,13 @@ pub fn restrict_self(plan: &LandlockPlan) -> Result<LandlockOutcome, SandboxErro
     for p in &plan.write {
         created = add(created, p, AccessFs::from_all(TARGET_ABI))?;
     }
-    let status = created
-        .restrict_self()
-        .map_err(|e| unavailable(format!("restricting the process failed: {e}")))?;
-    if status.ruleset == RulesetStatus::NotEnforced {
-        return Err(unavailable("the kernel enforced no Landlock rule".into()));
-    }
-    if !status.no_new_privs {
-        return Err(unavailable("no_new_privs could not be set".into()));
-    }
-    Ok(LandlockOutcome {
-        abi,
-        fully_enforced: status.ruleset == RulesetStatus::FullyEnforced,
-    })
+    let fd: Option<OwnedFd> = created.into();
+    let fd = fd.ok_or_else(|| unavailable("the kernel enforced no Landlock rule".into()))?;
+    Ok((
+        fd,
+        LandlockOutcome {
+            abi,
+            fully_enforced: abi >= TARGET_ABI as i32,
+        },
+    ))
 }

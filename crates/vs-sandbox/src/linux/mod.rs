@@ -3,5 +3,7 @@
 pub mod fds;
 pub mod landlock_apply;
 pub mod mount_check;
+pub mod pids;
 pub mod probe;
 pub mod seccomp;
+pub mod supervise;

@@ -134,3 +134,168 @@ pub fn program_bytes() -> Result<Vec<u8>, SandboxError> {
     }
     Ok(bytes)
 }
+
+// ---------------------------------------------------------------------------
+// Socket rules of the Landlock launcher (a second filter, stacked on the
+// program above, so both backends share that program unchanged).
+// ---------------------------------------------------------------------------
+
+/// Which sockets the Landlock launcher's second filter refuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketRules {
+    /// Refuse `socket(AF_UNIX, ...)`: without a Landlock right for Unix
+    /// sockets, a named socket anywhere (the Docker socket, the D-Bus
+    /// system bus, a tmux server in /tmp) would be reachable by path.
+    /// `socketpair` stays allowed.
+    pub deny_unix: bool,
+    /// `--no-network`: refuse every socket Landlock's TCP rules do not
+    /// govern (anything but TCP over IPv4/IPv6: UDP, MPTCP, SCTP, raw,
+    /// packet, netlink, ...), `listen` (an unbound socket would be bound
+    /// to an ephemeral port without a Landlock check) and TCP Fast Open
+    /// sends (which connect without `connect`); the list reports quote is
+    /// [`crate::landlock::UNGOVERNED_NETWORK`].
+    pub deny_network: bool,
+}
+
+const SOCK_TYPE_MASK: u64 = 0xf;
+const TCP_PROTOCOLS: [u64; 2] = [0, libc::IPPROTO_TCP as u64];
+
+fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, SandboxError> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(seccomp_error)
+}
+
+fn rule(conds: Vec<SeccompCondition>) -> Result<SeccompRule, SandboxError> {
+    SeccompRule::new(conds).map_err(seccomp_error)
+}
+
+/// The rules of the socket filter (syscall number to refusing rules);
+/// empty when nothing is refused.
+fn socket_rules(r: SocketRules) -> Result<BTreeMap<i64, Vec<SeccompRule>>, SandboxError> {
+    use SeccompCmpOp::{Eq, MaskedEq, Ne};
+    let inet = [libc::AF_INET as u64, libc::AF_INET6 as u64];
+    let mut socket = Vec::new();
+    let mut rules = BTreeMap::new();
+    if r.deny_unix {
+        socket.push(rule(vec![cond(0, Eq, libc::AF_UNIX as u64)?])?);
+    }
+    if r.deny_network {
+        socket.push(rule(vec![cond(0, Ne, inet[0])?, cond(0, Ne, inet[1])?])?);
+        for family in inet {
+            let [p0, p1] = TCP_PROTOCOLS;
+            socket.push(rule(vec![
+                cond(0, Eq, family)?,
+                cond(2, Ne, p0)?,
+                cond(2, Ne, p1)?,
+            ])?);
+            for ty in (0..=SOCK_TYPE_MASK).filter(|t| *t != libc::SOCK_STREAM as u64) {
+                socket.push(rule(vec![
+                    cond(0, Eq, family)?,
+                    cond(1, MaskedEq(SOCK_TYPE_MASK), ty)?,
+                ])?);
+            }
+        }
+        rules.insert(
+            libc::SYS_socketpair,
+            vec![rule(vec![cond(0, Ne, libc::AF_UNIX as u64)?])?],
+        );
+        rules.insert(libc::SYS_listen, Vec::new());
+        let fastopen = libc::MSG_FASTOPEN as u64;
+        for (nr, flags_arg) in [
+            (libc::SYS_sendto, 3),
+            (libc::SYS_sendmsg, 2),
+            (libc::SYS_sendmmsg, 3),
+        ] {
+            rules.insert(
+                nr,
+                vec![rule(vec![cond(flags_arg, MaskedEq(fastopen), fastopen)?])?],
+            );
+        }
+    }
+    if !socket.is_empty() {
+        rules.insert(libc::SYS_socket, socket);
+    }
+    Ok(rules)
+}
+
+/// The socket filter, compiled; `None` when `r` refuses nothing.
+pub fn socket_program(r: SocketRules) -> Result<Option<BpfProgram>, SandboxError> {
+    let rules = socket_rules(r)?;
+    if rules.is_empty() {
+        return Ok(None);
+    }
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EACCES as u32),
+        target_arch()?,
+    )
+    .map_err(seccomp_error)?;
+    Ok(Some(filter.try_into().map_err(seccomp_error)?))
+}
+
+/// [`program_bytes`] decoded back into instructions, to install in
+/// this process rather than hand to bwrap.
+pub fn program() -> Result<Vec<libc::sock_filter>, SandboxError> {
+    Ok(program_bytes()?
+        .chunks_exact(8)
+        .map(|c| libc::sock_filter {
+            code: u16::from_ne_bytes([c[0], c[1]]),
+            jt: c[2],
+            jf: c[3],
+            k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
+        })
+        .collect())
+}
+
+/// The Landlock launcher's filters, in installation order: the shared
+/// program, then the socket rules (when they refuse anything).
+pub fn landlock_programs(r: SocketRules) -> Result<Vec<Vec<libc::sock_filter>>, SandboxError> {
+    let mut out = vec![program()?];
+    if let Some(p) = socket_program(r)? {
+        out.push(
+            p.into_iter()
+                .map(|i| libc::sock_filter {
+                    code: i.code,
+                    jt: i.jt,
+                    jf: i.jf,
+                    k: i.k,
+                })
+                .collect(),
+        );
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod socket_tests {
+    use super::*;
+
+    #[test]
+    fn socket_filters_compile_and_stack_on_the_shared_program() {
+        let none = SocketRules {
+            deny_unix: false,
+            deny_network: false,
+        };
+        assert!(socket_program(none).unwrap().is_none());
+        assert_eq!(landlock_programs(none).unwrap().len(), 1);
+        let unix = SocketRules {
+            deny_unix: true,
+            deny_network: false,
+        };
+        let all = SocketRules {
+            deny_unix: true,
+            deny_network: true,
+        };
+        let (u, a) = (
+            socket_program(unix).unwrap().unwrap(),
+            socket_program(all).unwrap().unwrap(),
+        );
+        assert!(a.len() > u.len());
+        let programs = landlock_programs(all).unwrap();
+        assert_eq!(programs.len(), 2);
+        assert_eq!(programs[0].len() * 8, program_bytes().unwrap().len());
+        // A classic BPF program holds at most 4096 instructions.
+        assert!(programs.iter().all(|p| p.len() <= 4096));
+    }
+}

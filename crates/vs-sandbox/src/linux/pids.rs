@@ -1,0 +1,266 @@
+//! Pids cgroups: finding one this process may create, and the per-run
+//! cgroup that bounds and then kills a confined tree.
+#![allow(unsafe_code)]
+
+use std::path::{Path, PathBuf};
+
+use crate::error::SandboxError;
+use crate::limits::ProcessLimit;
+
+/// Mount points of the cgroup hierarchies, from /proc/self/mountinfo:
+/// (v2 mount point, v1 `pids` mount point).
+fn mounts() -> (Option<PathBuf>, Option<PathBuf>) {
+    let Ok(text) = read_small("/proc/self/mountinfo") else {
+        return (None, None);
+    };
+    let (mut v2, mut v1) = (None, None);
+    for line in text.lines() {
+        // ID PARENT MAJ:MIN ROOT MOUNT OPTS [TAGS...] - FSTYPE SOURCE SUPER
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let mount = left.split(' ').nth(4);
+        let mut r = right.split(' ');
+        let (fstype, _, sup) = (r.next(), r.next(), r.next().unwrap_or(""));
+        match (fstype, mount) {
+            (Some("cgroup2"), Some(m)) if v2.is_none() => v2 = Some(PathBuf::from(m)),
+            (Some("cgroup"), Some(m)) if v1.is_none() && sup.split(',').any(|o| o == "pids") => {
+                v1 = Some(PathBuf::from(m))
+            }
+            _ => {}
+        }
+    }
+    (v2, v1)
+}
+
+/// This process's cgroup paths: (v2 path, v1 `pids` path).
+fn own_cgroups() -> (Option<String>, Option<String>) {
+    let Ok(text) = read_small("/proc/self/cgroup") else {
+        return (None, None);
+    };
+    let (mut v2, mut v1) = (None, None);
+    for line in text.lines() {
+        let mut f = line.splitn(3, ':');
+        let (_, controllers, path) = (f.next(), f.next(), f.next());
+        match (controllers, path) {
+            (Some(""), Some(p)) => v2 = Some(p.to_owned()),
+            (Some(c), Some(p)) if c.split(',').any(|x| x == "pids") => v1 = Some(p.to_owned()),
+            _ => {}
+        }
+    }
+    (v2, v1)
+}
+
+fn read_small(path: impl AsRef<Path>) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut s = String::new();
+    std::fs::File::open(path)?
+        .take(1024 * 1024)
+        .read_to_string(&mut s)?;
+    Ok(s)
+}
+
+fn writable_dir(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: access reads a NUL-terminated path that outlives the call.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
+}
+
+fn join(mount: &Path, cgroup: &str) -> PathBuf {
+    mount.join(cgroup.trim_start_matches('/'))
+}
+
+/// True when this process's effective uid is 0.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The mechanism that bounds `max` processes here (see
+/// [`ProcessLimit::choose`]).
+pub fn choose(max: u64) -> ProcessLimit {
+    let (mount_v2, mount_v1) = mounts();
+    let (own_v2, own_v1) = own_cgroups();
+    if let (Some(m), Some(c)) = (&mount_v2, &own_v2) {
+        let dir = join(m, c);
+        let controllers = read_small(dir.join("cgroup.controllers")).unwrap_or_default();
+        let subtree = read_small(dir.join("cgroup.subtree_control")).unwrap_or_default();
+        let has = |s: &str| s.split_whitespace().any(|w| w == "pids");
+        // A non-root cgroup that holds processes cannot enable controllers
+        // for children ("no internal processes"): use it only when pids is
+        // already enabled below it, or it is the root.
+        if has(&controllers) && (has(&subtree) || c == "/") && writable_dir(&dir) {
+            return ProcessLimit::Cgroup {
+                version: 2,
+                parent: dir,
+                max,
+            };
+        }
+    }
+    // Root on a systemd host sits in a scope that cannot take children;
+    // the v2 root usually enables pids for its children.
+    if let Some(m) = mount_v2.as_ref().filter(|_| is_root()) {
+        let subtree = read_small(m.join("cgroup.subtree_control")).unwrap_or_default();
+        if subtree.split_whitespace().any(|w| w == "pids") && writable_dir(m) {
+            return ProcessLimit::Cgroup {
+                version: 2,
+                parent: m.clone(),
+                max,
+            };
+        }
+    }
+    if let (Some(m), Some(c)) = (&mount_v1, &own_v1) {
+        let dir = join(m, c);
+        if writable_dir(&dir) {
+            return ProcessLimit::Cgroup {
+                version: 1,
+                parent: dir,
+                max,
+            };
+        }
+    }
+    if is_root() {
+        return ProcessLimit::Unbounded {
+            reason: "no writable pids cgroup, and RLIMIT_NPROC does not bind root".into(),
+        };
+    }
+    let userns = read_small("/proc/sys/user/max_user_namespaces")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        > 0
+        && read_small("/proc/sys/kernel/unprivileged_userns_clone")
+            .map(|s| s.trim() != "0")
+            .unwrap_or(true);
+    if userns {
+        ProcessLimit::UserNamespaceRlimit { max }
+    } else {
+        ProcessLimit::Unbounded {
+            reason: "no writable pids cgroup and no unprivileged user namespaces (RLIMIT_NPROC would count every process of this user)".into(),
+        }
+    }
+}
+
+/// Removes run cgroups left by vibesys processes that no longer exist
+/// (a supervisor killed outright cannot remove its own). Only empty ones
+/// go: `rmdir` refuses a cgroup that still holds processes.
+fn sweep_stale(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("vibesys-"))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
+/// The pids cgroup of one run: created before the launch, joined by the
+/// launched child, emptied and removed by [`PidsCgroup::kill_and_remove`].
+#[derive(Debug)]
+pub struct PidsCgroup {
+    dir: PathBuf,
+    version: u8,
+}
+
+fn os(what: String) -> impl FnOnce(std::io::Error) -> SandboxError {
+    move |source| SandboxError::Os { what, source }
+}
+
+impl PidsCgroup {
+    /// Creates `parent/vibesys-PID-N` with `pids.max = max`.
+    pub fn create(parent: &Path, version: u8, max: u64) -> Result<Self, SandboxError> {
+        if version == 2 {
+            let subtree = parent.join("cgroup.subtree_control");
+            if !read_small(&subtree)
+                .unwrap_or_default()
+                .split_whitespace()
+                .any(|w| w == "pids")
+            {
+                std::fs::write(&subtree, "+pids").map_err(os(format!(
+                    "enabling the pids controller in {}",
+                    subtree.display()
+                )))?;
+            }
+        }
+        sweep_stale(parent);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let dir = parent.join(format!("vibesys-{}-{nanos}", std::process::id()));
+        std::fs::create_dir(&dir).map_err(os(format!("creating the cgroup {}", dir.display())))?;
+        let cg = Self { dir, version };
+        std::fs::write(cg.dir.join("pids.max"), max.to_string())
+            .map_err(os(format!("setting pids.max in {}", cg.dir.display())))?;
+        Ok(cg)
+    }
+
+    /// The run's cgroup directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file the launched child writes `0` into to join: in v1 the
+    /// `tasks` file (the child is single-threaded, and moving one thread
+    /// skips the global threadgroup lock, whose RCU synchronisation costs
+    /// ~10 ms per launch), in v2 `cgroup.procs`.
+    pub fn join_file(&self) -> Result<std::fs::File, SandboxError> {
+        let name = if self.version == 1 {
+            "tasks"
+        } else {
+            "cgroup.procs"
+        };
+        let path = self.dir.join(name);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(os(format!("opening {}", path.display())))
+    }
+
+    fn pids(&self) -> Vec<i32> {
+        read_small(self.dir.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    /// Kills every process left in the cgroup, reaps what was reparented
+    /// to us, and removes the cgroup (bounded: gives up after ~5 s).
+    pub fn kill_and_remove(self) {
+        let kill_file = self.dir.join("cgroup.kill");
+        for round in 0..5000 {
+            if self.version == 2 && kill_file.exists() {
+                let _ = std::fs::write(&kill_file, "1");
+            }
+            for pid in self.pids() {
+                // SAFETY: kill has no memory effects; the pid belongs to
+                // this run's cgroup (a process cannot leave it by itself).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            super::supervise::reap_exited();
+            match std::fs::remove_dir(&self.dir) {
+                Ok(()) => return,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+                Err(_) if round < 4999 => std::thread::sleep(std::time::Duration::from_millis(1)),
+                Err(e) => tracing::warn!(
+                    cgroup = %self.dir.display(),
+                    "could not remove the run's cgroup: {e}"
+                ),
+            }
+        }
+    }
+}

@@ -1,0 +1,770 @@
+//! The launcher side of a confined run: vibesys stays the parent (a
+//! subreaper) of the confined tree, bounds it, and kills what it leaves
+//! behind; the child side is a list of raw system calls prepared in the
+//! parent and made between fork and exec (async-signal-safe: no
+//! allocation, no locks).
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use crate::error::SandboxError;
+use crate::limits::ProcessLimit;
+
+use super::pids::PidsCgroup;
+
+/// Makes this process the subreaper of its descendants: orphans of the
+/// confined tree are reparented to it instead of to init.
+pub fn become_subreaper() -> Result<(), SandboxError> {
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+        return Err(SandboxError::Os {
+            what: "becoming the subreaper of the confined tree".into(),
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(())
+}
+
+/// Reaps every child that has already exited (never blocks). Returns
+/// false when this process has no child left at all.
+pub fn reap_exited() -> bool {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes one int we own.
+        let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if r > 0 {
+            continue;
+        }
+        return r == 0;
+    }
+}
+
+/// The children of this process (all threads), from /proc.
+fn children() -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        let mut s = String::new();
+        if let Ok(f) = File::open(t.path().join("children")) {
+            let _ = f.take(1024 * 1024).read_to_string(&mut s);
+        }
+        out.extend(s.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+    }
+    out
+}
+
+/// Kills every remaining descendant. As the subreaper, every orphan of
+/// the tree is our child: kill them, reap them (their own children are
+/// reparented to us as they die) and repeat until none is left. Bounded:
+/// gives up after ~5 s of rounds (a limit-bounded tree empties far sooner).
+pub fn kill_leftovers() {
+    for _ in 0..5000 {
+        if !reap_exited() {
+            return;
+        }
+        let kids = children();
+        for pid in &kids {
+            // SAFETY: kill has no memory effects; an unreaped child's pid
+            // cannot be reused, so this reaches our own child.
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+        for pid in &kids {
+            let mut status = 0;
+            // SAFETY: waitpid writes one int we own.
+            unsafe { libc::waitpid(*pid, &mut status, 0) };
+        }
+        if kids.is_empty() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    tracing::warn!("processes left by the confined command survived 5000 kill rounds");
+}
+
+/// Everything the child does between fork and exec, prepared here.
+#[derive(Debug, Default)]
+pub struct ChildSetup {
+    /// Fork once more: the launched process stays as the tree's
+    /// supervisor (a subreaper that forwards signals, kills the tree when
+    /// the command exits or when vibesys dies, and exits with the
+    /// command's status) and its child becomes the command.
+    pub supervise: bool,
+    /// Start a new session (no controlling terminal).
+    pub new_session: bool,
+    /// Enter a user namespace mapping only our uid and gid, where the
+    /// host allows one (its bounding set can then be dropped).
+    pub user_namespace: bool,
+    /// `RLIMIT_NPROC` (soft and hard).
+    pub nproc: Option<u64>,
+    /// Drop every capability: securebits locked, bounding set, ambient,
+    /// then effective/permitted/inheritable after the filters.
+    pub drop_capabilities: bool,
+    /// A Landlock ruleset to restrict to (sets no_new_privs first).
+    pub landlock: Option<OwnedFd>,
+    /// Seccomp programs to install, in order (sets no_new_privs first).
+    pub seccomp: Vec<Vec<libc::sock_filter>>,
+    /// Mark every descriptor from 3 up close-on-exec.
+    pub close_inherited: bool,
+}
+
+/// The stages of [`ChildSetup`], named in errors.
+const STAGES: &[&str] = &[
+    "setting the parent-death signal",
+    "joining the run's pids cgroup",
+    "starting a new session",
+    "entering a user namespace",
+    "writing the user namespace's id maps",
+    "setting RLIMIT_NPROC",
+    "dropping the capability bounding set",
+    "clearing ambient capabilities",
+    "setting no_new_privs",
+    "applying the Landlock ruleset",
+    "installing the seccomp filter",
+    "dropping capabilities",
+    "the parent exited during set-up",
+    "forking the command from its supervisor",
+];
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+/// NOROOT, NO_SETUID_FIXUP and NO_CAP_AMBIENT_RAISE, each with its lock,
+/// plus KEEP_CAPS_LOCKED: uid 0 regains nothing through execve.
+const SECUREBITS_LOCKED: libc::c_ulong = 0b1110_1111;
+
+/// Signals vibesys forwards to the command instead of dying of them (the
+/// command, in a session of its own, does not get the terminal's).
+const FORWARDED: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// The forwarded signals and SIGCHLD, blocked in this thread while the
+/// command runs and taken with `sigwaitinfo`; the previous mask comes
+/// back on drop (and in the child before exec).
+struct Signals {
+    old: libc::sigset_t,
+    set: libc::sigset_t,
+}
+
+impl Signals {
+    fn block() -> Result<Self, SandboxError> {
+        // SAFETY: sigset_t is plain data; the calls fill sets we own and
+        // change only this thread's mask.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for sig in FORWARDED.iter().chain(&[libc::SIGCHLD]) {
+                libc::sigaddset(&mut set, *sig);
+            }
+            let r = libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            if r != 0 {
+                return Err(SandboxError::Os {
+                    what: "blocking signals to forward".into(),
+                    source: std::io::Error::from_raw_os_error(r),
+                });
+            }
+            Ok(Self { old, set })
+        }
+    }
+
+    /// Waits for `child`, forwarding SIGINT, SIGTERM, SIGHUP and SIGQUIT.
+    fn wait(&self, child: &mut std::process::Child) -> std::io::Result<std::process::ExitStatus> {
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status);
+            }
+            // SAFETY: siginfo_t is plain data that sigwaitinfo fills.
+            let sig = unsafe {
+                let mut info: libc::siginfo_t = std::mem::zeroed();
+                libc::sigwaitinfo(&self.set, &mut info)
+            };
+            if sig < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if sig != libc::SIGCHLD {
+                // SAFETY: kill has no memory effects; the child is unreaped.
+                unsafe { libc::kill(child.id() as i32, sig) };
+            }
+        }
+    }
+}
+
+impl Drop for Signals {
+    fn drop(&mut self) {
+        // SAFETY: restores this thread's mask from a set we own.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
+    }
+}
+
+/// A launch being prepared: the child side and what the parent keeps.
+pub struct Prepared {
+    signals: Signals,
+    backend: &'static str,
+    setup: ChildSetup,
+    cgroup: Option<PidsCgroup>,
+    procs: Option<File>,
+    parent_pid: i32,
+    uid_map: Vec<u8>,
+    gid_map: Vec<u8>,
+    paths: [CString; 4],
+    /// The run's cgroup and its parent's `cgroup.procs`, for a supervisor
+    /// that outlives vibesys to leave and remove it.
+    cgroup_paths: Option<(CString, CString)>,
+    report: (std::io::PipeReader, Option<std::io::PipeWriter>),
+}
+
+/// Moves `fd` to a number of at least 256 (close-on-exec), clear of the
+/// descriptors a launch places at 3, 4, ... before this hook runs.
+fn high(fd: OwnedFd) -> Result<OwnedFd, SandboxError> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: F_DUPFD_CLOEXEC on a descriptor we own returns a new one.
+    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 256) };
+    if n < 0 {
+        return Err(SandboxError::Os {
+            what: "moving a launcher descriptor".into(),
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    // SAFETY: `n` is a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(n) })
+}
+
+fn cstr(s: &str) -> CString {
+    CString::new(s).unwrap_or_default()
+}
+
+impl Prepared {
+    /// Becomes the subreaper, creates the run's cgroup (when `limit` is
+    /// one) and prepares `setup` for the child. `limit`'s rlimit variant
+    /// sets `setup.nproc`.
+    pub fn new(
+        backend: &'static str,
+        mut setup: ChildSetup,
+        limit: &ProcessLimit,
+    ) -> Result<Self, SandboxError> {
+        become_subreaper()?;
+        let signals = Signals::block()?;
+        let (cgroup, procs) = match limit {
+            ProcessLimit::Cgroup {
+                version,
+                parent,
+                max,
+            } => {
+                let cg = PidsCgroup::create(parent, *version, *max)?;
+                let procs = high(cg.join_file()?.into())?;
+                (Some(cg), Some(File::from(procs)))
+            }
+            ProcessLimit::UserNamespaceRlimit { max } => {
+                setup.nproc = Some(*max);
+                (None, None)
+            }
+            ProcessLimit::Unbounded { .. } => (None, None),
+        };
+        // SAFETY: these calls take no arguments and cannot fail.
+        let (pid, uid, gid) = unsafe { (libc::getpid(), libc::geteuid(), libc::getegid()) };
+        let (reader, writer) = std::io::pipe().map_err(|source| SandboxError::Os {
+            what: "creating the set-up status pipe".into(),
+            source,
+        })?;
+        let writer = std::io::PipeWriter::from(high(writer.into())?);
+        let cgroup_paths = cgroup.as_ref().and_then(|cg| {
+            use std::os::unix::ffi::OsStrExt;
+            let dir = CString::new(cg.dir().as_os_str().as_bytes()).ok()?;
+            let parent = cg.dir().parent()?.join("cgroup.procs");
+            Some((dir, CString::new(parent.as_os_str().as_bytes()).ok()?))
+        });
+        Ok(Self {
+            signals,
+            backend,
+            setup,
+            cgroup,
+            procs,
+            parent_pid: pid,
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+            paths: [
+                cstr("/proc/self/setgroups"),
+                cstr("/proc/self/uid_map"),
+                cstr("/proc/self/gid_map"),
+                cstr("/dev/tty"),
+            ],
+            report: (reader, Some(writer)),
+            cgroup_paths,
+        })
+    }
+
+    /// Installs the child side on `cmd` (after any other pre_exec hook).
+    pub fn install(&mut self, cmd: &mut Command) {
+        let writer = self.report.1.take();
+        let err_fd = writer.as_ref().map_or(-1, AsRawFd::as_raw_fd);
+        let procs = self.procs.as_ref().map_or(-1, AsRawFd::as_raw_fd);
+        let landlock = self.setup.landlock.as_ref().map_or(-1, AsRawFd::as_raw_fd);
+        let s = &self.setup;
+        let plan = ChildPlan {
+            old_mask: self.signals.old,
+            supervise: self.setup.supervise,
+            cgroup_paths: self
+                .cgroup_paths
+                .as_ref()
+                .map_or([std::ptr::null(); 2], |(d, p)| [d.as_ptr(), p.as_ptr()]),
+            parent_pid: self.parent_pid,
+            procs,
+            new_session: s.new_session,
+            user_namespace: s.user_namespace || s.nproc.is_some(),
+            user_namespace_required: s.nproc.is_some(),
+            nproc: s.nproc,
+            drop_capabilities: s.drop_capabilities,
+            landlock,
+            seccomp: s
+                .seccomp
+                .iter()
+                .map(|p| libc::sock_fprog {
+                    len: p.len() as u16,
+                    filter: p.as_ptr() as *mut libc::sock_filter,
+                })
+                .collect(),
+            close_inherited: s.close_inherited,
+            maps: [
+                (self.paths[0].as_ptr(), b"deny".as_ptr(), 4),
+                (
+                    self.paths[1].as_ptr(),
+                    self.uid_map.as_ptr(),
+                    self.uid_map.len(),
+                ),
+                (
+                    self.paths[2].as_ptr(),
+                    self.gid_map.as_ptr(),
+                    self.gid_map.len(),
+                ),
+            ],
+            tty: self.paths[3].as_ptr(),
+        };
+        // SAFETY: the closure makes raw system calls on integers and on
+        // pointers into `self` (filters, maps, paths), which the caller
+        // keeps alive until the spawn returns; it allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                let _ = &writer;
+                plan.run().map_err(|(stage, errno)| {
+                    let mut msg = [0u8; 5];
+                    msg[0] = stage;
+                    msg[1..].copy_from_slice(&errno.to_ne_bytes());
+                    libc::write(err_fd, msg.as_ptr().cast(), msg.len());
+                    std::io::Error::from_raw_os_error(errno)
+                })
+            });
+        }
+    }
+
+    /// After the spawn (and after dropping the command): the stage that
+    /// failed in the child, if one did.
+    pub fn child_failure(&mut self) -> Option<SandboxError> {
+        let mut buf = [0u8; 5];
+        let mut got = 0;
+        while got < buf.len() {
+            match self.report.0.read(&mut buf[got..]) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got += n,
+            }
+        }
+        if got < buf.len() {
+            return None;
+        }
+        let stage = STAGES.get(buf[0] as usize).copied().unwrap_or("set-up");
+        let errno = i32::from_ne_bytes([buf[1], buf[2], buf[3], buf[4]]);
+        Some(
+            crate::controls::SandboxUnavailableError::new(
+                self.backend,
+                format!(
+                    "{stage} failed in the launcher: {}",
+                    std::io::Error::from_raw_os_error(errno)
+                ),
+                "run `vibesys doctor` to see what this host supports",
+            )
+            .into(),
+        )
+    }
+
+    /// Waits for the command, forwarding SIGINT, SIGTERM, SIGHUP and
+    /// SIGQUIT to it (vibesys does not die of them while it runs).
+    pub fn wait(
+        &self,
+        child: &mut std::process::Child,
+    ) -> std::io::Result<std::process::ExitStatus> {
+        self.signals.wait(child)
+    }
+
+    /// After the command exited: kills everything it left behind and
+    /// removes the run's cgroup.
+    pub fn finish(mut self) {
+        self.procs = None;
+        if let Some(cg) = self.cgroup.take() {
+            cg.kill_and_remove();
+        }
+        kill_leftovers();
+    }
+}
+
+/// The child's plan: plain data and raw pointers only.
+struct ChildPlan {
+    old_mask: libc::sigset_t,
+    supervise: bool,
+    /// The run's cgroup directory and its parent's `cgroup.procs` (null
+    /// without a cgroup).
+    cgroup_paths: [*const libc::c_char; 2],
+    parent_pid: i32,
+    procs: RawFd,
+    new_session: bool,
+    user_namespace: bool,
+    /// `RLIMIT_NPROC` is the limit: without the namespace it would count
+    /// every process of the user, so failing to enter one is an error.
+    user_namespace_required: bool,
+    nproc: Option<u64>,
+    drop_capabilities: bool,
+    landlock: RawFd,
+    seccomp: Vec<libc::sock_fprog>,
+    close_inherited: bool,
+    maps: [(*const libc::c_char, *const u8, usize); 3],
+    tty: *const libc::c_char,
+}
+
+// SAFETY: the raw pointers are only dereferenced in the forked child, while
+// the `Prepared` they point into is alive in the parent's copy of memory.
+unsafe impl Send for ChildPlan {}
+// SAFETY: as above; the plan is never mutated.
+unsafe impl Sync for ChildPlan {}
+
+type Failed = (u8, i32);
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+fn check(stage: u8, r: libc::c_long) -> Result<(), Failed> {
+    if r < 0 { Err((stage, errno())) } else { Ok(()) }
+}
+
+impl ChildPlan {
+    /// Runs in the child between fork and exec.
+    fn run(&self) -> Result<(), Failed> {
+        // SAFETY: raw system calls on integers and on pointers prepared by
+        // the parent and valid in this copy of its memory.
+        unsafe {
+            // The forwarded signals and SIGCHLD stay blocked (as in vibesys)
+            // until the command's branch: the supervisor must not miss the
+            // command's SIGCHLD before it waits for it.
+            let mut parent = self.parent_pid;
+            if self.supervise {
+                // This process becomes the tree's supervisor; SIGTERM when
+                // vibesys dies means "kill the tree".
+                check(
+                    0,
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) as libc::c_long,
+                )?;
+                if libc::getppid() != self.parent_pid {
+                    return Err((12, libc::ESRCH));
+                }
+                if self.procs >= 0 {
+                    check(
+                        1,
+                        libc::write(self.procs, b"0".as_ptr().cast(), 1) as libc::c_long,
+                    )?;
+                }
+                let me = libc::getpid();
+                let command = libc::fork();
+                check(13, command as libc::c_long)?;
+                if command > 0 {
+                    supervise_tree(command, self.parent_pid, self.cgroup_paths);
+                }
+                parent = me;
+            }
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old_mask, std::ptr::null_mut());
+            check(
+                0,
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) as libc::c_long,
+            )?;
+            if libc::getppid() != parent {
+                return Err((12, libc::ESRCH));
+            }
+            if self.procs >= 0 && !self.supervise {
+                check(
+                    1,
+                    libc::write(self.procs, b"0".as_ptr().cast(), 1) as libc::c_long,
+                )?;
+            }
+            if self.new_session && libc::setsid() < 0 {
+                // A process-group leader cannot start a session: give up
+                // the controlling terminal instead.
+                let fd = libc::open(self.tty, libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+                if fd >= 0 {
+                    libc::ioctl(fd, libc::TIOCNOTTY);
+                    libc::close(fd);
+                }
+            }
+            let entered = self.user_namespace && libc::unshare(libc::CLONE_NEWUSER) == 0;
+            if self.user_namespace_required && !entered {
+                return Err((3, errno()));
+            }
+            if entered {
+                for (i, (path, data, len)) in self.maps.iter().enumerate() {
+                    let fd = libc::open(*path, libc::O_WRONLY | libc::O_CLOEXEC);
+                    // setgroups is missing on old kernels; the maps are not.
+                    if fd < 0 && i == 0 {
+                        continue;
+                    }
+                    check(4, fd as libc::c_long)?;
+                    let w = libc::write(fd, (*data).cast(), *len);
+                    libc::close(fd);
+                    check(4, w as libc::c_long)?;
+                }
+            }
+            if let Some(max) = self.nproc {
+                let lim = libc::rlimit {
+                    rlim_cur: max,
+                    rlim_max: max,
+                };
+                check(5, libc::setrlimit(libc::RLIMIT_NPROC, &lim) as libc::c_long)?;
+            }
+            if self.drop_capabilities {
+                // Needs CAP_SETPCAP: root and a fresh user namespace have
+                // it; otherwise there is nothing to keep uid 0 from.
+                libc::prctl(libc::PR_SET_SECUREBITS, SECUREBITS_LOCKED, 0, 0, 0);
+                for cap in 0..64 {
+                    if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                        match errno() {
+                            libc::EINVAL => break,
+                            // Without CAP_SETPCAP the set cannot shrink;
+                            // no_new_privs keeps it from granting anything.
+                            libc::EPERM => break,
+                            e => return Err((6, e)),
+                        }
+                    }
+                }
+                check(
+                    7,
+                    libc::prctl(
+                        libc::PR_CAP_AMBIENT,
+                        libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                        0,
+                        0,
+                        0,
+                    ) as libc::c_long,
+                )?;
+            }
+            if self.landlock >= 0 || !self.seccomp.is_empty() || self.drop_capabilities {
+                check(
+                    8,
+                    libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as libc::c_long,
+                )?;
+            }
+            if self.landlock >= 0 {
+                check(
+                    9,
+                    libc::syscall(libc::SYS_landlock_restrict_self, self.landlock, 0),
+                )?;
+            }
+            for prog in &self.seccomp {
+                check(
+                    10,
+                    libc::syscall(
+                        libc::SYS_seccomp,
+                        libc::SECCOMP_SET_MODE_FILTER,
+                        0,
+                        prog as *const libc::sock_fprog,
+                    ),
+                )?;
+            }
+            if self.drop_capabilities {
+                let mut header = CapHeader {
+                    version: LINUX_CAPABILITY_VERSION_3,
+                    pid: 0,
+                };
+                let data = [CapData {
+                    effective: 0,
+                    permitted: 0,
+                    inheritable: 0,
+                }; 2];
+                check(
+                    11,
+                    libc::syscall(
+                        libc::SYS_capset,
+                        &mut header as *mut CapHeader,
+                        data.as_ptr(),
+                    ),
+                )?;
+            }
+            if self.close_inherited {
+                super::fds::close_from(3);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The supervisor between vibesys and the command (see
+/// [`ChildSetup::supervise`]); async-signal-safe, never returns.
+///
+/// # Safety
+/// Only in a forked child, as the parent of `command`.
+unsafe fn supervise_tree(
+    command: libc::pid_t,
+    vibesys: libc::pid_t,
+    cgroup: [*const libc::c_char; 2],
+) -> ! {
+    // SAFETY: plain system calls on integers and stack memory.
+    unsafe {
+        // Keep nothing open but stdio: std's exec-status pipe must see EOF
+        // when the command executes.
+        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) != 0 {
+            for fd in 3..1024 {
+                libc::close(fd);
+            }
+        }
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        // A group of our own: a kill aimed at vibesys's process group
+        // reaches vibesys, whose death (SIGTERM, above) makes us kill the
+        // tree, instead of taking the supervisor down with it.
+        libc::setpgid(0, 0);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        for sig in FORWARDED {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+        let mut status: Option<libc::c_int> = None;
+        reap(command, &mut status, libc::WNOHANG);
+        while status.is_none() {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let sig = libc::sigwaitinfo(&set, &mut info);
+            reap(command, &mut status, libc::WNOHANG);
+            if status.is_some() {
+                break;
+            }
+            if sig > 0 && sig != libc::SIGCHLD {
+                if libc::getppid() != vibesys {
+                    break;
+                }
+                libc::kill(command, sig);
+            }
+        }
+        // Kill what is left (orphans are ours: we are their subreaper).
+        loop {
+            kill_children();
+            if reap(command, &mut status, 0) < 0 {
+                break;
+            }
+        }
+        // vibesys is gone: nobody else will remove the run's cgroup. Leave
+        // it for its parent, then remove it (it is empty now).
+        if libc::getppid() != vibesys && !cgroup[0].is_null() {
+            let fd = libc::open(cgroup[1], libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd >= 0 {
+                libc::write(fd, b"0".as_ptr().cast(), 1);
+                libc::close(fd);
+            }
+            libc::rmdir(cgroup[0]);
+        }
+        match status {
+            Some(st) if libc::WIFEXITED(st) => libc::_exit(libc::WEXITSTATUS(st)),
+            Some(st) if libc::WIFSIGNALED(st) => {
+                let sig = libc::WTERMSIG(st);
+                libc::signal(sig, libc::SIG_DFL);
+                let mut one: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut one);
+                libc::sigaddset(&mut one, sig);
+                libc::pthread_sigmask(libc::SIG_UNBLOCK, &one, std::ptr::null_mut());
+                let lim = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                libc::setrlimit(libc::RLIMIT_CORE, &lim);
+                libc::kill(libc::getpid(), sig);
+                libc::_exit(128 + sig)
+            }
+            _ => libc::_exit(crate::launch::EXIT_CONFINE_FAILED),
+        }
+    }
+}
+
+/// Reaps children (blocking for `flags` 0), recording the command's
+/// status; returns the last waitpid result (-1 once none is left).
+fn reap(command: libc::pid_t, status: &mut Option<libc::c_int>, flags: libc::c_int) -> libc::pid_t {
+    loop {
+        let mut st = 0;
+        // SAFETY: waitpid writes one int on our stack.
+        let r = unsafe { libc::waitpid(-1, &mut st, flags) };
+        if r == command {
+            *status = Some(st);
+        }
+        if r < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        if r <= 0 || flags == 0 {
+            return r;
+        }
+    }
+}
+
+/// SIGKILLs every child listed in /proc/thread-self/children, parsing with
+/// a stack buffer (async-signal-safe).
+fn kill_children() {
+    // SAFETY: open/read/close/kill on a stack buffer and a C literal.
+    unsafe {
+        let fd = libc::open(
+            c"/proc/thread-self/children".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return;
+        }
+        let mut buf = [0u8; 512];
+        let mut pid: libc::pid_t = 0;
+        loop {
+            let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+            if n <= 0 {
+                break;
+            }
+            for &b in buf.iter().take(n as usize) {
+                if b.is_ascii_digit() {
+                    pid = pid
+                        .saturating_mul(10)
+                        .saturating_add(libc::pid_t::from(b - b'0'));
+                } else {
+                    if pid > 0 {
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                    pid = 0;
+                }
+            }
+        }
+        if pid > 0 {
+            libc::kill(pid, libc::SIGKILL);
+        }
+        libc::close(fd);
+    }
+}
