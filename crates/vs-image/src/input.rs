@@ -674,6 +674,46 @@ mod tests {
     }
 
     #[test]
+    fn specials_are_skipped_under_the_roots_dev_only() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        std::fs::create_dir_all(root.join("dev/pts")).unwrap();
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        let fifo = |p: &Path| {
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                p,
+                FileType::Fifo,
+                Mode::from_raw_mode(0o644),
+                0,
+            )
+            .unwrap();
+        };
+        fifo(&root.join("dev/initctl"));
+        fifo(&root.join("dev/pts/pipe"));
+        let _sock = std::os::unix::net::UnixListener::bind(root.join("dev/log")).unwrap();
+        std::os::unix::fs::symlink("/proc/self/fd", root.join("dev/fd")).unwrap();
+        let groups = scan_root(root, false).unwrap();
+        let mut paths: Vec<&str> = groups
+            .iter()
+            .flat_map(|g| g.entries.iter().map(|e| e.path.as_str()))
+            .collect();
+        paths.sort_unstable();
+        assert_eq!(paths, ["dev", "dev/fd", "dev/pts", "etc"]);
+
+        fifo(&root.join("etc/pipe"));
+        let e = scan_root(root, false).unwrap_err();
+        assert!(
+            matches!(&e, Error::UnsupportedFileType { path, kind: "fifo" } if path.ends_with("etc/pipe")),
+            "{e}"
+        );
+        // Host paths are not a root: the same fifo given by path is refused.
+        let dev = root.join("dev").to_str().unwrap().to_owned();
+        std::fs::remove_file(root.join("etc/pipe")).unwrap();
+        assert!(scan_paths(&[dev], false, PathKind::Host).is_err());
+    }
+
+    #[test]
     fn modes_are_normalised() {
         assert_eq!(normalize_mode(0o700, false, false), 0o755);
         assert_eq!(normalize_mode(0o600, false, false), 0o644);
