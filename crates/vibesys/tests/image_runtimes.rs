@@ -200,24 +200,22 @@ fn podman_loads_the_archive_and_the_oci_archive_with_the_pinned_ids() {
     }
 }
 
-/// `ch-run IMAGE -- sh -c ...` as `who`: the uid inside, the kernel file
-/// systems mounted, the host's /etc/hosts bound onto the image's empty one.
-fn ch_run(who: As, dir: &Path, image: &Path) {
+/// `ch-run [OPTS] IMAGE -- sh -c ...` as `who`: the uid inside, the kernel
+/// file systems mounted, the host's /etc/hosts bound onto the image's empty
+/// one.
+fn ch_run(who: As, dir: &Path, opts: &[&str], image: &Path) {
     let script = "id -u; test -r /proc/self/status && test -d /sys/kernel && test -c /dev/null \
                   && test -s /etc/hosts && echo mounted";
     let user = match who {
         As::Root => "root".to_owned(),
         As::User => support::TEST_USER.to_owned(),
     };
-    let out = command_as(
-        who,
-        dir,
-        Path::new("/usr/bin/ch-run"),
-        &[image.to_str().unwrap(), "--", "/bin/sh", "-c", script],
-    )
-    .env("USER", user)
-    .output()
-    .unwrap();
+    let mut args = opts.to_vec();
+    args.extend([image.to_str().unwrap(), "--", "/bin/sh", "-c", script]);
+    let out = command_as(who, dir, Path::new("/usr/bin/ch-run"), &args)
+        .env("USER", user)
+        .output()
+        .unwrap();
     let uid = match who {
         As::Root => 0,
         As::User => test_user().0,
@@ -270,8 +268,16 @@ fn charliecloud_converts_and_runs_the_squashfs_and_the_archive() {
         &[("CONTAINERS_STORAGE_CONF", &conf)],
     );
     assert_mount_points(&from_archive);
-    // As root, ch-run mounts the squashfs itself.
-    ch_run(As::Root, &w.dir, &w.dir.join("editor.sqsh"));
+    // As root, ch-run mounts the squashfs itself (SquashFUSE), at a mount
+    // point in the work directory (its default is below /var/tmp).
+    let mnt = w.dir.join("sqmnt");
+    std::fs::create_dir(&mnt).unwrap();
+    ch_run(
+        As::Root,
+        &w.dir,
+        &["--mount", mnt.to_str().unwrap()],
+        &w.dir.join("editor.sqsh"),
+    );
     for who in users() {
         // Each user converts the squashfs into a directory it owns.
         let own = w.dir.join(format!("{who:?}"));
@@ -283,7 +289,7 @@ fn charliecloud_converts_and_runs_the_squashfs_and_the_archive() {
         let from_squash = own.join("from-squash");
         ch_convert(who, &w.dir, "squash", "editor.sqsh", &from_squash, &[]);
         assert_mount_points(&from_squash);
-        ch_run(who, &w.dir, &from_squash);
-        ch_run(who, &w.dir, &from_archive);
+        ch_run(who, &w.dir, &[], &from_squash);
+        ch_run(who, &w.dir, &[], &from_archive);
     }
 }
