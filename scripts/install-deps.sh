@@ -5,6 +5,9 @@
 #   git              candidate worktrees and builds (2.31 or later)
 #   skopeo umoci     real peers that read our OCI output
 #   squashfs-tools   the squashfs rootfs output (mksquashfs, unsquashfs)
+#   podman           loads our archives (tests/image_runtimes.rs)
+#   charliecloud     ch-convert and ch-run run our images (same test); its
+#                    builders package pulls in docker.io and squashfuse
 #   busybox-static   a tiny static closure for image tests
 #   gcc              compiles the seccomp probe in the confinement tests
 #   hyperfine        the benchmarks (scripts/bench-*.sh)
@@ -19,6 +22,8 @@ have git || need+=(git)
 have skopeo || need+=(skopeo)
 have umoci || need+=(umoci)
 have mksquashfs || need+=(squashfs-tools)
+have podman || need+=(podman)
+{ have ch-run && have ch-convert; } || need+=(charliecloud)
 [ -x /bin/busybox ] || need+=(busybox-static)
 have gcc || need+=(gcc libc6-dev)
 have hyperfine || need+=(hyperfine)

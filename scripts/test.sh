@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every check CI runs: installs what the tests need, then cargo fmt
 # --check, clippy with -D warnings, and the whole test suite (real bwrap,
-# Landlock, Docker, skopeo, umoci, Nix; nothing mocked, nothing skipped:
-# a test whose tool is missing fails and names what to install).
+# Landlock, Docker, skopeo, umoci, Podman, Charliecloud, Nix; nothing
+# mocked, nothing skipped: a test whose tool is missing fails and names
+# what to install).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh

@@ -91,7 +91,8 @@ struct BuildArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "archive")]
     format: FormatArg,
-    /// A root directory whose tree becomes the image's `/`.
+    /// A root directory whose tree becomes the image's `/` (device nodes,
+    /// fifos and sockets below its /dev are skipped).
     #[arg(long, conflicts_with_all = ["paths", "references_graph"])]
     root: Option<PathBuf>,
     /// Host paths, kept at their absolute location in the image.

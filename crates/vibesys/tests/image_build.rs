@@ -190,10 +190,13 @@ target = "/usr/bin/true"
             .output()
             .unwrap());
     }
+    // Changed last when every image got the runtime mount points (/dev,
+    // /proc, /sys, empty /etc/hosts, ...): the one layer holds them beside
+    // the spec's files, and the SBOM lists their group.
     let want = [
-        "none sha256:f494b4c1ed4acde4f911f4947dc73e9c8cba9c92e90deecc2d5c8ba7f5ef1fee sha256:8a0ebaff5c15470486d469c3381baa3d8b374215405b4e0ae9e06602517eaa1e",
-        "gzip sha256:1a6836b4798c5c9bb66a898c2726a944c2bf63b461aaf33c645ef5d7fafdb900 sha256:e2583dd17fcd12357e37bd19137f6a60580d6e9613d26d83f06dba91cf382e4c",
-        "zstd sha256:e7cf017064ebeb98b083c63a378f230caf0c26869930a80f8a7ac2a463e1e771 sha256:ed0b5afd97c98ae79d3814281d421e1a79cdf9c17df33d0b1a6522b5d31b82b7",
+        "none sha256:d6b37349a575638814ae0fea07821500d5b63d4b62cdded4b4ad464e5563d02d sha256:77cd2624a4ab801dc4cefe99f78c9147dc03877370a704eae410020fb87812c1",
+        "gzip sha256:a607a5c28e05caa3f3d297690c7ee6afa4c96055e03f7ecc69b0792f11d406b4 sha256:06e006174de6970f26869162bb0ec02767de5faa9822536584fb35159e161e00",
+        "zstd sha256:365fb7f1ad9dc486303aa4d6cd978625fb9279308b5ed6a9f25712307c9e1596 sha256:f83c997e0e78863619e505293e31152748aa7c81fe58079f47b72117814a4639",
     ];
     assert_eq!(
         got, want,
@@ -237,14 +240,15 @@ fn cache_rebuilds_only_the_changed_layer() {
             .map(|l| l["cached"].as_bool().unwrap())
             .collect::<Vec<_>>()
     };
-    assert_eq!(build("1.tar", true), [false, false, false]);
-    assert_eq!(build("2.tar", true), [true, true, true]);
+    // Three input layers and the runtime mount points on top.
+    assert_eq!(build("1.tar", true), [false, false, false, false]);
+    assert_eq!(build("2.tar", true), [true, true, true, true]);
     assert_eq!(
         std::fs::read(d.join("1.tar")).unwrap(),
         std::fs::read(d.join("2.tar")).unwrap()
     );
     std::fs::write(d.join("in/p2/n"), "changed\n").unwrap();
-    assert_eq!(build("3.tar", true), [true, false, true]);
+    assert_eq!(build("3.tar", true), [true, false, true, true]);
     build("4.tar", false);
     // --no-cache wins over VIBESYS_IMAGE_CACHE.
     let env_cache = d.join("env-cache");
@@ -334,7 +338,8 @@ fn references_graph_in_a_sandbox_like_environment() {
         ])
         .output()
         .unwrap()));
-    assert_eq!(i["sbom"]["packages"], 5, "{i}");
+    // The image, three store paths, the extra files, the mount points.
+    assert_eq!(i["sbom"]["packages"], 6, "{i}");
     assert_eq!(i["sbom"]["spdx_version"], "SPDX-2.3");
     // The layer of a store path does not depend on the rest of the image.
     let spec2 = write(d, "other.toml", "name = \"other\"\n");
@@ -510,7 +515,11 @@ fn layer_cap_merges_the_rest_into_the_last_layer() {
         .collect();
     assert_eq!(
         groups,
-        [vec!["a"], vec!["b", "c", "e"], vec!["extra files"]]
+        [
+            vec!["a"],
+            vec!["b", "c", "e"],
+            vec!["extra files", "runtime mount points"]
+        ]
     );
     ok(vibesys(d)
         .args(["image", "inspect", "--verify", "x.tar"])

@@ -451,9 +451,13 @@ fn static_vibesys_runs_alone_in_an_image() {
     let store = add_to_store(&bin);
     let name = "vibesys-static-only";
     let spec = t.join("only.toml");
+    // `mount_points = false`: the image holds the binary and nothing else
+    // (Docker creates /dev, /proc, ... itself).
     std::fs::write(
         &spec,
-        format!("name = \"{name}\"\ntag = \"nix\"\n\n[config]\nentrypoint = [\"{store}\"]\n"),
+        format!(
+            "name = \"{name}\"\ntag = \"nix\"\nmount_points = false\n\n[config]\nentrypoint = [\"{store}\"]\n"
+        ),
     )
     .unwrap();
     let (image, _) = NixImage {

@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::cache::{Cache, link_or_copy};
 use crate::input::{self, Entry, Group, Kind};
 use crate::layer::{LayerMeta, LayerPlan};
+use crate::mounts;
 use crate::oci::{self, media};
 use crate::spec::{FileKind, normalize_abs};
 use crate::{Digest, Error, ImageSpec, ReferencesGraph, archive, squashfs};
@@ -247,13 +248,30 @@ fn graph_order(file: &Path) -> Result<Vec<String>, Error> {
 }
 
 /// Splits groups into at most `cap` layers: one per group, the remainder
-/// merged into the last, extra files on top.
-fn plan(groups: Vec<Group>, extra: Option<Group>, cap: u32) -> Vec<Vec<Group>> {
-    let mut layers = split_slots(groups, extra.is_some(), cap);
-    if let Some(e) = extra {
-        layers.push(vec![e]);
+/// merged into the last, the `top` groups (extra files, mount points) on
+/// top.
+fn plan(groups: Vec<Group>, top: Vec<Group>, cap: u32) -> Vec<Vec<Group>> {
+    let mut layers = split_slots(groups, !top.is_empty(), cap);
+    if !top.is_empty() {
+        layers.push(top);
     }
     layers
+}
+
+/// The groups of the top layer: the spec's extra files, then the mount
+/// points that neither the content (`seen`) nor the extra files provide.
+fn top_groups(spec: &ImageSpec, extra: Option<Group>, mut seen: mounts::Seen) -> Vec<Group> {
+    let mut top = Vec::new();
+    if let Some(e) = extra {
+        seen.note_group(&e);
+        top.push(e);
+    }
+    if spec.mount_points
+        && let Some(m) = mounts::group(&seen)
+    {
+        top.push(m);
+    }
+    top
 }
 
 /// Splits `items` into at most `cap` layers (one slot kept for the extra
@@ -294,17 +312,26 @@ enum Pending {
 fn pending_layers(opts: &BuildOptions) -> Result<Vec<Pending>, Error> {
     let extra = extra_group(&opts.spec, &opts.source)?;
     let cap = opts.spec.layer_cap;
+    let mut seen = mounts::Seen::default();
     let Source::ReferencesGraph(file) = &opts.source else {
         let groups = groups_of(opts)?;
-        return Ok(plan(groups, extra, cap)
+        for g in &groups {
+            seen.note_group(g);
+        }
+        let top = top_groups(&opts.spec, extra, seen);
+        return Ok(plan(groups, top, cap)
             .into_iter()
             .map(Pending::Groups)
             .collect());
     };
     let order = graph_order(file)?;
+    for p in &order {
+        seen.note_opaque(p);
+    }
+    let top = top_groups(&opts.spec, extra, seen);
     let store = crate::store::store_dir();
     let keyed = opts.cache.is_some();
-    let mut out: Vec<Pending> = split_slots(order, extra.is_some(), cap)
+    let mut out: Vec<Pending> = split_slots(order, !top.is_empty(), cap)
         .into_par_iter()
         .map(|paths| {
             let stamps: Option<Vec<_>> = keyed
@@ -332,8 +359,8 @@ fn pending_layers(opts: &BuildOptions) -> Result<Vec<Pending>, Error> {
             Pending::Store { paths, key }
         })
         .collect();
-    if let Some(e) = extra {
-        out.push(Pending::Groups(vec![e]));
+    if !top.is_empty() {
+        out.push(Pending::Groups(top));
     }
     Ok(out)
 }

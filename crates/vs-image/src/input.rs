@@ -8,6 +8,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir, Statx, StatxFlags};
@@ -113,6 +114,17 @@ struct Scanner {
     hardlinks: bool,
     /// See [`Group::host_root`].
     host_root: Arc<Path>,
+    /// Skip device nodes, fifos and sockets below the image's `/dev`
+    /// (root directories only), counting them here.
+    dev_specials: Option<AtomicU64>,
+}
+
+/// True for a device node, fifo or socket.
+fn is_special(m: &Statx) -> bool {
+    !matches!(
+        FileType::from_raw_mode(u32::from(m.stx_mode)),
+        FileType::Directory | FileType::RegularFile | FileType::Symlink
+    )
 }
 
 fn utf8(p: &Path) -> Result<&str, Error> {
@@ -295,7 +307,8 @@ impl Scanner {
             arena.extend_from_slice(name);
         }
         names.sort_unstable_by(|a, b| arena[a.0..a.1].cmp(&arena[b.0..b.1]));
-        let stat_one = |&(start, end): &(usize, usize)| -> Result<(Entry, Option<OwnedFd>), Error> {
+        type Stated = Option<(Entry, Option<OwnedFd>)>;
+        let stat_one = |&(start, end): &(usize, usize)| -> Result<Stated, Error> {
             let raw_name = &arena[start..end];
             let bad = |reason: &str| Error::InputPath {
                 path: host.join(std::ffi::OsStr::from_bytes(
@@ -317,6 +330,16 @@ impl Scanner {
                 p
             };
             let m = lstat_at(fd, name).map_err(|e| Error::io("stat", child_host(), e.into()))?;
+            // Every rootfs tool leaves device nodes (and at times fifos and
+            // sockets) in its /dev, and every runtime mounts its own /dev
+            // over it: they are skipped there, refused anywhere else.
+            if let Some(n) = &self.dev_specials
+                && child_img.starts_with("dev/")
+                && is_special(&m)
+            {
+                n.fetch_add(1, Ordering::Relaxed);
+                return Ok(None);
+            }
             let target = |h: &Path| {
                 let t = rustix::fs::readlinkat(fd, name, Vec::new())
                     .map_err(|e| Error::io("read link", h, e.into()))?;
@@ -334,7 +357,7 @@ impl Scanner {
             } else {
                 None
             };
-            Ok((e, dir_fd))
+            Ok(Some((e, dir_fd)))
         };
         let stat_all = |names: &[(usize, usize)]| -> Result<Children, Error> {
             let mut out = Children {
@@ -343,8 +366,9 @@ impl Scanner {
             };
             for name in names {
                 match stat_one(name)? {
-                    (e, Some(fd)) => out.dirs.push((e, fd)),
-                    (e, None) => out.files.push(e),
+                    Some((e, Some(fd))) => out.dirs.push((e, fd)),
+                    Some((e, None)) => out.files.push(e),
+                    None => {}
                 }
             }
             Ok(out)
@@ -501,6 +525,7 @@ pub(crate) fn scan_root(root: &Path, allow_setuid: bool) -> Result<Vec<Group>, E
         split: SPLIT_BYTES,
         hardlinks: true,
         host_root: Arc::from(root),
+        dev_specials: Some(AtomicU64::new(0)),
     };
     // The root itself may be a symlink to a directory (it was followed above).
     let fd = rustix::fs::openat(
@@ -511,6 +536,16 @@ pub(crate) fn scan_root(root: &Path, allow_setuid: bool) -> Result<Vec<Group>, E
     )
     .map_err(|e| Error::io("open directory", root, e.into()))?;
     let (rest, size, mut out) = s.scan_dir(fd.as_fd(), root, "", &[])?;
+    let skipped = s
+        .dev_specials
+        .as_ref()
+        .map_or(0, |n| n.load(Ordering::Relaxed));
+    if skipped > 0 {
+        tracing::warn!(
+            "skipped {skipped} device nodes, fifos and sockets under {}: container runtimes mount their own /dev",
+            root.join("dev").display()
+        );
+    }
     if !rest.is_empty() {
         out.push(Group {
             name: "/".to_owned(),
@@ -582,6 +617,7 @@ pub(crate) fn scan_paths(
         },
         hardlinks: kind == PathKind::Host,
         host_root: Arc::from(Path::new("/")),
+        dev_specials: None,
     };
     let mut out = Vec::new();
     for p in paths {
@@ -635,6 +671,46 @@ mod tests {
         assert!(check_symlink("a/b", "../../c").is_err());
         assert!(check_symlink("a", "/../etc").is_err());
         assert!(check_symlink("nix/store/x/bin/sh", "../../../../../etc").is_err());
+    }
+
+    #[test]
+    fn specials_are_skipped_under_the_roots_dev_only() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        std::fs::create_dir_all(root.join("dev/pts")).unwrap();
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        let fifo = |p: &Path| {
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                p,
+                FileType::Fifo,
+                Mode::from_raw_mode(0o644),
+                0,
+            )
+            .unwrap();
+        };
+        fifo(&root.join("dev/initctl"));
+        fifo(&root.join("dev/pts/pipe"));
+        let _sock = std::os::unix::net::UnixListener::bind(root.join("dev/log")).unwrap();
+        std::os::unix::fs::symlink("/proc/self/fd", root.join("dev/fd")).unwrap();
+        let groups = scan_root(root, false).unwrap();
+        let mut paths: Vec<&str> = groups
+            .iter()
+            .flat_map(|g| g.entries.iter().map(|e| e.path.as_str()))
+            .collect();
+        paths.sort_unstable();
+        assert_eq!(paths, ["dev", "dev/fd", "dev/pts", "etc"]);
+
+        fifo(&root.join("etc/pipe"));
+        let e = scan_root(root, false).unwrap_err();
+        assert!(
+            matches!(&e, Error::UnsupportedFileType { path, kind: "fifo" } if path.ends_with("etc/pipe")),
+            "{e}"
+        );
+        // Host paths are not a root: the same fifo given by path is refused.
+        let dev = root.join("dev").to_str().unwrap().to_owned();
+        std::fs::remove_file(root.join("etc/pipe")).unwrap();
+        assert!(scan_paths(&[dev], false, PathKind::Host).is_err());
     }
 
     #[test]

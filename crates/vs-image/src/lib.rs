@@ -22,6 +22,7 @@ mod input;
 mod json;
 mod layer;
 mod lock;
+mod mounts;
 mod oci;
 mod perm;
 mod pipe;
@@ -38,6 +39,7 @@ pub use digest::Digest;
 pub use error::Error;
 pub use graph::{ReferencesGraph, StorePathInfo};
 pub use lock::{FoundImage, IdKind, Lock, LockedArchive, LockedImage, relative_to};
+pub use mounts::{MOUNT_POINTS, MountPoint};
 pub use read::{InspectReport, LayerReport, SbomSummary, inspect};
 pub use spec::{ExtraFile, FileKind, HostSource, ImageConfig, ImageSpec, NixSource};
 

@@ -29,6 +29,12 @@ pub struct ImageSpec {
     /// Keep setuid/setgid bits of input files (dropped by default).
     #[serde(default)]
     pub allow_setuid: bool,
+    /// Add the mount points container runtimes expect (`/dev`, `/proc`,
+    /// `/sys`, `/tmp`, ..., empty `/etc/hosts`, see [`crate::MOUNT_POINTS`])
+    /// where the content does not provide them; `false` keeps an image to
+    /// exactly its content.
+    #[serde(default = "default_true")]
+    pub mount_points: bool,
     /// Runtime configuration written into the image config.
     #[serde(default)]
     pub config: ImageConfig,
@@ -48,6 +54,10 @@ pub struct ImageSpec {
 
 fn default_tag() -> String {
     "latest".to_owned()
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_cap() -> u32 {
@@ -351,6 +361,9 @@ mod tests {
         let s = ImageSpec::parse("name = \"x\"").unwrap();
         assert_eq!(s.tag, "latest");
         assert_eq!(s.layer_cap, 100);
+        assert!(s.mount_points);
+        let s = ImageSpec::parse("name = \"x\"\nmount_points = false").unwrap();
+        assert!(!s.mount_points);
     }
 
     #[test]
