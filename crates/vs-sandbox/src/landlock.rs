@@ -87,11 +87,14 @@ impl LandlockPlan {
                 });
             }
         }
-        let mut read: Vec<PathBuf> = resources
-            .iter()
-            .filter(|r| r.symlink_target.is_none())
-            .map(|r| r.path.clone())
-            .collect();
+        // Landlock cannot take a right back below a granted directory, so a
+        // resource that holds a host secret (/etc/ssl with ssl/private,
+        // /etc granted whole) is granted entry by entry around it.
+        let secrets: Vec<PathBuf> = resources.secrets().into_iter().map(|s| s.path).collect();
+        let mut read: Vec<PathBuf> = Vec::new();
+        for r in resources.iter().filter(|r| r.symlink_target.is_none()) {
+            grant_around(&r.path, &secrets, &mut read, 0);
+        }
         read.push("/proc".into());
         read.push("/dev".into());
         let mut write = vec![root.to_path_buf()];
@@ -273,5 +276,29 @@ impl Confinement for LandlockSandbox {
 
     fn report(&self) -> &EnforcementReport {
         &self.report
+    }
+}
+
+/// Adds `path` to `out`, or, when a secret lies below it, every entry of it
+/// but the secrets (recursively, a few levels deep at most: the secrets sit
+/// one or two levels below a granted directory).
+fn grant_around(path: &Path, secrets: &[PathBuf], out: &mut Vec<PathBuf>, depth: u8) {
+    // A rule on a symlink grants its target: never one that is a secret.
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    if secrets.iter().any(|s| s == path || s == &real) {
+        return;
+    }
+    let holds_secret = secrets.iter().any(|s| s.starts_with(path));
+    if !holds_secret || depth >= 6 {
+        out.push(path.to_path_buf());
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return;
+    };
+    let mut names: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    names.sort();
+    for entry in names {
+        grant_around(&entry, secrets, out, depth + 1);
     }
 }
