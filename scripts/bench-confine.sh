@@ -8,8 +8,9 @@
 # floor of anything vibesys launches: its own start-up) and, when the
 # process limit is a cgroup, the same Landlock launch bounded instead by
 # RLIMIT_NPROC as an unprivileged user (when run as root, `nobody`).
-# BASELINE=/path/to/vibesys adds that binary's Landlock launch (e.g. the
-# build before a change) to the same run.
+# BASELINE=/path/to/vibesys adds that binary's bwrap and Landlock launches
+# (e.g. the build before a change) to the same run: the launch cost before
+# and after.
 # Usage: scripts/bench-confine.sh [RUNS]   (needs bwrap, hyperfine, python3)
 set -euo pipefail
 runs=${1:-200}
@@ -50,6 +51,7 @@ print(shlex.join(out + ["--", "/bin/true"]))')
 json=$(mktemp)
 extra=()
 if [ -n "${BASELINE:-}" ]; then
+  extra+=(-n baseline-bwrap "$BASELINE exec --confine bwrap -- /bin/true")
   extra+=(-n baseline-landlock "$BASELINE exec --confine landlock -- /bin/true")
 fi
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
@@ -81,6 +83,8 @@ d = med["vibesys-landlock"] - med["plain-true"]
 print(f"bwrap: vibesys / raw bwrap = {b:.3f}x (target <= 1.2x)")
 print(f"landlock: vibesys - plain exec = {d:.3f} ms (ratio {med['vibesys-landlock']/med['plain-true']:.2f}x; target <= 2 ms)")
 print(f"landlock: vibesys - vibesys --version (its own start-up) = {med['vibesys-landlock'] - med['vibesys-version']:.3f} ms")
+if "baseline-bwrap" in med:
+    print(f"bwrap: vibesys / baseline = {med['vibesys-bwrap'] / med['baseline-bwrap']:.3f}x")
 if "baseline-landlock" in med:
     print(f"landlock: vibesys / baseline = {med['vibesys-landlock'] / med['baseline-landlock']:.3f}x")
 if "setpriv-landlock" in med:
