@@ -306,6 +306,39 @@ fn hostile_config_files_are_refused_at_once() {
     let out = exec_args(As::Root, &p, &["exec", "--confine", "bwrap", "--", "true"]);
     assert_code(&out, 125);
     assert!(stderr(&out).contains("symlink") && stderr(&out).contains("vibesys.toml"));
+
+    // The image builder's inputs too: a fifo as the spec, /dev/zero as the
+    // lock, a fifo as the references graph.
+    let fifo = p.outside.join("spec.fifo");
+    let status = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(status.success());
+    let fifo = fifo.to_str().unwrap();
+    let out_tar = p.outside.join("x.tar");
+    let out_tar = out_tar.to_str().unwrap();
+    let started = Instant::now();
+    let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/../../images/editor.toml");
+    for args in [
+        vec!["image", "build", fifo, "--out", out_tar],
+        vec!["image", "verify", "--lock", "/dev/zero"],
+        vec![
+            "image",
+            "build",
+            spec,
+            "--out",
+            out_tar,
+            "--references-graph",
+            fifo,
+        ],
+    ] {
+        let out = exec_args(As::Root, &p, &args);
+        assert_code(&out, 125);
+        assert!(
+            stderr(&out).contains("not a regular file"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    assert!(started.elapsed() < Duration::from_secs(20), "hung on a fifo");
 }
 
 /// A swapper that exchanges each pair (below `dir`) and back, in a loop:

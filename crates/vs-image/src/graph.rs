@@ -30,15 +30,11 @@ const MAX_GRAPH_BYTES: u64 = 256 << 20;
 impl ReferencesGraph {
     /// Reads a graph file.
     pub fn load(path: &Path) -> Result<Self, Error> {
-        let meta = std::fs::metadata(path).map_err(|e| Error::io("read", path, e))?;
-        if meta.len() > MAX_GRAPH_BYTES {
-            return Err(Error::Graph {
-                path: path.to_owned(),
-                line: 0,
-                reason: "larger than 256 MiB".to_owned(),
-            });
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io("read", path, e))?;
+        let text = crate::textfile::read_text(path, MAX_GRAPH_BYTES, |reason| Error::Graph {
+            path: path.to_owned(),
+            line: 0,
+            reason,
+        })?;
         Self::parse(&text).map_err(|e| match e {
             Error::Graph { line, reason, .. } => Error::Graph {
                 path: path.to_owned(),

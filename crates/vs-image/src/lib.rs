@@ -31,6 +31,7 @@ mod spec;
 mod squashfs;
 mod store;
 mod tarw;
+mod textfile;
 
 pub use build::{
     BuildOptions, BuildReport, BuiltLayer, Compression, OutputFormat, Progress, Source, build,

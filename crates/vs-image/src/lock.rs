@@ -129,14 +129,10 @@ const MAX_LOCK: u64 = 16 << 20;
 impl Lock {
     /// Reads a lock file.
     pub fn load(path: &Path) -> Result<Self, Error> {
-        let m = std::fs::metadata(path).map_err(|e| Error::io("read", path, e))?;
-        if m.len() > MAX_LOCK {
-            return Err(Error::Lock {
-                path: path.to_owned(),
-                reason: "larger than 16 MiB".to_owned(),
-            });
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io("read", path, e))?;
+        let text = crate::textfile::read_text(path, MAX_LOCK, |reason| Error::Lock {
+            path: path.to_owned(),
+            reason,
+        })?;
         let lock: Lock = toml::from_str(&text).map_err(|e| Error::Lock {
             path: path.to_owned(),
             reason: e.message().to_owned(),

@@ -177,14 +177,10 @@ impl ExtraFile {
 impl ImageSpec {
     /// Reads and validates a spec file.
     pub fn load(path: &Path) -> Result<Self, Error> {
-        let meta = std::fs::metadata(path).map_err(|e| Error::io("read", path, e))?;
-        if meta.len() > 4 << 20 {
-            return Err(Error::SpecParse {
-                path: path.to_owned(),
-                message: "larger than 4 MiB".to_owned(),
-            });
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io("read", path, e))?;
+        let text = crate::textfile::read_text(path, 4 << 20, |message| Error::SpecParse {
+            path: path.to_owned(),
+            message,
+        })?;
         Self::parse(&text).map_err(|e| match e {
             Error::SpecParse { message, .. } => Error::SpecParse {
                 path: path.to_owned(),
