@@ -338,7 +338,10 @@ fn hostile_config_files_are_refused_at_once() {
             stderr(&out)
         );
     }
-    assert!(started.elapsed() < Duration::from_secs(20), "hung on a fifo");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "hung on a fifo"
+    );
 }
 
 /// A swapper that exchanges each pair (below `dir`) and back, in a loop:
