@@ -168,6 +168,9 @@ impl BwrapPlan {
         b.arg("--seccomp");
         b.arg(seccomp.to_string());
 
+        // The private /tmp first: a resource below /tmp (a tool, a linked
+        // worktree's gitdir) is then bound onto it instead of hidden by it.
+        b.args(["--tmpfs", "/tmp"]);
         for res in resources.iter() {
             let path = res.path.display().to_string();
             match &res.symlink_target {
@@ -201,7 +204,7 @@ impl BwrapPlan {
         for knob in PROC_READ_ONLY {
             b.args(["--ro-bind-try", knob, knob]);
         }
-        b.args(["--dev", "/dev", "--tmpfs", "/tmp"]);
+        b.args(["--dev", "/dev"]);
         for w in &options.writable {
             let w = w.display().to_string();
             b.args(["--bind-try".to_owned(), w.clone(), w]);

@@ -11,10 +11,43 @@ use vs_sandbox::{
     ProjectPathPolicy, SeatbeltPlan, Workspace,
 };
 
+/// The target's tmp dir, or (when the checkout lies below `/tmp`, which
+/// Landlock refuses a workspace under) a directory below `/var/lib` or
+/// `~/.cache` of this checkout's own.
+fn landlock_safe_dir() -> std::path::PathBuf {
+    let target = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let real = std::fs::canonicalize(&target).unwrap_or_else(|_| target.clone());
+    if !["/tmp", "/var/tmp", "/dev/shm"]
+        .iter()
+        .any(|t| real.starts_with(t) || target.starts_with(t))
+    {
+        return target;
+    }
+    let key: u64 = real
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf29ce484222325, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x100000001b3)
+        });
+    let root = std::fs::metadata("/proc/self").map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.uid() == 0
+    });
+    let base = if root.unwrap_or(false) {
+        std::path::PathBuf::from("/var/lib/vibesys-tests")
+    } else {
+        std::path::PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/vibesys-tests")
+    };
+    let dir = base.join(format!("lowering-{key:016x}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 fn workspace() -> (tempfile::TempDir, Workspace) {
     let dir = tempfile::Builder::new()
         .prefix("lowering")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .tempdir_in(landlock_safe_dir())
         .unwrap();
     let root = dir.path();
     std::fs::create_dir_all(root.join("state/runs")).unwrap();
@@ -182,7 +215,7 @@ fn bwrap_argv_snapshot() {
 fn landlock_rules_snapshot() {
     let dir = tempfile::Builder::new()
         .prefix("ll")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .tempdir_in(landlock_safe_dir())
         .unwrap();
     let ws = Workspace::open(dir.path()).unwrap();
     let resolved = ProjectPathPolicy::empty().resolve(&ws).unwrap();

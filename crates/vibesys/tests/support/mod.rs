@@ -89,10 +89,44 @@ pub struct Project {
     _base: tempfile::TempDir,
 }
 
+/// A directory for test projects that Landlock accepts: the target's tmp
+/// dir, unless the checkout lies below a tree Landlock must grant
+/// read-write (`/tmp`, `/var/tmp`, `/dev/shm`); then a directory of this
+/// checkout's own below `/var/lib/vibesys-tests` (root) or `~/.cache`.
+pub fn landlock_safe_dir() -> PathBuf {
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let real = std::fs::canonicalize(&target).unwrap_or_else(|_| target.clone());
+    let shared = ["/tmp", "/var/tmp", "/dev/shm"]
+        .iter()
+        .any(|t| real.starts_with(t) || target.starts_with(t));
+    if !shared {
+        return target;
+    }
+    let key: u64 = real
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf29ce484222325, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x100000001b3)
+        });
+    let base = if is_root() {
+        PathBuf::from("/var/lib/vibesys-tests")
+    } else {
+        PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/vibesys-tests")
+    };
+    let dir = base.join(format!("{key:016x}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for p in [base.as_path(), dir.as_path()] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    dir
+}
+
 /// Creates a project in a fresh directory outside /tmp (Landlock refuses
 /// projects below the trees it must grant), owned by `who`.
 pub fn project(who: As) -> Project {
-    let base_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("confine");
+    let base_dir = landlock_safe_dir().join("confine");
     std::fs::create_dir_all(&base_dir).unwrap();
     let base = tempfile::Builder::new()
         .prefix("proj")
