@@ -371,12 +371,36 @@ impl HostResources {
         let Ok(gitdir) = std::fs::canonicalize(&gitdir) else {
             return;
         };
+        // The `.git` file lies in the workspace, where the agent may have
+        // written it: trust it only when git's own back-link, written in
+        // the repository outside the workspace, names this worktree, and
+        // the gitdir is `<common>/worktrees/<name>` of a real repository.
+        let back = match crate::fsread::read_bounded(&gitdir.join("gitdir"), 4096) {
+            Ok(Some(b)) => std::fs::canonicalize(String::from_utf8_lossy(&b).trim()).ok(),
+            _ => None,
+        };
+        let Ok(own) = std::fs::canonicalize(&dot_git) else {
+            return;
+        };
+        if back.as_deref() != Some(own.as_path()) {
+            tracing::warn!(gitdir = %gitdir.display(), "ignoring the .git file: its gitdir does not link back to this worktree");
+            return;
+        }
         let common = match crate::fsread::read_bounded(&gitdir.join("commondir"), 4096) {
             Ok(Some(b)) => {
                 std::fs::canonicalize(gitdir.join(String::from_utf8_lossy(&b).trim())).ok()
             }
             _ => None,
         };
+        let Some(common) = common else {
+            return;
+        };
+        let in_worktrees = gitdir.parent() == Some(common.join("worktrees").as_path());
+        if !in_worktrees || !common.join("objects").is_dir() {
+            tracing::warn!(gitdir = %gitdir.display(), "ignoring the .git file: not a worktree of a repository");
+            return;
+        }
+        let common = Some(common);
         for dir in std::iter::once(gitdir).chain(common) {
             self.add(&dir, ResourceOrigin::System);
         }
@@ -524,6 +548,25 @@ mod tests {
         let refused = set.retain_safe_for(&workspace);
         assert_eq!(refused.len(), 2, "{refused:?}");
         assert!(set.contains(Path::new("/usr")));
+    }
+
+    #[test]
+    fn a_forged_git_file_exposes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("proj");
+        let host = dir.path().join("host-secrets");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(host.join("objects")).unwrap();
+        // The agent writes `.git` pointing at a host directory.
+        std::fs::write(ws.join(".git"), format!("gitdir: {}\n", host.display())).unwrap();
+        let workspace = Workspace::open(&ws).unwrap();
+        let mut set = HostResources::none();
+        set.add_linked_git(&workspace);
+        assert_eq!(set.iter().count(), 0);
+        // Even with a commondir file planted: no back-link, nothing.
+        std::fs::write(host.join("commondir"), "..\n").unwrap();
+        set.add_linked_git(&workspace);
+        assert_eq!(set.iter().count(), 0);
     }
 
     #[test]
