@@ -16,6 +16,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 secs=${1:-60}
 shift || true
+if ! cargo +nightly --version >/dev/null 2>&1; then
+  echo "fuzz: the nightly toolchain is missing (libFuzzer's coverage flags need it): rustup toolchain install nightly" >&2
+  exit 2
+fi
 triple=$(rustc -vV | sed -n 's/^host: //p')
 export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters \

@@ -17,6 +17,18 @@ pub fn scratch() -> &'static Path {
         } else {
             std::env::temp_dir()
         };
+        // Directories of earlier fuzzing processes that have ended.
+        if let Ok(list) = std::fs::read_dir(&base) {
+            for entry in list.flatten() {
+                let name = entry.file_name();
+                let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("vibesys-fuzz-")) else {
+                    continue;
+                };
+                if !Path::new("/proc").join(pid).exists() {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+            }
+        }
         let dir = base.join(format!("vibesys-fuzz-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("scratch directory");
