@@ -98,7 +98,15 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
     let cwd =
         chdir_in(&project.workspace).unwrap_or_else(|| project.workspace.root().to_path_buf());
     if mode == vs_sandbox::ConfineMode::Docker {
-        return run_in_docker(&args, &project, &launch, &env, &cwd);
+        return run_in_docker(
+            &args,
+            &project,
+            &launch,
+            &env,
+            &cwd,
+            home.as_deref(),
+            &state,
+        );
     }
     let bwrap = find_bwrap(std::env::var_os("PATH").as_deref()).unwrap_or_else(|_| "bwrap".into());
     let confinement = confine(&exec, &helper_exe()?, &bwrap, state)?;
@@ -109,8 +117,39 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
     Ok(vs_sandbox::launch::exit_code(status) as u8)
 }
 
+/// HOME of the pinned images (images/*.toml `config.env`): the provider's
+/// state locations below the host's HOME are bound below it.
+const IMAGE_HOME: &str = "/home/agent";
+
+/// Where each state location goes in the container: a path below the
+/// host's HOME at the same place below [`IMAGE_HOME`], any other (an
+/// override variable such as `CLAUDE_CONFIG_DIR`, which crosses into the
+/// container) at its host path. Writable locations read-write, the
+/// configuration entries inside them read-only, as on the host.
+fn state_binds(
+    home: Option<&std::path::Path>,
+    state: &vs_agent::StateBinds,
+) -> Vec<vs_sandbox::docker::StateBind> {
+    let target = |p: &std::path::Path| match home.and_then(|h| p.strip_prefix(h).ok()) {
+        Some(rel) if !rel.as_os_str().is_empty() => std::path::Path::new(IMAGE_HOME).join(rel),
+        _ => p.to_path_buf(),
+    };
+    let bind = |p: &PathBuf, read_only| vs_sandbox::docker::StateBind {
+        source: p.clone(),
+        target: target(p),
+        read_only,
+    };
+    state
+        .writable
+        .iter()
+        .map(|p| bind(p, false))
+        .chain(state.read_only_within.iter().map(|p| bind(p, true)))
+        .collect()
+}
+
 /// The session in the run's container (the docker run environment): the
-/// same launcher, with the DockerSandbox as the confinement. Only the
+/// same launcher, with the DockerSandbox as the confinement, and the
+/// provider's state locations bound in (see [`state_binds`]). Only the
 /// allow-listed names cross into the container; PATH, HOME, USER, SHELL
 /// and TMPDIR are the image's own.
 fn run_in_docker(
@@ -119,6 +158,8 @@ fn run_in_docker(
     launch: &agentshim::Launch,
     env: &vs_agent::SessionEnv,
     cwd: &std::path::Path,
+    home: Option<&std::path::Path>,
+    state: &vs_agent::StateBinds,
 ) -> anyhow::Result<u8> {
     use vs_sandbox::docker::{DockerSandbox, EnvAllowList};
     const HOST_ONLY: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR"];
@@ -136,6 +177,7 @@ fn run_in_docker(
         .map(str::to_owned)
         .collect();
     options.env = EnvAllowList::default().with(names);
+    options.state = state_binds(home, state);
     let sandbox = DockerSandbox::start(&project.resolved, &options)?;
     let mut cmd = session_command(Some(&sandbox), launch, env, cwd)?;
     let status = cmd

@@ -69,6 +69,21 @@ pub struct DockerOptions {
     /// `None`: `execute` goes through the Engine's exec API (slower: one
     /// exec create, start and inspect per command).
     pub command_server: Option<PathBuf>,
+    /// The agent's state locations (a provider's state directory and
+    /// files), bound at `target` after the policy's paths: read-write, and
+    /// the configuration entries inside them read-only over them.
+    pub state: Vec<StateBind>,
+}
+
+/// One state location of the agent, bound into the container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StateBind {
+    /// The host path (the operator's own, e.g. `~/.claude`).
+    pub source: PathBuf,
+    /// The path in the container (e.g. below the image's HOME).
+    pub target: PathBuf,
+    /// Bound read-only (a configuration entry inside a writable location).
+    pub read_only: bool,
 }
 
 impl DockerOptions {
@@ -89,6 +104,7 @@ impl DockerOptions {
             helper: helper.into(),
             chdir: None,
             command_server: None,
+            state: Vec::new(),
         }
     }
 }
@@ -138,6 +154,9 @@ pub enum MountRole {
     MaskFile,
     /// The static vibesys that serves `execute`, read-only.
     CommandServer,
+    /// A state location of the agent (read-write), or a configuration
+    /// entry inside one (read-only).
+    State,
 }
 
 /// One bind mount of the container.
@@ -253,6 +272,17 @@ impl DockerPlan {
                 read_only: true,
             });
         }
+        // Writable locations before the read-only entries inside them.
+        let mut state: Vec<&StateBind> = options.state.iter().collect();
+        state.sort_by_key(|b| b.read_only);
+        for b in state {
+            mounts.push(PlannedMount {
+                role: MountRole::State,
+                source: b.source.clone(),
+                target: b.target.clone(),
+                read_only: b.read_only,
+            });
+        }
         if let Some(server) = &options.command_server {
             mounts.push(PlannedMount {
                 role: MountRole::CommandServer,
@@ -333,6 +363,18 @@ pub fn docker_report(policy: &ResolvedPolicy, options: &DockerOptions) -> Enforc
         "only what image {} ({}) holds, plus the workspace",
         options.image.name, options.image.config_digest
     );
+    for b in &options.state {
+        report.outside.push_str(&format!(
+            ", plus {} at {} ({})",
+            b.source.display(),
+            b.target.display(),
+            if b.read_only {
+                "read-only"
+            } else {
+                "read-write"
+            }
+        ));
+    }
     report.hardening = vec![
         "all capabilities dropped".into(),
         "no-new-privileges".into(),
