@@ -503,6 +503,47 @@ mod tests {
     }
 
     #[test]
+    fn state_is_bound_writable_first_then_its_configuration_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let policy = ProjectPathPolicy::empty().resolve(&ws).unwrap();
+        let mut opts = DockerOptions::new(pin(), "r1", "/usr/bin/vibesys");
+        let bind = |s: &str, t: &str, read_only| StateBind {
+            source: PathBuf::from(s),
+            target: PathBuf::from(t),
+            read_only,
+        };
+        opts.state = vec![
+            bind(
+                "/h/.claude/settings.json",
+                "/home/agent/.claude/settings.json",
+                true,
+            ),
+            bind("/h/.claude", "/home/agent/.claude", false),
+        ];
+        let plan = DockerPlan::new(&policy, &opts);
+        let state: Vec<(&Path, bool)> = plan
+            .mounts
+            .iter()
+            .filter(|m| m.role == MountRole::State)
+            .map(|m| (m.target.as_path(), m.read_only))
+            .collect();
+        assert_eq!(
+            state,
+            [
+                (Path::new("/home/agent/.claude"), false),
+                (Path::new("/home/agent/.claude/settings.json"), true)
+            ]
+        );
+        let report = docker_report(&policy, &opts);
+        assert!(
+            report
+                .outside
+                .contains("/h/.claude at /home/agent/.claude (read-write)")
+        );
+    }
+
+    #[test]
     fn run_ids() {
         assert!(valid_run_id("run-1.a_b"));
         assert!(!valid_run_id(""));
