@@ -278,5 +278,87 @@ fn the_images_built_without_nix_run_git_and_the_real_claude_cli_confined() {
     let text = ok(out);
     assert!(text.contains("key=[]"), "{text}");
     assert!(text.contains("/usr/local/bin/claude"), "{text}");
+
+    // As an unprivileged uid, through the library: the state bound below
+    // the image's HOME is writable, its configuration entry is not, the
+    // hidden key reads as empty, and the real CLI runs.
+    let user = "4242:4242";
+    let state = tempfile::tempdir().unwrap();
+    let claude_dir = state.path().join(".claude");
+    std::fs::create_dir_all(&claude_dir).unwrap();
+    std::fs::write(claude_dir.join("settings.json"), "{}\n").unwrap();
+    let uws = tempfile::tempdir().unwrap();
+    let uroot = std::fs::canonicalize(uws.path()).unwrap();
+    std::fs::write(uroot.join("key.txt"), "SECRET-KEY\n").unwrap();
+    for dir in [state.path(), uroot.as_path()] {
+        assert!(
+            Command::new("chown")
+                .args(["-R", user])
+                .arg(dir)
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+    let pinned = &lock.images["vibesys-agent"];
+    let pin = vs_sandbox::docker::ImagePin {
+        name: "vibesys-agent".into(),
+        tag: pinned.tag.clone(),
+        config_digest: pinned.config_digest.to_string(),
+        manifest_digest: pinned.manifest_digest.as_ref().map(ToString::to_string),
+        diff_ids: pinned.diff_ids.iter().map(ToString::to_string).collect(),
+    };
+    let mut o = vs_sandbox::docker::DockerOptions::new(
+        pin,
+        unique("debimg-lib"),
+        env!("CARGO_BIN_EXE_vibesys"),
+    );
+    o.mask_root = t.path().join("masks").join(&o.run_id);
+    o.user = user.to_owned();
+    o.state = vec![
+        vs_sandbox::docker::StateBind {
+            source: claude_dir.clone(),
+            target: "/home/agent/.claude".into(),
+            read_only: false,
+        },
+        vs_sandbox::docker::StateBind {
+            source: claude_dir.join("settings.json"),
+            target: "/home/agent/.claude/settings.json".into(),
+            read_only: true,
+        },
+    ];
+    let policy = vs_sandbox::ProjectPathPolicy::new(Vec::<&str>::new(), ["key.txt"])
+        .unwrap()
+        .resolve(&vs_sandbox::Workspace::open(&uroot).unwrap())
+        .unwrap();
+    let sandbox = vs_sandbox::DockerSandbox::start(&policy, &o).unwrap();
+    use vs_sandbox::CommandRunner;
+    let r = sandbox
+        .run(
+            &vs_sandbox::CommandSpec::new(
+                [
+                    "/bin/sh",
+                    "-c",
+                    "id -u; claude --version; echo \"key=[$(cat key.txt 2>/dev/null)]\"; \
+                     echo x > /home/agent/.claude/written && echo state-writable; \
+                     (echo '{\"hooks\":1}' > /home/agent/.claude/settings.json) 2>/dev/null && echo SETTINGS-WRITTEN; true",
+                ],
+                &uroot,
+            )
+            .timeout(std::time::Duration::from_secs(60)),
+        )
+        .unwrap();
+    let text = r.stdout.text_lossy();
+    drop(sandbox);
+    assert!(text.starts_with("4242\n"), "{text}");
+    assert!(text.contains("(Claude Code)"), "{text}");
+    assert!(text.contains("key=[]"), "{text}");
+    assert!(text.contains("state-writable"), "{text}");
+    assert!(!text.contains("SETTINGS-WRITTEN"), "{text}");
+    assert!(claude_dir.join("written").is_file());
+    assert_eq!(
+        std::fs::read_to_string(claude_dir.join("settings.json")).unwrap(),
+        "{}\n"
+    );
     drop(loaded);
 }
