@@ -162,9 +162,14 @@ EOF
 }
 
 for n in "${names[@]}"; do
+  # One substitution per assignment: set -e sees each failure.
   case "$n" in
   editor) root=$(root_for "$BASE_PACKAGES") ;;
-  agent) root=$(agent_root "$(root_for "$BASE_PACKAGES")" "$(wheel)") ;;
+  agent)
+    whl=$(wheel)
+    base=$(root_for "$BASE_PACKAGES")
+    root=$(agent_root "$base" "$whl")
+    ;;
   evaluator-tool) root=$(root_for "$BASE_PACKAGES,$EVALUATOR_TOOL_PACKAGES") ;;
   esac
   say "building $n from $root"
