@@ -328,6 +328,13 @@ pub enum RuntimeError {
         /// What is missing.
         reason: String,
     },
+    /// Dispatching an evaluation to Modal or SkyPilot failed.
+    #[error(transparent)]
+    Remote {
+        /// What went wrong.
+        #[from]
+        source: crate::remote::RemoteError,
+    },
 }
 
 impl RuntimeError {
