@@ -31,12 +31,11 @@ use serde_json::{Value, json};
 use vs_runtime::remote::config::SKYPILOT_CLOUDS;
 use vs_runtime::remote::{RemoteConfig, TrustedEvaluation, skypilot};
 
-/// The real clients: `$VIBESYS_TOOLS`, else the checkout's `.vibesys-tools`
-/// (where scripts/test.sh installs them).
+/// The real clients, where vibesys itself looks (`$VIBESYS_TOOLS`, else
+/// `${XDG_DATA_HOME:-$HOME/.local/share}/vibesys/tools`; scripts/test.sh
+/// installs them there through scripts/install-deps.sh).
 fn real_tools() -> PathBuf {
-    let tools = std::env::var_os("VIBESYS_TOOLS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| docker_support::repo_root().join(".vibesys-tools"));
+    let tools = vs_runtime::remote::client::tools_dir();
     for bin in ["sky", "modal", "python"] {
         let p = tools.join("remote-clients/bin").join(bin);
         assert!(
@@ -461,6 +460,33 @@ fn skypilot_dispatch_up_to_the_network_boundary() {
     )
     .unwrap();
     let no_network = project.eval_candidate(tools.path(), "skypilot", 2);
+    // Ctrl-C while `sky launch` runs: vibesys stops it and tears down.
+    let child = project
+        .vibesys(Some(tools.path()))
+        .args(["run-env", "eval", "--run-environment", "skypilot"])
+        .args(["--run", "r1", "--candidate", "3", "--commit", "HEAD"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !tools
+        .invocations("sky")
+        .iter()
+        .any(|a| a.contains(&"vs-r1-c3".to_owned()))
+    {
+        assert!(
+            started.elapsed().as_secs() < 120,
+            "sky launch was never called"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let interrupted = child.wait_with_output().unwrap();
     let stop = Command::new(tools.path().join("remote-clients/bin/sky"))
         .args(["api", "stop"])
         .env("HOME", project.home.path())
@@ -482,6 +508,20 @@ fn skypilot_dispatch_up_to_the_network_boundary() {
     assert!(
         err.contains("SkyPilot could not reach the network"),
         "{err}"
+    );
+    let err = fails_after_client(interrupted);
+    assert!(
+        err.contains("interrupted") && err.contains("vs-r1-c3"),
+        "{err}"
+    );
+    let downs: Vec<Vec<String>> = tools
+        .invocations("sky")
+        .into_iter()
+        .filter(|a| a.first().map(String::as_str) == Some("down"))
+        .collect();
+    assert_eq!(
+        downs,
+        [["down", "--yes", "vs-r1-c3"].map(str::to_owned).to_vec()]
     );
     assert_eq!(project.record(), before, "the run record changed");
     let remote = project.path().join(".vibesys/state/runs/r1/remote");

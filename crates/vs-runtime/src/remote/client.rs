@@ -334,20 +334,42 @@ pub(crate) enum Stopped {
     Interrupted,
 }
 
+/// One client invocation.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ClientCall<'a> {
+    /// The client.
+    pub program: &'a Path,
+    /// Its arguments.
+    pub args: &'a [OsString],
+    /// Its whole environment.
+    pub env: &'a [(OsString, OsString)],
+    /// Its working directory.
+    pub cwd: &'a Path,
+    /// Where its output is kept.
+    pub log: &'a Path,
+    /// Its time limit.
+    pub timeout: Duration,
+    /// Stream its output to our stderr.
+    pub stream: bool,
+}
+
 /// Runs `program args` in `cwd` with exactly `env`, in a process group of
 /// its own (a terminal's Ctrl-C reaches vibesys, which stops the client
 /// and tears down). Its merged output is streamed to our stderr when
 /// `stream` is set, and kept (bounded) in `log` and in memory.
 pub(crate) fn run_client(
-    program: &Path,
-    args: &[OsString],
-    env: &[(OsString, OsString)],
-    cwd: &Path,
-    log: &Path,
-    timeout: Duration,
+    call: &ClientCall<'_>,
     cancel: &AtomicBool,
-    stream: bool,
 ) -> Result<Result<ClientRun, Stopped>, RemoteError> {
+    let ClientCall {
+        program,
+        args,
+        env,
+        cwd,
+        log,
+        timeout,
+        stream,
+    } = *call;
     let spawn_err = |source: io::Error| RemoteError::Spawn {
         program: program.to_path_buf(),
         source,

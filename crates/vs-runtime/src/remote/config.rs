@@ -282,18 +282,18 @@ fn split_count(s: &str, max: u32) -> Option<(&str, u32)> {
 
 impl SkypilotConfig {
     fn validate(&self, path: &Path) -> Result<(), RemoteError> {
-        if let Some(cloud) = &self.cloud {
-            if !SKYPILOT_CLOUDS.contains(&cloud.as_str()) {
-                return Err(invalid(
-                    path,
-                    "skypilot.cloud",
-                    format!(
-                        "{:?} is not a SkyPilot cloud; expected one of {}",
-                        cloud.chars().take(64).collect::<String>(),
-                        SKYPILOT_CLOUDS.join(", ")
-                    ),
-                ));
-            }
+        if let Some(cloud) = &self.cloud
+            && !SKYPILOT_CLOUDS.contains(&cloud.as_str())
+        {
+            return Err(invalid(
+                path,
+                "skypilot.cloud",
+                format!(
+                    "{:?} is not a SkyPilot cloud; expected one of {}",
+                    cloud.chars().take(64).collect::<String>(),
+                    SKYPILOT_CLOUDS.join(", ")
+                ),
+            ));
         }
         if let Some(region) = &self.region {
             if !is_name(region) {
@@ -321,19 +321,18 @@ impl SkypilotConfig {
                 ));
             }
         }
-        if let Some(image) = &self.image {
-            if image.is_empty()
+        if let Some(image) = &self.image
+            && (image.is_empty()
                 || image.len() > 512
                 || image
                     .chars()
-                    .any(|c| c.is_whitespace() || c.is_control() || c == '\'' || c == '"')
-            {
-                return Err(invalid(
-                    path,
-                    "skypilot.image",
-                    "must be a non-empty image id without whitespace or quotes (e.g. docker:ubuntu:22.04)",
-                ));
-            }
+                    .any(|c| c.is_whitespace() || c.is_control() || c == '\'' || c == '"'))
+        {
+            return Err(invalid(
+                path,
+                "skypilot.image",
+                "must be a non-empty image id without whitespace or quotes (e.g. docker:ubuntu:22.04)",
+            ));
         }
         Ok(())
     }
@@ -376,23 +375,23 @@ impl ModalConfig {
                 ));
             }
         }
-        if let Some(v) = &self.python_version {
-            if !["3.9", "3.10", "3.11", "3.12", "3.13"].contains(&v.as_str()) {
-                return Err(invalid(
-                    path,
-                    "modal.python_version",
-                    "must be one of 3.9, 3.10, 3.11, 3.12, 3.13",
-                ));
-            }
+        if let Some(v) = &self.python_version
+            && !["3.9", "3.10", "3.11", "3.12", "3.13"].contains(&v.as_str())
+        {
+            return Err(invalid(
+                path,
+                "modal.python_version",
+                "must be one of 3.9, 3.10, 3.11, 3.12, 3.13",
+            ));
         }
-        if let Some(t) = self.timeout_secs {
-            if !(1..=MAX_TIMEOUT_SECS).contains(&t) {
-                return Err(invalid(
-                    path,
-                    "modal.timeout_secs",
-                    format!("must be between 1 and {MAX_TIMEOUT_SECS}"),
-                ));
-            }
+        if let Some(t) = self.timeout_secs
+            && !(1..=MAX_TIMEOUT_SECS).contains(&t)
+        {
+            return Err(invalid(
+                path,
+                "modal.timeout_secs",
+                format!("must be between 1 and {MAX_TIMEOUT_SECS}"),
+            ));
         }
         Ok(())
     }

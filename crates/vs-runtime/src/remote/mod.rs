@@ -36,7 +36,7 @@ use crate::error::{Result, RuntimeError};
 use crate::fsutil::{ensure_dir_chain, random_bytes, read_bounded, write_atomic};
 use crate::id::RunId;
 use crate::state::StateLayout;
-use client::{Stopped, client_env, last_line, plain_text, run_client};
+use client::{ClientCall, Stopped, client_env, last_line, plain_text, run_client};
 
 /// Most bytes of measure's stdout brought back.
 pub const MAX_MEASURE_BYTES: usize = 1 << 20;
@@ -268,16 +268,17 @@ pub fn dispatch(
         let never = AtomicBool::new(false);
         let down_log = record_dir.join("teardown.log");
         tracing::warn!("{why}: tearing down {name} ({program_name} down)");
-        match run_client(
-            &program,
-            &skypilot::teardown_args(sky_cfg, &name),
-            &env,
-            &record_dir,
-            &down_log,
-            TEARDOWN_LIMIT,
-            &never,
+        let args = skypilot::teardown_args(sky_cfg, &name);
+        let call = ClientCall {
+            program: &program,
+            args: &args,
+            env: &env,
+            cwd: &record_dir,
+            log: &down_log,
+            timeout: TEARDOWN_LIMIT,
             stream,
-        ) {
+        };
+        match run_client(&call, &never) {
             Ok(Ok(r)) if r.status.success() => format!("; {name} was torn down"),
             _ => format!(
                 "; tearing down {name} may have failed (see {}); run `{program_name} down {name}`",
@@ -285,18 +286,16 @@ pub fn dispatch(
             ),
         }
     };
-    let run = match run_client(
-        &program,
-        &args,
-        &env,
-        &record_dir,
-        &log,
-        limit,
-        cancel,
+    let call = ClientCall {
+        program: &program,
+        args: &args,
+        env: &env,
+        cwd: &record_dir,
+        log: &log,
+        timeout: limit,
         stream,
-    )
-    .map_err(remote)?
-    {
+    };
+    let run = match run_client(&call, cancel).map_err(remote)? {
         Ok(run) => run,
         Err(Stopped::Interrupted) => {
             let teardown = teardown("interrupted");
