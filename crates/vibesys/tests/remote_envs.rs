@@ -114,7 +114,7 @@ impl RecordingTools {
 }
 
 const TASK: &str = r#"[check]
-argv = ["sh", "-c", "test -f main.txt && echo it's correct"]
+argv = ["sh", "-c", "test -f main.txt && echo \"it's correct\""]
 timeout_secs = 60
 [measure]
 argv = ["sh", "-c", "echo '{\"seconds\": 1.5}'"]
@@ -410,6 +410,7 @@ fn modal_dispatch_up_to_the_network_boundary() {
         let out = Command::new(venv_python())
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/remote/modal_spy.py"))
             .arg(&module)
+            .arg(project.path())
             .env("HOME", project.home.path())
             .output()
             .unwrap();
@@ -435,6 +436,15 @@ fn modal_dispatch_up_to_the_network_boundary() {
                 assert_eq!(seen["debian_slim"], json!(["3.11"]));
             }
         }
+        // The function's body, run here by modal's own `.local()` on the
+        // project's checkout, runs check then measure, and its result is
+        // what vibesys reads back.
+        let local = &seen["local_result"];
+        assert_eq!(local["check"]["exit_code"], 0, "{local}");
+        assert_eq!(local["measure"]["exit_code"], 0, "{local}");
+        let result =
+            vs_runtime::remote::modal::parse_result(&serde_json::to_vec(local).unwrap()).unwrap();
+        assert_eq!(result.measure.unwrap().stdout.trim(), "{\"seconds\": 1.5}");
         // The trusted commands are data of the module, never its code.
         let source = std::fs::read_to_string(&module).unwrap();
         assert!(!source.contains("\ntest -f"), "{source}");
@@ -564,7 +574,7 @@ fn skypilot_dispatch_up_to_the_network_boundary() {
             task["run"]
                 .as_str()
                 .unwrap()
-                .contains("'sh' '-c' 'test -f main.txt && echo it'\\''s correct'"),
+                .contains("'sh' '-c' 'test -f main.txt && echo \"it'\\''s correct\"'"),
             "{task}"
         );
         assert!(
@@ -750,4 +760,54 @@ fn editor_container_has_no_devices() {
         );
         drop(sandbox);
     }
+}
+
+/// The launch and teardown argv of both launchers parse in the real `sky`
+/// command line (its click commands, not run) with the meant values.
+#[test]
+fn sky_cli_accepts_every_launch_and_teardown_argv() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = dir.path().join("task.yaml");
+    let mut argvs = Vec::new();
+    for launcher in ["launch", "jobs"] {
+        let config = RemoteConfig::parse(
+            &format!("[skypilot]\nlauncher = \"{launcher}\"\n"),
+            Path::new("vibesys.toml"),
+        )
+        .unwrap();
+        argvs.push(skypilot::launch_args(&config.skypilot, "vs-r1-c1", &task));
+        argvs.push(skypilot::teardown_args(&config.skypilot, "vs-r1-c1"));
+    }
+    let argvs: Vec<Vec<String>> = argvs
+        .iter()
+        .map(|a| a.iter().map(|s| s.to_string_lossy().into_owned()).collect())
+        .collect();
+    let file = dir.path().join("argv.json");
+    std::fs::write(&file, serde_json::to_vec(&argvs).unwrap()).unwrap();
+    let out = Command::new(venv_python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/remote/sky_args.py"))
+        .arg(&file)
+        .env("HOME", dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let parsed: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let t = task.display().to_string();
+    assert_eq!(
+        parsed,
+        [
+            json!({"path": ["sky", "launch"], "params": {"yes": true, "down": true, "cluster": "vs-r1-c1", "entrypoint": [t]}}),
+            json!({"path": ["sky", "down"], "params": {"yes": true, "clusters": ["vs-r1-c1"]}}),
+            json!({"path": ["sky", "jobs", "launch"], "params": {"yes": true, "name": "vs-r1-c1", "entrypoint": [t]}}),
+            json!({"path": ["sky", "jobs", "cancel"], "params": {"yes": true, "name": "vs-r1-c1"}}),
+        ]
+    );
 }

@@ -1,7 +1,9 @@
 """Imports a generated Modal module with the real `modal` package and
 reports what it defines. The real decorators and image constructors run;
 they are wrapped only to record the arguments they were given.
-Usage: python modal_spy.py MODULE.py; prints one JSON object."""
+Usage: python modal_spy.py MODULE.py [WORKDIR]; prints one JSON object.
+With WORKDIR, also runs the function's body here (`evaluate.local()`,
+modal's own local call) on WORKDIR in place of the container's checkout."""
 import importlib.util
 import json
 import sys
@@ -44,4 +46,7 @@ seen["functions"] = sorted(functions)
 seen["entrypoints"] = sorted(module.app.registered_entrypoints)
 seen["gpus"] = {name: f._spec_.gpus for name, f in functions.items()}
 seen["is_modal_function"] = {name: isinstance(f, modal.Function) for name, f in functions.items()}
+if len(sys.argv) > 2:
+    module.REMOTE_WORKDIR = sys.argv[2]
+    seen["local_result"] = functions["evaluate"].local()
 print(json.dumps(seen))

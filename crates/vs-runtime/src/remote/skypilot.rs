@@ -240,6 +240,40 @@ mod tests {
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
     }
 
+    /// The run script under the real bash and coreutils, in a directory
+    /// standing for the synced workdir, read back by the parser.
+    #[test]
+    fn the_run_script_reports_through_its_markers() {
+        use crate::remote::config::TrustedEvaluation;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("main.txt"), "x").unwrap();
+        let task = r#"
+[check]
+argv = ["sh", "-c", "test -f main.txt && echo \"it's fine\""]
+[measure]
+argv = ["sh", "-c", "echo '{\"s\": 1.5}'; echo noise >&2"]
+"#;
+        let eval = TrustedEvaluation::parse(task, Path::new("vibesys.toml")).unwrap();
+        let run = |nonce: &str| {
+            let out = std::process::Command::new("bash")
+                .arg("-c")
+                .arg(run_script(&eval, nonce))
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            assert!(out.status.success());
+            parse_output(&String::from_utf8_lossy(&out.stdout), nonce).unwrap()
+        };
+        let r = run("N1");
+        assert_eq!(r.check.exit_code, Some(0));
+        let m = r.measure.unwrap();
+        assert_eq!((m.exit_code, m.stdout.trim()), (Some(0), "{\"s\": 1.5}"));
+        std::fs::remove_file(dir.path().join("main.txt")).unwrap();
+        let r = run("N2");
+        assert_eq!(r.check.exit_code, Some(1));
+        assert!(r.measure.is_none());
+    }
+
     #[test]
     fn markers_are_read_back() {
         let out = "(t, pid=1) N check-begin\n(t, pid=1) hi\n(t, pid=1) N check-exit 0\n\
