@@ -50,6 +50,16 @@ pub enum RemoteError {
         /// The project.
         project: PathBuf,
     },
+    /// The workdir to send holds the run's record (or lies inside it).
+    #[error(
+        "refusing to send {workdir} to the service: it overlaps the run record {runs}; pass a checkout of the measured commit"
+    )]
+    WorkdirHoldsRecord {
+        /// The workdir.
+        workdir: PathBuf,
+        /// The runs directory.
+        runs: PathBuf,
+    },
     /// The client refused because a login or credential is missing.
     #[error(
         "{service} refused: missing {missing}; run `{fix}` on the host (the client said: {said})"

@@ -187,6 +187,13 @@ pub fn dispatch(
             found: "not a directory",
         });
     }
+    // The run's record never leaves the host.
+    let runs = std::fs::canonicalize(layout.runs_dir()).unwrap_or_else(|_| layout.runs_dir());
+    if workdir.starts_with(&runs) || runs.starts_with(&workdir) {
+        return Err(RuntimeError::Remote {
+            source: RemoteError::WorkdirHoldsRecord { workdir, runs },
+        });
+    }
     let run_dir = layout.ensure_run_dir(request.run)?;
     let record_dir = ensure_dir_chain(
         &run_dir,
