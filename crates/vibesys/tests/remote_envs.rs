@@ -685,6 +685,12 @@ fn tools_inside_the_project_are_refused() {
     std::fs::create_dir_all(&tools).unwrap();
     let err = fails(project.eval(&tools, "modal"));
     assert!(err.contains("inside the project"), "{err}");
+    // Only the two services dispatch.
+    let err = fails(project.eval(&tools, "docker"));
+    assert!(
+        err.contains("--run-environment modal or skypilot, not docker"),
+        "{err}"
+    );
 }
 
 /// The pins of scripts/remote-clients.sh are the versions vibesys checks.
