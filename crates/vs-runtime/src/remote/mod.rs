@@ -321,18 +321,19 @@ pub fn dispatch(
         }
     };
     let text = plain_text(&run.output);
-    let result = match (&modal_result, service) {
-        (Some(out), _) => match read_bounded(out, (4 * MAX_MEASURE_BYTES) as u64)? {
+    // Modal reports through the result file its entrypoint writes on the
+    // host; SkyPilot through the marked lines of the streamed logs. When
+    // neither reported, the client's words say why.
+    let result = match &modal_result {
+        Some(out) => match read_bounded(out, (4 * MAX_MEASURE_BYTES) as u64)? {
             Some(bytes) => {
                 let _ = std::fs::remove_file(out);
                 Ok(modal::parse_result(&bytes).map_err(remote)?)
             }
             None => Err(modal::classify_refusal(&text, &program)),
         },
-        (None, _) => match skypilot::parse_output(&text, &nonce) {
-            Ok(r) => Ok(r),
-            Err(_) => Err(skypilot::classify_refusal(&text, &program)),
-        },
+        None => skypilot::parse_output(&text, &nonce)
+            .map_err(|_| skypilot::classify_refusal(&text, &program)),
     };
     let result = match result {
         Ok(r) => r,
