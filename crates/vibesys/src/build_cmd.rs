@@ -49,7 +49,7 @@ pub struct RunEnvArgs {
 impl RunEnvArgs {
     /// The selected environment; `--docker` and `local` are refused
     /// naming the replacement.
-    fn resolve(&self) -> anyhow::Result<Option<RunEnvironment>> {
+    pub(crate) fn resolve(&self) -> anyhow::Result<Option<RunEnvironment>> {
         if self.docker {
             return Err(RunEnvironment::retired_docker_flag().into());
         }
@@ -99,7 +99,7 @@ includes (see docs/sandboxing.md).
 
 Run environments: docker (default) confines the build in a container of its own from the
 pinned editor image (VIBESYS_DOCKER_IMAGE, VIBESYS_IMAGES_LOCK); host uses bubblewrap or
-Landlock (--confine); slurm, modal and skypilot are not available in this build.
+Landlock (--confine); slurm, modal and skypilot do not run trusted builds in this build.
 A build never runs unconfined: with VIBESYS_AGENT_SANDBOX=off it refuses (exit 125), even
 with --no-require-enforcement.
 
@@ -146,6 +146,9 @@ enum RunEnvCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Dispatch one candidate's trusted check and measure to Modal or
+    /// SkyPilot through the service's own client (docs/remote.md).
+    Eval(crate::remote_cmd::EvalArgs),
 }
 
 #[derive(Serialize)]
@@ -156,7 +159,10 @@ struct RunEnvShow {
 
 /// Runs `vibesys run-env`.
 pub fn run_env(args: RunEnvCmdArgs) -> anyhow::Result<u8> {
-    let RunEnvCommand::Show { env, json } = args.command;
+    let (env, json) = match args.command {
+        RunEnvCommand::Show { env, json } => (env, json),
+        RunEnvCommand::Eval(eval) => return crate::remote_cmd::run(eval),
+    };
     let selected = env.resolve()?;
     let environments: Vec<EnvironmentDescription> = match selected {
         Some(e) => vec![e.describe()],
@@ -177,11 +183,11 @@ pub fn run_env(args: RunEnvCmdArgs) -> anyhow::Result<u8> {
         } else {
             ""
         };
-        let status = match d.availability {
+        let status = match &d.availability {
             vs_runtime::Availability::Available => "available".to_owned(),
             vs_runtime::Availability::Partial { works } => format!("partial: {works}"),
             vs_runtime::Availability::NotAvailable { reason } => {
-                format!("not available in this build: {reason}")
+                format!("not available here: {reason}")
             }
         };
         let _ = writeln!(

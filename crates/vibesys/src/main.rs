@@ -17,6 +17,7 @@ mod internal_cmd;
 mod output;
 mod policy_cmd;
 mod project;
+mod remote_cmd;
 mod session_cmd;
 mod state_cmd;
 

@@ -9,6 +9,15 @@ pub enum AgentError {
         /// The name as given.
         name: String,
     },
+    /// An operator-named extra variable is a remote run environment's
+    /// credential (Modal, SkyPilot, a cloud SkyPilot drives).
+    #[error(
+        "refusing to pass {name} to the agent: it is a credential of the modal or skypilot run environment (or a cloud SkyPilot drives), which stays on the host where vibesys runs the service's client"
+    )]
+    RemoteCredential {
+        /// The name as given.
+        name: String,
+    },
     /// Confinement could not be planned or is unavailable.
     #[error(transparent)]
     Sandbox(#[from] vs_sandbox::SandboxError),

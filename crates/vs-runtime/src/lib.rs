@@ -4,7 +4,8 @@
 //!
 //! It also holds the run environments (which command runner and which
 //! confinement each uses), the trusted candidate build and the host
-//! command broker of the `slurm` run environment ([`broker`]).
+//! command broker of the `slurm` run environment ([`broker`]), and the
+//! dispatch of evaluations to Modal and SkyPilot ([`remote`]).
 
 pub mod broker;
 pub mod build;
@@ -14,6 +15,7 @@ mod fsutil;
 pub mod gate;
 pub mod git;
 mod id;
+pub mod remote;
 pub mod state;
 mod time;
 pub mod worktree;

@@ -279,7 +279,8 @@ pub fn availability() -> crate::environment::Availability {
             works: "sinfo answers; vibesys broker serve|job|gate run trusted gates and confined agent jobs as Slurm jobs (session and build do not start the broker yet)",
         },
         _ => Availability::NotAvailable {
-            reason: "sinfo does not answer here (Slurm's client tools missing or no controller reachable); see docs/slurm.md",
+            reason: "sinfo does not answer here (Slurm's client tools missing or no controller reachable); see docs/slurm.md"
+                .to_owned(),
         },
     }
 }
