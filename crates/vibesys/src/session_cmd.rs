@@ -23,7 +23,9 @@ gemini --approval-mode=yolo --sandbox=false): vibesys's confinement is the only 
 Only allow-listed variables reach the agent (PATH, HOME, USER, LANG, LC_*, TERM, TZ, TMPDIR,
 proxy and CA variables, the provider's auth and state variables, and --env NAME extras);
 dropped names are logged once, values never. The provider's state directory (e.g. ~/.codex)
-is the only writable path outside the project.
+is the only writable path outside the project; its configuration files are read-only. Claude
+Code's ~/.claude.json is a private copy per session (seeded from yours, discarded at the end:
+your file is never written; read-only under --confine landlock).
 
 Exit status: the session's own; 125 when vibesys fails (nothing ran).")]
 pub struct SessionArgs {
@@ -78,9 +80,22 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
     let project = args.policy.resolve()?;
     let env = session_env_allowlist(std::env::vars_os(), &provider, &args.env)?;
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    let state = match &home {
+    let mut state = match &home {
         Some(home) => prepare_state_paths(&provider, home, |v| std::env::var_os(v))?,
         None => vs_agent::StateBinds::default(),
+    };
+    // bwrap binds a private copy of each home-level file (the user's is
+    // never written); the directory lives until the session ends.
+    let _session_dir = if matches!(
+        mode,
+        vs_sandbox::ConfineMode::Auto | vs_sandbox::ConfineMode::Bwrap
+    ) && !state.private.is_empty()
+    {
+        let dir = vs_agent::SessionDir::create()?;
+        state.seed_copies(&dir, project.workspace.root())?;
+        Some(dir)
+    } else {
+        None
     };
     let program = launch
         .argv
