@@ -9,6 +9,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
+// Both harnesses load the shared `common` module; each keeps its own copy.
+#[allow(clippy::duplicate_mod)]
 mod support;
 
 use std::path::Path;
@@ -238,7 +240,7 @@ fn a_slurm_session_runs_agent_jobs_confined_from_a_deviceless_editor() {
         "{editor}"
     );
     assert!(
-        editor.contains("No such file"),
+        editor.contains("/tmp/job-marker': No such file"),
         "the job's /tmp outlived it: {editor}"
     );
     assert_eq!(
@@ -399,4 +401,34 @@ fn a_slurm_build_runs_its_job_through_the_broker_and_leaves_nothing() {
         String::from_utf8_lossy(&left.stdout).trim().is_empty(),
         "the build left its editor container"
     );
+}
+
+#[test]
+fn a_session_killed_with_sigkill_leaves_no_broker_job_or_container() {
+    slurm();
+    let img = TestImage::new();
+    let p = slurm_project(true);
+    let run = unique("slkill");
+    let script = "/.vibesys/vibesys broker job --socket \"$VIBESYS_BROKER_SOCKET\" -- sleep 300 & \
+                  touch ready; wait";
+    let mut child = session(&img, &p.root, &run, "slurm", script)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while live_jobs(&run).iter().all(|j| !j.contains("RUNNING")) || !p.root.join("ready").exists() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the session ended early"
+        );
+        assert!(start.elapsed() < Duration::from_secs(120), "no running job");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(!processes_of_run(&run).is_empty(), "no broker process seen");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The broker is told by the kernel (PR_SET_PDEATHSIG) and cancels the
+    // job; the container's lifeline closes and the Engine removes it.
+    assert_nothing_left(&run);
 }
