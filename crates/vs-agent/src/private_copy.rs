@@ -55,6 +55,7 @@ impl SessionDir {
         std::fs::set_permissions(base, std::fs::Permissions::from_mode(0o700))
             .map_err(err(base))?;
         let base = std::fs::canonicalize(base).map_err(err(base))?;
+        remove_orphans(&base);
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
@@ -118,6 +119,28 @@ impl Drop for SessionDir {
     fn drop(&mut self) {
         if let Err(e) = std::fs::remove_dir_all(&self.path) {
             tracing::warn!(path = %self.path.display(), "cannot remove the session directory: {e}");
+        }
+    }
+}
+
+/// Removes the directories of sessions whose process is gone (a session
+/// killed with SIGKILL cannot remove its own): each is named after its
+/// pid; one whose pid is alive (or reused) is left alone.
+fn remove_orphans(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
         }
     }
 }
@@ -211,6 +234,22 @@ mod tests {
         let dir = SessionDir::create_in(&tmp.path().join("sessions")).unwrap();
         let copy = dir.seed(&tmp.path().join("none/.claude.json")).unwrap();
         assert_eq!(std::fs::read_to_string(copy.source()).unwrap(), "{}\n");
+    }
+
+    #[test]
+    fn directories_of_dead_sessions_are_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("sessions");
+        let live = SessionDir::create_in(&base).unwrap();
+        // pid_max is at most 2^22: this pid never runs.
+        let dead = base.join("4294967295-0-0");
+        std::fs::create_dir(&dead).unwrap();
+        std::fs::write(dead.join(".claude.json"), "{}").unwrap();
+        let other = base.join("not-a-session");
+        std::fs::create_dir(&other).unwrap();
+        let next = SessionDir::create_in(&base).unwrap();
+        assert!(!dead.exists());
+        assert!(other.exists() && live.path().exists() && next.path().exists());
     }
 
     #[test]
