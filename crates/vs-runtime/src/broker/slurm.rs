@@ -270,8 +270,9 @@ pub fn cluster_nodes() -> Result<Vec<NodeInfo>, BrokerError> {
     Ok(nodes)
 }
 
-/// The slurm run environment's availability here: partial (the broker and
-/// its clients work) when `sinfo` answers, not available otherwise.
+/// The slurm run environment's availability here: available (the broker,
+/// its clients, and `session` / `build --run-environment slurm`) when
+/// `sinfo` answers, not available otherwise.
 pub fn availability() -> crate::environment::Availability {
     use crate::environment::Availability;
     match cluster_nodes() {
