@@ -17,6 +17,8 @@
 #   python3-venv     the venv of the modal and skypilot clients (scripts/remote-clients.sh,
 #                    which then installs skypilot and modal from PyPI, pinned, into
 #                    $VIBESYS_TOOLS/remote-clients; once per machine)
+#   musl-tools       musl-gcc for the C code of dependencies in the static vibesys
+#                    (scripts/build-static.sh: the docker and slurm tests' command server)
 set -euo pipefail
 need=()
 have() { command -v "$1" >/dev/null 2>&1; }
@@ -35,6 +37,7 @@ have slurmctld || need+=(slurm-wlm)
 have munged || need+=(munge)
 have debootstrap || need+=(debootstrap)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+have musl-gcc || need+=(musl-tools)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "install-deps: missing ${need[*]}; run as root or install them" >&2

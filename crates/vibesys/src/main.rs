@@ -19,6 +19,7 @@ mod policy_cmd;
 mod project;
 mod remote_cmd;
 mod session_cmd;
+mod slurm_env;
 mod state_cmd;
 
 use std::process::ExitCode;

@@ -32,6 +32,22 @@ pub enum AgentError {
         /// Why.
         reason: String,
     },
+    /// The session's private directory could not be made or written.
+    #[error("cannot prepare the session directory {path:?}: {source}")]
+    SessionDir {
+        /// The path.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A provider's file cannot be copied for the session.
+    #[error("cannot make the session's private copy of {path:?}: it {reason}")]
+    PrivateCopy {
+        /// The user's file.
+        path: std::path::PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// Preparing a provider state directory failed.
     #[error("cannot prepare provider state {path:?}: {source}")]
     State {
