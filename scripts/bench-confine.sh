@@ -128,12 +128,9 @@ python3 - "$json" <<'PY'
 import json, sys
 r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
 med = {k: v["median"] * 1000 for k, v in r.items()}
-# CPU time (user + system, mean over the runs, children included): less
-# sensitive than wall time to other load on the machine.
-cpu = {k: (v["user"] + v["system"]) * 1000 for k, v in r.items()}
-print(f"{'command':<18} {'median ms':>10} {'cpu ms':>8}")
+print(f"{'command':<18} {'median ms':>10}")
 for k, v in med.items():
-    print(f"{k:<18} {v:>10.3f} {cpu[k]:>8.3f}")
+    print(f"{k:<18} {v:>10.3f}")
 b = med["vibesys-bwrap"] / med["lean-bwrap"]
 d = med["vibesys-landlock"] - med["plain-true"]
 print(f"floor: fork+exec of /bin/true = {med['plain-true']:.3f} ms")
