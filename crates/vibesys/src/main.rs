@@ -139,14 +139,21 @@ fn main() -> ExitCode {
 }
 
 /// Log to stderr; `VIBESYS_LOG` (an `EnvFilter` directive) sets the level.
+/// Without it, a plain `warn` level: no directive parsing on the launch
+/// path of every confined command.
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("VIBESYS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .without_time()
-        .try_init();
+        .without_time();
+    let _ = match std::env::var_os("VIBESYS_LOG") {
+        Some(_) => builder
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_env("VIBESYS_LOG")
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            )
+            .try_init(),
+        None => builder.with_max_level(tracing::Level::WARN).try_init(),
+    };
 }

@@ -151,6 +151,9 @@ pub struct BwrapPlan {
 impl BwrapPlan {
     /// Lowers a resolved policy and resources into a bwrap command line.
     pub fn new(policy: &ResolvedPolicy, resources: &HostResources, options: &BwrapOptions) -> Self {
+        // Whole read-only trees with the secrets masked, not one bind per
+        // entry: bwrap's cost grows with every mount.
+        let resources = &resources.with_whole_etc(policy.workspace());
         let mut b = PlanBuilder::default();
         b.args([
             "--unshare-user",
@@ -196,8 +199,11 @@ impl BwrapPlan {
                     b.args(["--remount-ro".to_owned(), path]);
                 }
                 PathKind::File => {
+                    // Mode 0: with /etc bound whole the secret's name
+                    // exists inside; reading it fails (no capability
+                    // overrides the mode) instead of yielding nothing.
                     let fd = b.slot(FdSlot::Empty);
-                    b.args(["--perms", "0444", "--ro-bind-data"]);
+                    b.args(["--perms", "0000", "--ro-bind-data"]);
                     b.args([fd.to_string(), path]);
                 }
             }
@@ -425,7 +431,7 @@ pub fn bwrap_report(
         ),
     }
     });
-    report.outside = "only host resources, read-only; a private /tmp, fresh /proc and /dev".into();
+    report.outside = "only host resources, read-only (/etc whole, its host secrets masked); a private /tmp, fresh /proc and /dev".into();
     report.hardening = vec![
         "new user, pid, ipc, uts and cgroup namespaces".into(),
         "all capabilities dropped; nested user namespaces disabled".into(),
