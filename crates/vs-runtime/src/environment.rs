@@ -138,6 +138,30 @@ impl RunEnvironment {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for RunEnvironment {
+    /// Reads a recorded environment. A retired `local` record migrates to
+    /// `docker`, with a log line; other names must be canonical.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        if name == "local" {
+            tracing::warn!(
+                "this run was recorded in the retired `local` run environment; it continues in `docker`"
+            );
+            return Ok(Self::Docker);
+        }
+        ALL_ENVIRONMENTS
+            .iter()
+            .copied()
+            .find(|e| e.name() == name)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "unknown run environment {:?}; expected docker, host, slurm, modal or skypilot",
+                    name.chars().take(64).collect::<String>()
+                ))
+            })
+    }
+}
+
 impl FromStr for RunEnvironment {
     type Err = RuntimeError;
     fn from_str(s: &str) -> Result<Self> {

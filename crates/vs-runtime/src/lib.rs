@@ -14,6 +14,7 @@ mod fsutil;
 pub mod gate;
 pub mod git;
 mod id;
+pub mod run;
 pub mod state;
 mod time;
 pub mod worktree;
