@@ -422,7 +422,7 @@ impl CliHost {
             mode,
             provider,
             launch,
-            protected: record.protected.clone(),
+            protected: record.task.protected.clone(),
             progress: Mutex::new(()),
         })
     }
@@ -430,8 +430,14 @@ impl CliHost {
     /// The candidate's policy: the project's `[sandbox]` (from the
     /// operator's vibesys.toml), the run-state paths, the defaults, and
     /// the protected paths read-only.
+    ///
+    /// A `[sandbox]` path the candidate's checkout does not hold (an
+    /// untracked secret of the project) has nothing to protect there.
     fn policy(&self, worktree: &Path) -> anyhow::Result<crate::project::ProjectPolicy> {
-        let config = vs_sandbox::config::PolicyConfig::load(&self.project)?;
+        let mut config = vs_sandbox::config::PolicyConfig::load(&self.project)?;
+        let exists = |p: &PathBuf| worktree.join(p).symlink_metadata().is_ok();
+        config.read_only.retain(exists);
+        config.hidden.retain(exists);
         let taken: Vec<&Path> = config
             .read_only
             .iter()
@@ -452,7 +458,7 @@ impl CliHost {
             allow: Vec::new(),
             no_network: false,
         };
-        args.resolve_with_config(Some(&self.project))
+        args.resolve_in(Workspace::open(worktree)?, config)
     }
 
     fn docker_options(&self, container_run_id: String) -> anyhow::Result<DockerOptions> {
@@ -463,13 +469,21 @@ impl CliHost {
         )
     }
 
-    fn agent_env(&self, objective: &Path) -> anyhow::Result<Vec<(OsString, OsString)>> {
+    /// The agent's environment: the session allow-list, the provider's
+    /// launch variables, and where it stands (`VIBESYS_OBJECTIVE`,
+    /// `VIBESYS_RUN_ID`, `VIBESYS_CANDIDATE`).
+    fn agent_env(&self, c: &CandidateContext<'_>) -> anyhow::Result<Vec<(OsString, OsString)>> {
         let env = session_env_allowlist(std::env::vars_os(), &self.provider, &[])?;
         let mut vars = env.vars;
         for (k, v) in &self.launch.env {
             vars.push(((*k).into(), (*v).into()));
         }
-        vars.push(("VIBESYS_OBJECTIVE".into(), objective.as_os_str().to_owned()));
+        vars.push((
+            "VIBESYS_OBJECTIVE".into(),
+            c.objective.as_os_str().to_owned(),
+        ));
+        vars.push(("VIBESYS_RUN_ID".into(), c.run.run_id.as_str().into()));
+        vars.push(("VIBESYS_CANDIDATE".into(), c.number.to_string().into()));
         Ok(vars)
     }
 
@@ -483,7 +497,7 @@ impl CliHost {
         let mut options = self.docker_options(format!("{}-{}", c.run.run_id, c.number))?;
         options.network = project.network;
         options.chdir = Some(c.worktree.to_path_buf());
-        let vars = self.agent_env(c.objective)?;
+        let vars = self.agent_env(c)?;
         let names: Vec<String> = vars
             .iter()
             .filter_map(|(k, _)| k.to_str())
@@ -536,6 +550,16 @@ impl CliHost {
             .first()
             .cloned()
             .context("the agent command is empty")?;
+        let path_var = std::env::var_os("PATH").unwrap_or_default();
+        let on_path = Path::new(&program).components().count() > 1
+            || std::env::split_paths(&path_var).any(|d| d.join(&program).is_file());
+        if !on_path {
+            bail!(
+                "the agent command {:?} is not on PATH on this host ({})",
+                program,
+                path_var.to_string_lossy()
+            );
+        }
         let state = match std::env::var_os("HOME") {
             Some(home) => {
                 prepare_state_paths(&self.provider, Path::new(&home), |v| std::env::var_os(v))?
@@ -556,7 +580,7 @@ impl CliHost {
         };
         let confinement = confine(&exec, &helper_exe()?, &bwrap, state)?
             .context("refusing to run the agent: no confinement was set up")?;
-        let vars = self.agent_env(c.objective)?;
+        let vars = self.agent_env(c)?;
         let argv = confinement.wrap(&self.launch.argv)?;
         run_turn(&argv, c.worktree, &vars, cancel)
     }
