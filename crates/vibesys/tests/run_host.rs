@@ -148,9 +148,7 @@ fn bad_input_is_named_and_the_record_stays_intact() {
             &format!("argv = [\"sh\", \"-c\", \"{measure}\"]"),
         );
         std::fs::write(p.join("vibesys.toml"), &task).unwrap();
-        let before: Vec<_> = std::fs::read_dir(p.join(".vibesys/state/runs"))
-            .unwrap()
-            .collect();
+        let before = runs_of(&p);
         ok(host_run(&p)
             .args([
                 "--provider",
@@ -162,14 +160,7 @@ fn bad_input_is_named_and_the_record_stays_intact() {
             ])
             .output()
             .unwrap());
-        let runs: Vec<String> = std::fs::read_dir(p.join(".vibesys/state/runs"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        assert_eq!(runs.len(), before.len() + 1);
-        let mut runs = runs;
-        runs.sort();
-        let run = runs.last().unwrap();
+        let run = &new_run(&p, &before);
         let status = status_json(&p, run, &[]);
         let c = candidate(&status, 1);
         assert_eq!(c["state"], "failed", "{c:#}");
@@ -180,17 +171,13 @@ fn bad_input_is_named_and_the_record_stays_intact() {
 
     // A provider not on PATH: named, the run record intact.
     std::fs::write(p.join("vibesys.toml"), TASK).unwrap();
+    let before = runs_of(&p);
     let out = host_run(&p)
         .args(["--provider", "custom", "--", "no-such-agent-xyz"])
         .output()
         .unwrap();
     ok(out);
-    let mut runs: Vec<String> = std::fs::read_dir(p.join(".vibesys/state/runs"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    runs.sort();
-    let status = status_json(&p, runs.last().unwrap(), &[]);
+    let status = status_json(&p, &new_run(&p, &before), &[]);
     let c = candidate(&status, 1);
     assert_eq!(c["state"], "failed");
     let err = c["error"].as_str().unwrap();
@@ -199,6 +186,23 @@ fn bad_input_is_named_and_the_record_stays_intact() {
         "{err}"
     );
     assert!(status["run"]["task"]["digest"].as_str().unwrap().len() == 64);
+}
+
+fn runs_of(p: &Path) -> Vec<String> {
+    std::fs::read_dir(p.join(".vibesys/state/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect()
+}
+
+/// The one run started since `before` was listed.
+fn new_run(p: &Path, before: &[String]) -> String {
+    let new: Vec<String> = runs_of(p)
+        .into_iter()
+        .filter(|r| !before.contains(r))
+        .collect();
+    assert_eq!(new.len(), 1, "{new:?}");
+    new[0].clone()
 }
 
 /// Starts a host run whose agent sleeps, waits until candidate 1 is in its
