@@ -337,18 +337,19 @@ fn status(run: Option<String>, project: Option<PathBuf>, json: bool) -> anyhow::
 /// The status table, best first.
 fn table(status: &RunStatus) -> String {
     let run = &status.run;
+    let state = match run.state {
+        RunState::Running => "running",
+        RunState::Interrupted => "interrupted",
+        RunState::Finished => "finished",
+    };
     let mut out = format!(
-        "run {}  {}  environment {}  provider {}  {:?}\n",
-        run.run_id, run.created_at, run.environment, run.provider, run.state
+        "run {}  {}  environment {}  provider {}  {state}\n",
+        run.run_id, run.created_at, run.environment, run.provider
     );
-    out = out
-        .replace("Running", "running")
-        .replace("Interrupted", "interrupted")
-        .replace("Finished", "finished");
     let _ = writeln!(
         out,
-        "{:<3} {:<8} {:<6} {:<7} {:<7} {:<7} {:<8} {:>9}  {}",
-        "#", "state", "agent", "gate", "build", "check", "measure", "time(s)", "metrics / error"
+        "{:<3} {:<8} {:<6} {:<7} {:<7} {:<7} {:<8} {:>9}  metrics / error",
+        "#", "state", "agent", "gate", "build", "check", "measure", "time(s)"
     );
     for c in &status.candidates {
         let phase = |name: &str| match c.phases.get(name).map(|p| p.status) {

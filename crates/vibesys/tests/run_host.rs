@@ -3,6 +3,7 @@
 //! isolation, bad input, `kill -9` then `run resume`, Ctrl-C.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod docker_support;
 mod run_support;
 
 use std::path::Path;

@@ -1,15 +1,15 @@
 //! The sample project of the `run_*` tests: a benchmark, an evaluator
 //! (read-only and gated), golden output (gated), a hidden secret, and a
 //! scripted stand-in agent: candidate 1 is honest, candidate 2 cheats.
+//! A test including it also declares `mod docker_support;`.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-#[path = "../common/mod.rs"]
-mod common;
+// The including test declares `mod docker_support` (which holds `common`).
 #[allow(unused_imports)]
-pub use common::{BIN, fails, git, ok, require_tool, unique, vibesys_in};
+pub use crate::docker_support::{fails, git, ok, require_tool, unique, vibesys as vibesys_in};
 
 pub const TASK: &str = r#"[task]
 objective = "make bench/run.sh faster without changing its output"
