@@ -513,12 +513,13 @@ impl CliHost {
             .first()
             .cloned()
             .context("the agent command is empty")?;
-        // A provider missing from the image is named, not a bare 127.
+        // A provider missing from the image is named, not a bare 127
+        // (an executable file: a shell builtin cannot be executed).
         let probe = CommandSpec::new(
             [
                 OsString::from("sh"),
                 "-c".into(),
-                "command -v \"$0\" >/dev/null".into(),
+                "command -v \"$0\" | grep -q /".into(),
                 program.clone(),
             ],
             c.worktree,
