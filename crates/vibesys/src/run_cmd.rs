@@ -77,10 +77,12 @@ The task comes from the project's own vibesys.toml (never a candidate's copy):
   [check]   argv = [...]  timeout_secs = 600      (trusted: exit 0 = correct)
   [measure] argv = [...]  timeout_secs = 600  metric = \"NAME\"  goal = \"min\"|\"max\"
             (trusted: prints one JSON object of metrics; optional)
+  [gate]    protect = [...]                       (gated only: changes fail the candidate)
   [build]   argv = [...]  outputs = [...]         (optional: the trusted build)
 Unknown keys are an error. The run's record is .vibesys/state/runs/ID/ (run.json first,
 candidates/N.json, logs/); the agent reads the objective at
-.vibesys/state/agent-visible/ID/objective.md. Each candidate works in its own worktree;
+.vibesys/state/agent-visible/ID/objective.md (also VIBESYS_OBJECTIVE; VIBESYS_RUN_ID and
+VIBESYS_CANDIDATE are set too). Each candidate works in its own worktree;
 the agent is confined with enforcement required (docker: a container from the pinned editor
 image; host: bubblewrap or Landlock). Then, outside confinement, vibesys commits its changes
 (hardened git; kept as refs/vibesys/runs/ID/N), checks the protected paths against the

@@ -96,7 +96,7 @@ impl RunEnvironment {
                 "DockerSandbox (agent turns run in a container from the pinned editor image; workspace mounted at its host path, read-only paths re-mounted read-only, hidden paths masked)",
                 "in the run's container",
                 Availability::Partial {
-                    works: "vibesys exec --confine docker, vibesys session --confine docker and vibesys build run in it",
+                    works: "vibesys run, vibesys exec --confine docker, vibesys session --confine docker and vibesys build run in it",
                 },
             ),
             Self::Host => (

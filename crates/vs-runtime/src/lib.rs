@@ -4,7 +4,9 @@
 //!
 //! It also holds the run environments (which command runner and which
 //! confinement each uses), the trusted candidate build and the host
-//! command broker of the `slurm` run environment ([`broker`]).
+//! command broker of the `slurm` run environment ([`broker`]), and
+//! `vibesys run`: the task schema and the orchestration of a run's
+//! candidates ([`run`]).
 
 pub mod broker;
 pub mod build;
