@@ -30,6 +30,12 @@ use crate::build_cmd::RunEnvArgs;
 use crate::output::{print_json, print_text};
 use crate::project::{PolicyArgs, helper_exe};
 
+/// Succeeds when `$0` is an executable file: a path, or a name found in
+/// `PATH` (a shell's `command -v` also answers for builtins and, in
+/// busybox, for applets that have no file to execute).
+const PROBE_SCRIPT: &str = r#"case "$0" in */*) [ -f "$0" ] && [ -x "$0" ]; exit ;; esac
+IFS=:; for d in $PATH; do [ -f "$d/$0" ] && [ -x "$d/$0" ] && exit 0; done; exit 1"#;
+
 /// Exit status of a run stopped by Ctrl-C or SIGTERM (resumable).
 const EXIT_INTERRUPTED: u8 = 130;
 /// Most bytes of each of the agent's output streams kept in its log.
@@ -517,14 +523,18 @@ impl CliHost {
             .context("the agent command is empty")?;
         // A provider missing from the image is named, not a bare 127
         // (an executable file: a shell builtin cannot be executed).
-        let probe = CommandSpec::new(
+        let mut probe = CommandSpec::new(
             [
                 OsString::from("sh"),
                 "-c".into(),
-                "command -v \"$0\" | grep -q /".into(),
+                PROBE_SCRIPT.into(),
                 program.clone(),
             ],
             c.worktree,
+        );
+        probe.env.insert(
+            "PATH".into(),
+            vs_sandbox::runner::DEFAULT_SEARCH_PATH.into(),
         );
         let found = sandbox.execute(&probe)?;
         if !found.success() {

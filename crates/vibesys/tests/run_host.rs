@@ -20,7 +20,12 @@ fn host_run(p: &Path) -> Command {
 #[test]
 fn two_candidates_on_the_host_the_cheater_fails_the_gate() {
     require_tool("bwrap", "apt-get install bubblewrap");
-    let (_d, p) = project(TASK);
+    // With a trusted build: it runs confined in a fresh checkout of each
+    // committed candidate.
+    let task = format!(
+        "{TASK}\n[build]\nargv = [\"sh\", \"-c\", \"mkdir -p out && cp bench/run.sh out/run.sh\"]\noutputs = [\"out/run.sh\"]\n"
+    );
+    let (_d, p) = project(&task);
     let out = host_run(&p)
         .args(["--provider", "custom", "--candidates", "2", "--jobs", "2"])
         .args(["--", "sh", "-c", AGENT])
@@ -37,6 +42,12 @@ fn two_candidates_on_the_host_the_cheater_fails_the_gate() {
         serde_json::json!(["evaluator", "tests/golden"])
     );
     assert_eq!(candidate(&status, 1)["evaluated_in"], "host");
+    assert_eq!(candidate(&status, 1)["phases"]["build"]["status"], "passed");
+    let commit = candidate(&status, 1)["commit"].as_str().unwrap().to_owned();
+    assert!(
+        p.join(format!(".vibesys/state/runs/{run}/builds/{commit}.json"))
+            .is_file()
+    );
     assert_honest_and_cheater(&p, &status);
     // The agent read its objective through agent-visible/, never runs/.
     let log =
