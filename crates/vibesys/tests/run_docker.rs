@@ -4,7 +4,7 @@
 //! candidate's evaluation container through `DockerSandbox::execute`
 //! (they see the container's hostname); `kill -9` leaves no container and
 //! `run resume` finishes in docker; a provider missing from the image is
-//! named.
+//! named; Ctrl-C stops every container and the run resumes.
 //!
 //! `execute` goes through the in-container command server when
 //! `VIBESYS_STATIC_BIN` names a static vibesys (CI), else through the
@@ -166,4 +166,53 @@ fn a_provider_missing_from_the_image_is_named() {
         "{err}"
     );
     assert!(containers_of_run(&format!("{run}-1")).is_empty());
+}
+
+#[test]
+fn ctrl_c_stops_every_container_and_the_run_resumes_in_docker() {
+    let img = TestImage::new();
+    let (_d, p) = project(TASK);
+    let agent = "touch speed-started; sleep 3; echo 7 > speed.txt; rm speed-started";
+    let child = docker_run(&p, &img)
+        .args(["--provider", "custom", "--candidates", "2", "--jobs", "2"])
+        .args(["--", "sh", "-c", agent])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let runs = p.join(".vibesys/state/runs");
+    let mut run = String::new();
+    wait_for(30, "the run's record", || {
+        if let Some(Ok(e)) = std::fs::read_dir(&runs).unwrap().next() {
+            run = e.file_name().into_string().unwrap();
+            true
+        } else {
+            false
+        }
+    });
+    let started = p.join(format!(
+        ".vibesys/state/local/candidates/{run}/1/speed-started"
+    ));
+    wait_for(30, "the agent's turn", || started.exists());
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    // Every container is gone when vibesys returns.
+    for suffix in ["1", "2", "1-eval", "2-eval"] {
+        assert!(containers_of_run(&format!("{run}-{suffix}")).is_empty());
+    }
+    let status = status_json(&p, &run, &[]);
+    assert_eq!(status["run"]["state"], "interrupted");
+    let mut resume = vibesys_in(&p);
+    resume.args(["run", "resume", &run]);
+    for (k, v) in env_of(&img) {
+        resume.env(k, v);
+    }
+    ok(resume.output().unwrap());
+    let status = status_json(&p, &run, &[]);
+    assert_eq!(status["run"]["state"], "finished");
+    assert_eq!(candidate(&status, 1)["state"], "passed");
 }
