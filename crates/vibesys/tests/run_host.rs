@@ -345,3 +345,85 @@ fn a_host_run_never_starts_an_unconfined_agent() {
     );
     assert!(err.contains("--run-environment docker"), "{err}");
 }
+
+/// The unprivileged user the confinement tests use (created when missing).
+const TEST_USER: &str = "vibesys-test";
+
+fn test_user() -> (String, String) {
+    let id = |flag: &str| {
+        let out = Command::new("id").args([flag, TEST_USER]).output().unwrap();
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    if id("-u").is_none() {
+        let _ = Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/bin/sh",
+                TEST_USER,
+            ])
+            .status();
+    }
+    (
+        id("-u").expect("the test user"),
+        id("-g").expect("the test user's group"),
+    )
+}
+
+#[test]
+fn two_candidates_on_the_host_as_an_unprivileged_user() {
+    require_tool("bwrap", "apt-get install bubblewrap");
+    require_tool("setpriv", "apt-get install util-linux");
+    let (uid, gid) = test_user();
+    let (d, p) = project(TASK);
+    let owner = format!("{uid}:{gid}");
+    for dir in [d.path(), p.as_path()] {
+        let st = Command::new("chown")
+            .args(["-R", &owner])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let as_user = |args: &[&str]| {
+        Command::new("setpriv")
+            .args([
+                &format!("--reuid={uid}"),
+                &format!("--regid={gid}"),
+                "--clear-groups",
+                "--",
+                BIN,
+            ])
+            .args(args)
+            .current_dir(&p)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", "/nonexistent")
+            .output()
+            .unwrap()
+    };
+    ok(as_user(&[
+        "run",
+        "start",
+        "--run-environment",
+        "host",
+        "--provider",
+        "custom",
+        "--candidates",
+        "2",
+        "--jobs",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        AGENT,
+    ]));
+    let run = only_run(&p);
+    // Root's git refuses a repository another user owns: read as the user.
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(as_user(&["run", "status", &run, "--json"]))).unwrap();
+    assert_honest_and_cheater(&p, &status);
+}
