@@ -209,6 +209,7 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
         prompt: args.prompt.clone(),
         candidates: args.candidates,
         jobs: args.jobs,
+        cuda_visible_devices: std::env::var("CUDA_VISIBLE_DEVICES").ok(),
     };
     let request = finish_request(request)?;
     let (store, mut record) = vs_runtime::run::prepare_run(&layout, request)?;

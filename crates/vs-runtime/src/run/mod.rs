@@ -27,6 +27,7 @@
 //! run's evaluation is dispatched to a remote service is decided in one
 //! place, [`dispatch::evaluation_route`].
 
+pub mod accelerator;
 pub mod dispatch;
 pub mod record;
 pub mod status;
@@ -155,6 +156,8 @@ pub struct StartRequest {
     pub candidates: u32,
     /// How many at once.
     pub jobs: u32,
+    /// The operator's `CUDA_VISIBLE_DEVICES`.
+    pub cuda_visible_devices: Option<String>,
 }
 
 /// A new run id: `run-YYYYMMDD-HHMMSS-<6 hex>` (short enough for the
@@ -218,6 +221,19 @@ pub fn prepare_run(layout: &StateLayout, request: StartRequest) -> Result<(RunSt
             protect.push(p);
         }
     }
+    let accelerators = accelerator::plan(
+        request.environment,
+        attach_accelerator(layout)?,
+        request.cuda_visible_devices.as_deref(),
+        &[],
+        &accelerator::HostAccelerators::probe(),
+    )?;
+    if !accelerators.is_empty() {
+        tracing::warn!(
+            plan = ?accelerators,
+            "accelerators are planned for this run (recorded in run.json) but this build does not attach them yet: the agent sees no device"
+        );
+    }
     let run = fresh_run_id()?;
     let store = RunStore::create(layout, &run)?;
     let protected = if protect.is_empty() {
@@ -241,6 +257,7 @@ pub fn prepare_run(layout: &StateLayout, request: StartRequest) -> Result<(RunSt
         base_commit,
         task,
         protected,
+        accelerators,
         state: RunState::Running,
     };
     store.save_run(&record)?;
@@ -249,6 +266,28 @@ pub fn prepare_run(layout: &StateLayout, request: StartRequest) -> Result<(RunSt
     }
     write_objective(layout.project(), &record)?;
     Ok((store, record))
+}
+
+/// `[vibesys] attach_accelerator` of the project's own `vibesys.toml`
+/// (default false).
+fn attach_accelerator(layout: &StateLayout) -> Result<bool> {
+    let path = layout.project().join(crate::gate::CONFIG_FILE);
+    let Some(bytes) = crate::fsutil::read_bounded(&path, 1024 * 1024)? else {
+        return Ok(false);
+    };
+    let invalid = |reason: String| RuntimeError::InvalidTask {
+        path: path.clone(),
+        reason,
+    };
+    let text = String::from_utf8(bytes).map_err(|_| invalid("not UTF-8".to_owned()))?;
+    let table: toml::Table = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+    match table.get("vibesys").and_then(|v| v.get("attach_accelerator")) {
+        None => Ok(false),
+        Some(toml::Value::Boolean(b)) => Ok(*b),
+        Some(_) => Err(invalid(
+            "vibesys.attach_accelerator must be true or false".to_owned(),
+        )),
+    }
 }
 
 /// Opens a run to resume it: the record must exist, the task must be the

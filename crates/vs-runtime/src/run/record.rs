@@ -75,6 +75,9 @@ pub struct RunRecord {
     pub task: TaskSpec,
     /// The protected roots of the gate baseline (empty: no gate).
     pub protected: Vec<String>,
+    /// The accelerators planned for the agent (see [`crate::run::accelerator`]).
+    #[serde(default)]
+    pub accelerators: crate::run::accelerator::AcceleratorPlan,
     /// Where the run stands.
     pub state: RunState,
 }
