@@ -217,18 +217,39 @@ mod tests {
 
     #[test]
     fn docker_attaches_nvidia_through_device_requests_only_when_asked() {
-        let p = plan(RunEnvironment::Docker, false, Some("0"), &[], &nvidia_host()).unwrap();
+        let p = plan(
+            RunEnvironment::Docker,
+            false,
+            Some("0"),
+            &[],
+            &nvidia_host(),
+        )
+        .unwrap();
         assert!(p.is_empty());
         let p = plan(RunEnvironment::Docker, true, None, &[], &nvidia_host()).unwrap();
         assert_eq!(p.nvidia, Some(NvidiaRequest { device_ids: None }));
-        let p = plan(RunEnvironment::Docker, true, Some("1, 3"), &[], &nvidia_host()).unwrap();
+        let p = plan(
+            RunEnvironment::Docker,
+            true,
+            Some("1, 3"),
+            &[],
+            &nvidia_host(),
+        )
+        .unwrap();
         assert_eq!(
             p.nvidia,
             Some(NvidiaRequest {
                 device_ids: Some(vec!["1".into(), "3".into()])
             })
         );
-        let p = plan(RunEnvironment::Docker, true, Some("-1"), &[], &nvidia_host()).unwrap();
+        let p = plan(
+            RunEnvironment::Docker,
+            true,
+            Some("-1"),
+            &[],
+            &nvidia_host(),
+        )
+        .unwrap();
         assert!(p.nvidia.is_none());
     }
 
@@ -238,7 +259,14 @@ mod tests {
             nvidia: false,
             other_nodes: vec!["/dev/kfd".into(), "/dev/dri/renderD128".into()],
         };
-        let p = plan(RunEnvironment::Docker, true, None, &["/dev/accel0".into()], &host).unwrap();
+        let p = plan(
+            RunEnvironment::Docker,
+            true,
+            None,
+            &["/dev/accel0".into()],
+            &host,
+        )
+        .unwrap();
         assert_eq!(p.nvidia, None);
         assert_eq!(
             p.device_nodes,
@@ -264,7 +292,14 @@ mod tests {
 
     #[test]
     fn host_binds_the_listed_nodes() {
-        let p = plan(RunEnvironment::Host, false, Some("0,2"), &[], &nvidia_host()).unwrap();
+        let p = plan(
+            RunEnvironment::Host,
+            false,
+            Some("0,2"),
+            &[],
+            &nvidia_host(),
+        )
+        .unwrap();
         assert_eq!(
             p.device_nodes,
             [
@@ -280,13 +315,28 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
-        let e = plan(RunEnvironment::Host, false, Some("GPU-abc"), &[], &nvidia_host())
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("GPU-abc") && e.contains("[sandbox] devices"), "{e}");
-        let e = plan(RunEnvironment::Host, false, None, &["/etc/passwd".into()], &nvidia_host())
-            .unwrap_err()
-            .to_string();
+        let e = plan(
+            RunEnvironment::Host,
+            false,
+            Some("GPU-abc"),
+            &[],
+            &nvidia_host(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("GPU-abc") && e.contains("[sandbox] devices"),
+            "{e}"
+        );
+        let e = plan(
+            RunEnvironment::Host,
+            false,
+            None,
+            &["/etc/passwd".into()],
+            &nvidia_host(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("below /dev/"), "{e}");
     }
 

@@ -281,7 +281,10 @@ fn attach_accelerator(layout: &StateLayout) -> Result<bool> {
     };
     let text = String::from_utf8(bytes).map_err(|_| invalid("not UTF-8".to_owned()))?;
     let table: toml::Table = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
-    match table.get("vibesys").and_then(|v| v.get("attach_accelerator")) {
+    match table
+        .get("vibesys")
+        .and_then(|v| v.get("attach_accelerator"))
+    {
         None => Ok(false),
         Some(toml::Value::Boolean(b)) => Ok(*b),
         Some(_) => Err(invalid(
