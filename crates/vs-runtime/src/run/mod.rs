@@ -428,7 +428,7 @@ fn run_candidate(
 ) -> Result<()> {
     let mut rec = store.load_candidate(n)?;
     rec.state = CandidateState::Running;
-    rec.attempts += 1;
+    rec.attempts = rec.attempts.saturating_add(1);
     rec.started_at = Some(time::now_rfc3339());
     rec.finished_at = None;
     rec.phases.clear();
