@@ -699,7 +699,11 @@ impl RunHost for CliHost {
                         self.docker_options(format!("{}-{}-eval", c.run.run_id, c.number))?;
                     options.network = project.network;
                     let sandbox = DockerSandbox::start(&project.resolved, &options)?;
-                    let location = format!("container {}", sandbox.container_id());
+                    let location = format!(
+                        "container {} via {}",
+                        sandbox.container_id(),
+                        sandbox.execute_via()
+                    );
                     Ok(Evaluator {
                         runner: Box::new(ExecuteRunner(sandbox)),
                         location,

@@ -77,12 +77,19 @@ fn two_candidates_in_docker_evaluated_in_their_containers() {
     // measure ran in the candidate's container, through execute: it saw
     // that container's hostname (its ID's first 12 digits), not the host's.
     let honest = candidate(&status, 1);
-    let container = honest["evaluated_in"]
+    let place: Vec<&str> = honest["evaluated_in"]
         .as_str()
         .unwrap()
-        .strip_prefix("container ")
-        .unwrap()
-        .to_owned();
+        .split_whitespace()
+        .collect();
+    assert_eq!(place[0], "container", "{honest:#}");
+    let container = place[1].to_owned();
+    let via = if std::env::var_os("VIBESYS_STATIC_BIN").is_some() {
+        "command-server"
+    } else {
+        "engine-exec"
+    };
+    assert_eq!(place[3], via, "{honest:#}");
     let seen = honest["metrics"]["host"].as_str().unwrap();
     assert_eq!(seen, &container[..12], "{honest:#}");
     assert_ne!(seen, hostname());
