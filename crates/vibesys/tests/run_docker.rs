@@ -129,8 +129,9 @@ fn kill_9_leaves_no_container_and_resume_finishes_in_docker() {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     wait_for(20, "the Engine to remove the dead run's containers", || {
-        containers_of_run(&format!("{run}-1")).is_empty()
-            && containers_of_run(&format!("{run}-2")).is_empty()
+        ["1", "2", "1-eval", "2-eval"]
+            .iter()
+            .all(|suffix| containers_of_run(&format!("{run}-{suffix}")).is_empty())
     });
     let mut resume = vibesys_in(&p);
     resume.args(["run", "resume", &run]);

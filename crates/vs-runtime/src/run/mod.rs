@@ -100,7 +100,7 @@ pub struct AgentOutcome {
 pub struct Evaluator {
     /// The runner (`DockerSandbox::execute` in the run's container,
     /// `LocalShellRunner` on the host).
-    pub runner: Box<dyn CommandRunner>,
+    pub runner: Box<dyn CommandRunner + Send>,
     /// Where it runs, for the record (a container ID, `host`).
     pub location: String,
     /// `PATH` of the commands.
@@ -126,8 +126,10 @@ pub trait RunHost: Sync {
         checkout: &Path,
     ) -> std::result::Result<Box<dyn Confinement>, HostError>;
 
-    /// The runner for `check` and `measure` in `candidate.worktree`, after
-    /// the agent's processes are gone.
+    /// The runner for `check` and `measure` in `candidate.worktree`. It is
+    /// opened while the agent works (a container of its own, which nothing
+    /// of the agent's can reach) and used after the agent's processes are
+    /// gone.
     fn evaluator(
         &self,
         candidate: &CandidateContext<'_>,
@@ -524,9 +526,18 @@ fn candidate_phases(
         objective: &objective,
     };
 
-    // The agent's turn, confined.
+    // The agent's turn, confined; the evaluation runner opens meanwhile.
     let t = Instant::now();
-    let outcome = match p.host.agent_turn(&ctx, cancel) {
+    let host = p.host;
+    let (outcome, opened) = std::thread::scope(|scope| {
+        let opening = scope.spawn(|| host.evaluator(&ctx));
+        let outcome = host.agent_turn(&ctx, cancel);
+        let opened = opening
+            .join()
+            .unwrap_or_else(|_| Err("opening the evaluation runner panicked".into()));
+        (outcome, opened)
+    });
+    let outcome = match outcome {
         Ok(o) => o,
         Err(e) => return p.done("agent", t, Err(format!("{e}"))),
     };
@@ -573,7 +584,7 @@ fn candidate_phases(
 
     // check and measure through the trusted command runner.
     let t = Instant::now();
-    let evaluator = match p.host.evaluator(&ctx) {
+    let evaluator = match opened {
         Ok(e) => e,
         Err(e) => return p.done("check", t, Err(format!("{e}"))),
     };
