@@ -47,6 +47,11 @@ pub struct RunEnvArgs {
 }
 
 impl RunEnvArgs {
+    /// `--run-environment slurm-gpu`: slurm with agent GPU jobs on.
+    fn slurm_gpu_alias(&self) -> bool {
+        self.run_environment.as_deref() == Some(vs_runtime::environment::SLURM_GPU_ALIAS)
+    }
+
     /// The selected environment; `--docker` and `local` are refused
     /// naming the replacement.
     pub(crate) fn resolve(&self) -> anyhow::Result<Option<RunEnvironment>> {
@@ -59,10 +64,8 @@ impl RunEnvArgs {
         match &self.run_environment {
             Some(value) => {
                 let env = RunEnvironment::parse(value)?;
-                if value == vs_runtime::environment::SLURM_GPU_ALIAS {
-                    tracing::warn!(
-                        "--run-environment slurm-gpu is deprecated: it means slurm with agent GPU jobs on ([vibesys.agent_gpu] enabled = true, or vibesys broker serve --agent-gpu)"
-                    );
+                if self.slurm_gpu_alias() {
+                    crate::slurm_env::warn_slurm_gpu_alias();
                 }
                 Ok(Some(env))
             }
@@ -99,7 +102,10 @@ includes (see docs/sandboxing.md).
 
 Run environments: docker (default) confines the build in a container of its own from the
 pinned editor image (VIBESYS_DOCKER_IMAGE, VIBESYS_IMAGES_LOCK); host uses bubblewrap or
-Landlock (--confine); slurm, modal and skypilot are not available in this build.
+Landlock (--confine); slurm starts the run's broker and builds in the editor container as
+docker does, with the broker's agent socket at /run/vibesys/agent.sock (no devices; jobs run
+confined on compute nodes, see docs/slurm.md); modal and skypilot do not run trusted builds in
+this build.
 A build never runs unconfined: with VIBESYS_AGENT_SANDBOX=off it refuses (exit 125), even
 with --no-require-enforcement.
 
@@ -146,6 +152,9 @@ enum RunEnvCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Dispatch one candidate's trusted check and measure to Modal or
+    /// SkyPilot through the service's own client (docs/remote.md).
+    Eval(crate::remote_cmd::EvalArgs),
 }
 
 #[derive(Serialize)]
@@ -156,7 +165,10 @@ struct RunEnvShow {
 
 /// Runs `vibesys run-env`.
 pub fn run_env(args: RunEnvCmdArgs) -> anyhow::Result<u8> {
-    let RunEnvCommand::Show { env, json } = args.command;
+    let (env, json) = match args.command {
+        RunEnvCommand::Show { env, json } => (env, json),
+        RunEnvCommand::Eval(eval) => return crate::remote_cmd::run(eval),
+    };
     let selected = env.resolve()?;
     let environments: Vec<EnvironmentDescription> = match selected {
         Some(e) => vec![e.describe()],
@@ -177,11 +189,11 @@ pub fn run_env(args: RunEnvCmdArgs) -> anyhow::Result<u8> {
         } else {
             ""
         };
-        let status = match d.availability {
+        let status = match &d.availability {
             vs_runtime::Availability::Available => "available".to_owned(),
             vs_runtime::Availability::Partial { works } => format!("partial: {works}"),
             vs_runtime::Availability::NotAvailable { reason } => {
-                format!("not available in this build: {reason}")
+                format!("not available here: {reason}")
             }
         };
         let _ = writeln!(
@@ -222,13 +234,15 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
         RunEnvironment::Host if mode == ConfineMode::Docker => bail!(
             "{SANDBOX_ENV}=docker does not apply to builds in the host run environment; use --confine bwrap or landlock, or --run-environment docker"
         ),
-        RunEnvironment::Docker if args.confine != BuildConfine::Auto => bail!(
-            "--confine {} applies to the host run environment; the docker run environment confines the build in its container (pass --run-environment host to use it)",
-            match args.confine {
-                BuildConfine::Landlock => "landlock",
-                _ => "bwrap",
-            }
-        ),
+        RunEnvironment::Docker | RunEnvironment::Slurm if args.confine != BuildConfine::Auto => {
+            bail!(
+                "--confine {} applies to the host run environment; the {environment} run environment confines the build in its container (pass --run-environment host to use it)",
+                match args.confine {
+                    BuildConfine::Landlock => "landlock",
+                    _ => "bwrap",
+                }
+            )
+        }
         _ => {}
     }
     let run = RunId::new(&args.run)?;
@@ -238,15 +252,32 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     };
     let opened = open_run_environment(&project, environment, &run)?;
     opened.require_available()?;
-    if !matches!(environment, RunEnvironment::Host | RunEnvironment::Docker) {
+    if !matches!(
+        environment,
+        RunEnvironment::Host | RunEnvironment::Docker | RunEnvironment::Slurm
+    ) {
         bail!("the {environment} run environment does not run trusted builds in this build");
     }
     let layout = StateLayout::open(&project)?;
     let spec = BuildSpec::load(&layout)?;
     let config = PolicyConfig::load(layout.project())?;
     // For docker, the pinned image is checked before anything is checked out.
-    let docker = match environment {
-        RunEnvironment::Docker => Some(docker_options(&layout, &config)?),
+    let mut docker = match environment {
+        RunEnvironment::Docker | RunEnvironment::Slurm => Some(docker_options(&layout, &config)?),
+        _ => None,
+    };
+    // slurm: the run's broker, stopped (with every job it submitted) when
+    // this function returns, after the container (declared later).
+    let _broker = match (environment, docker.as_mut()) {
+        (RunEnvironment::Slurm, Some(options)) => {
+            let broker = crate::slurm_env::BrokerChild::start(
+                layout.project(),
+                run.as_str(),
+                args.env.slurm_gpu_alias(),
+            )?;
+            crate::slurm_env::editor_options(options, &broker)?;
+            Some(broker)
+        }
         _ => None,
     };
     let checkout = BuildCheckout::create(&layout, &run, &args.commit)?;
@@ -258,7 +289,13 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
         Some(options) => Box::new(DockerSandbox::start(&resolved, &options)?),
         None => host_confinement(mode, &workspace, resolved, &config, &spec.argv()[0])?,
     };
-    let child_env = build_env(path_var, workspace.root());
+    let mut child_env = build_env(path_var, workspace.root());
+    if _broker.is_some() {
+        child_env.push((
+            crate::slurm_env::BROKER_SOCKET_ENV.into(),
+            crate::slurm_env::AGENT_SOCKET_IN_CONTAINER.into(),
+        ));
+    }
     let commit = checkout.commit().to_owned();
     match checkout.build(&spec, confinement.as_ref(), &child_env) {
         Ok(build) => {

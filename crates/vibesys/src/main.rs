@@ -17,8 +17,10 @@ mod internal_cmd;
 mod output;
 mod policy_cmd;
 mod project;
+mod remote_cmd;
 mod run_cmd;
 mod session_cmd;
+mod slurm_env;
 mod state_cmd;
 
 use std::process::ExitCode;

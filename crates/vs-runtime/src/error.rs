@@ -321,7 +321,7 @@ pub enum RuntimeError {
         replacement: String,
     },
     /// The run environment cannot run anything in this build.
-    #[error("the {name} run environment is not available in this build: {reason}")]
+    #[error("the {name} run environment is not available here: {reason}")]
     RunEnvironmentUnavailable {
         /// The environment.
         name: &'static str,
@@ -397,6 +397,13 @@ pub enum RuntimeError {
         recorded: String,
         /// The current digest.
         current: String,
+    },
+    /// Dispatching an evaluation to Modal or SkyPilot failed.
+    #[error(transparent)]
+    Remote {
+        /// What went wrong.
+        #[from]
+        source: crate::remote::RemoteError,
     },
 }
 

@@ -127,6 +127,9 @@ pub enum ResourceOrigin {
     Toolchain,
     /// `VIBESYS_AGENT_SANDBOX_ALLOW` or `--allow`.
     Operator,
+    /// A provider's home-level state file (`~/.claude.json`) granted
+    /// read-only where no private copy can stand in for it (Landlock).
+    ProviderState,
 }
 
 /// One read-only host path.
