@@ -287,37 +287,7 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     let path_var = std::env::var_os("PATH");
     let confinement: Box<dyn Confinement> = match docker {
         Some(options) => Box::new(DockerSandbox::start(&resolved, &options)?),
-        None => {
-            let program = OsString::from(&spec.argv()[0]);
-            let host_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-            let mut resources = HostResources::for_command(
-                &program,
-                host_env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())),
-            );
-            for p in &config.allow {
-                resources.add(p, ResourceOrigin::Operator);
-            }
-            resources.retain_safe_for(&workspace);
-            let exec = ExecutionPolicy {
-                policy: resolved,
-                resources,
-                mode,
-                enforcement: Enforcement::Required,
-                network: config.network.unwrap_or(true),
-                max_processes: config.max_processes(),
-            };
-            let bwrap = match mode {
-                ConfineMode::Landlock => PathBuf::from("bwrap"),
-                _ => find_bwrap(path_var.as_deref())?,
-            };
-            confine(
-                &exec,
-                &helper_exe()?,
-                &bwrap,
-                vs_agent::StateBinds::default(),
-            )?
-            .context("refusing to build: no confinement was set up")?
-        }
+        None => host_confinement(mode, &workspace, resolved, &config, &spec.argv()[0])?,
     };
     let mut child_env = build_env(path_var, workspace.root());
     if _broker.is_some() {
@@ -379,10 +349,59 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     }
 }
 
+/// The host confinement of a build in `workspace` (a checkout): bwrap or
+/// Landlock with enforcement required, the host resources `program`
+/// needs and the operator's `[sandbox] allow`.
+pub(crate) fn host_confinement(
+    mode: ConfineMode,
+    workspace: &Workspace,
+    resolved: vs_sandbox::ResolvedPolicy,
+    config: &PolicyConfig,
+    program: &str,
+) -> anyhow::Result<Box<dyn Confinement>> {
+    let program = OsString::from(program);
+    let host_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let mut resources = HostResources::for_command(
+        &program,
+        host_env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())),
+    );
+    for p in &config.allow {
+        resources.add(p, ResourceOrigin::Operator);
+    }
+    resources.retain_safe_for(workspace);
+    let exec = ExecutionPolicy {
+        policy: resolved,
+        resources,
+        mode,
+        enforcement: Enforcement::Required,
+        network: config.network.unwrap_or(true),
+        max_processes: config.max_processes(),
+    };
+    let bwrap = match mode {
+        ConfineMode::Landlock => PathBuf::from("bwrap"),
+        _ => find_bwrap(std::env::var_os("PATH").as_deref())?,
+    };
+    confine(
+        &exec,
+        &helper_exe()?,
+        &bwrap,
+        vs_agent::StateBinds::default(),
+    )?
+    .context("refusing to build: no confinement was set up")
+}
+
 /// The Docker options of a build: the pinned editor image (or
 /// `VIBESYS_DOCKER_IMAGE`) from the lock, a container id of its own.
 fn docker_options(layout: &StateLayout, config: &PolicyConfig) -> anyhow::Result<DockerOptions> {
-    let run_id = crate::docker_cmd::fresh_run_id("build");
+    docker_options_with_id(layout, config, crate::docker_cmd::fresh_run_id("build"))
+}
+
+/// As [`docker_options`], with the container's run id given.
+pub(crate) fn docker_options_with_id(
+    layout: &StateLayout,
+    config: &PolicyConfig,
+    run_id: String,
+) -> anyhow::Result<DockerOptions> {
     let mut options = crate::docker_cmd::base_options(None, Some(layout.project()), run_id)?;
     options.network = config.network.unwrap_or(true);
     Ok(options)
@@ -392,7 +411,7 @@ fn docker_options(layout: &StateLayout, config: &PolicyConfig) -> anyhow::Result
 /// exist there; read-only ones when the commit has them) and the project's
 /// own `[sandbox]` paths that exist in the checkout. The checkout is a
 /// throwaway copy, so a path the commit lacks has nothing to protect.
-fn checkout_policy(
+pub(crate) fn checkout_policy(
     workspace: &Workspace,
     config: &PolicyConfig,
 ) -> anyhow::Result<ProjectPathPolicy> {

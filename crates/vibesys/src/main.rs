@@ -18,6 +18,7 @@ mod output;
 mod policy_cmd;
 mod project;
 mod remote_cmd;
+mod run_cmd;
 mod session_cmd;
 mod slurm_env;
 mod state_cmd;
@@ -55,6 +56,8 @@ enum Command {
     Gate(gate_cmd::GateArgs),
     /// Trusted candidate build: run [build] confined in a fresh checkout, verify and record its outputs.
     Build(build_cmd::BuildArgs),
+    /// Run candidates end to end: confined agents, the gate, the trusted build, check and measure.
+    Run(run_cmd::RunArgs),
     /// Run environments: which command runner and confinement each uses.
     #[command(name = "run-env")]
     RunEnv(build_cmd::RunEnvCmdArgs),
@@ -123,6 +126,7 @@ fn main() -> ExitCode {
         Command::State(args) => state_cmd::run(args),
         Command::Gate(args) => gate_cmd::run(args),
         Command::Build(args) => build_cmd::run(args),
+        Command::Run(args) => run_cmd::run(args),
         Command::RunEnv(args) => build_cmd::run_env(args),
         Command::Broker(args) => broker_cmd::run(args),
         Command::InternalHostJob(args) => {

@@ -119,7 +119,7 @@ impl RunEnvironment {
                 "DockerSandbox (agent turns run in a container from the pinned editor image; workspace mounted at its host path, read-only paths re-mounted read-only, hidden paths masked)",
                 "in the run's container",
                 Availability::Partial {
-                    works: "vibesys exec --confine docker, vibesys session --confine docker and vibesys build run in it",
+                    works: "vibesys run, vibesys exec --confine docker, vibesys session --confine docker and vibesys build run in it",
                 },
             ),
             Self::Host => (
@@ -154,6 +154,30 @@ impl RunEnvironment {
             evaluation,
             availability,
         }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RunEnvironment {
+    /// Reads a recorded environment. A retired `local` record migrates to
+    /// `docker`, with a log line; other names must be canonical.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        if name == "local" {
+            tracing::warn!(
+                "this run was recorded in the retired `local` run environment; it continues in `docker`"
+            );
+            return Ok(Self::Docker);
+        }
+        ALL_ENVIRONMENTS
+            .iter()
+            .copied()
+            .find(|e| e.name() == name)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "unknown run environment {:?}; expected docker, host, slurm, modal or skypilot",
+                    name.chars().take(64).collect::<String>()
+                ))
+            })
     }
 }
 
