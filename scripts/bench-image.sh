@@ -29,7 +29,7 @@
 # floor:   what a cold build cannot beat on this machine, measured here in
 #          the same run: hashing the archive's bytes once with the fastest
 #          SHA-256 of this CPU (`sha256sum` or `openssl dgst -sha256`, on a
-#          page-cached file) on every core, and writing them once at the
+#          page-cached file, by CPU time) on every core, and writing them once at the
 #          disk's rate (`dd ... conv=fdatasync`); the floor is the larger.
 #          The build hashes layers on every core and does not sync, so it
 #          can come in under the floor when the page cache absorbs writes.
@@ -252,11 +252,12 @@ done
 
 # --- floor -------------------------------------------------------------------
 # Hash rate per core: the faster of sha256sum and openssl on 256 MiB held
-# in the page cache (read twice, timed the second time).
+# in the page cache, by CPU time (user + sys: the CPU's rate even when the
+# machine is shared).
 HASHFILE=$WORK/.floor-hash
 head -c $((256 << 20)) /dev/urandom > "$HASHFILE"
 cat "$HASHFILE" > /dev/null
-secs() { local t0=$EPOCHREALTIME; "$@" > /dev/null 2>&1; echo "$EPOCHREALTIME - $t0" | bc -l; }
+secs() { /usr/bin/time -f '%U %S' -o "$WORK/.hash-time" "$@" > /dev/null 2>&1; awk '{print $1 + $2}' "$WORK/.hash-time"; }
 hash_tool=sha256sum
 hash_s=$(secs sha256sum "$HASHFILE")
 if command -v openssl >/dev/null; then

@@ -41,6 +41,13 @@ pub const BASELINE_SCHEMA_VERSION: u32 = 2;
 /// Read buffer of each hashing worker.
 pub const HASH_BUFFER_BYTES: usize = 1024 * 1024;
 
+thread_local! {
+    /// Each hashing worker's read buffer (allocated once per thread, not per
+    /// file).
+    static HASH_BUFFER: std::cell::RefCell<Vec<u8>> =
+        std::cell::RefCell::new(vec![0u8; HASH_BUFFER_BYTES]);
+}
+
 /// Reads at least this big are hashed on every core (below it, splitting
 /// costs more than it gains).
 const RAYON_MIN_BYTES: usize = 128 * 1024;
@@ -613,18 +620,21 @@ fn scan(
             }
         }
     }
-    // Biggest first, so no big file is left for the end on one core.
+    // Biggest first, so no big file is left for the end on one core; one
+    // file per task, each worker reusing its own buffer.
     files.sort_by(|a, b| b.2.cmp(&a.2));
     let hashed: Vec<(String, Result<GateEntry>)> = files
         .into_par_iter()
         .with_max_len(1)
-        .map_init(
-            || vec![0u8; HASH_BUFFER_BYTES],
-            |buf, (key, path, _)| {
-                let entry = hash_file(&path, buf);
-                (key, entry)
-            },
-        )
+        .map(|(key, path, _)| {
+            // A worker waiting inside a big file's `update_rayon` may run
+            // another file meanwhile: that one gets a buffer of its own.
+            let entry = HASH_BUFFER.with(|buf| match buf.try_borrow_mut() {
+                Ok(mut buf) => hash_file(&path, &mut buf),
+                Err(_) => hash_file(&path, &mut vec![0u8; HASH_BUFFER_BYTES]),
+            });
+            (key, entry)
+        })
         .collect();
     for (key, entry) in hashed {
         entries.insert(key, entry?);
