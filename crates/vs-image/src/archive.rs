@@ -106,7 +106,7 @@ pub(crate) fn write(
     // The blobs go to their places in parallel, biggest first, moved by
     // the kernel (`copy_file_range`) rather than through userspace.
     let mut copies = copies;
-    copies.sort_by(|a, b| b.size.cmp(&a.size));
+    copies.sort_by_key(|c| std::cmp::Reverse(c.size));
     copies
         .par_iter()
         .with_max_len(1)

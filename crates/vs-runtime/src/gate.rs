@@ -622,7 +622,7 @@ fn scan(
     }
     // Biggest first, so no big file is left for the end on one core; one
     // file per task, each worker reusing its own buffer.
-    files.sort_by(|a, b| b.2.cmp(&a.2));
+    files.sort_by_key(|f| std::cmp::Reverse(f.2));
     let hashed: Vec<(String, Result<GateEntry>)> = files
         .into_par_iter()
         .with_max_len(1)
