@@ -202,6 +202,19 @@ pub enum RuntimeError {
         /// Where the baseline was expected.
         path: PathBuf,
     },
+    /// The gate baseline was written in another schema version (schema 1
+    /// held SHA-256 digests; this vibesys reads schema 2, BLAKE3).
+    #[error(
+        "gate baseline {path} has schema_version {found}, which this vibesys does not read (it reads schema_version {expected}: BLAKE3 digests; schema_version 1 held SHA-256 digests): record the baseline again with this vibesys (`vibesys gate baseline`) before the agent runs"
+    )]
+    BaselineVersion {
+        /// The baseline path.
+        path: PathBuf,
+        /// The version the file declares.
+        found: u32,
+        /// The version this vibesys reads and writes.
+        expected: u32,
+    },
     /// The gate baseline exists but is invalid.
     #[error("invalid gate baseline {path}: {reason}")]
     InvalidBaseline {
