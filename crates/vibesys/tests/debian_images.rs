@@ -315,13 +315,13 @@ fn the_images_built_without_nix_run_git_and_the_real_claude_cli_confined() {
     );
     o.mask_root = t.path().join("masks").join(&o.run_id);
     o.user = user.to_owned();
-    o.state = vec![
-        vs_sandbox::docker::StateBind {
+    o.extra_mounts = vec![
+        vs_sandbox::docker::ExtraMount {
             source: claude_dir.clone(),
             target: "/home/agent/.claude".into(),
             read_only: false,
         },
-        vs_sandbox::docker::StateBind {
+        vs_sandbox::docker::ExtraMount {
             source: claude_dir.join("settings.json"),
             target: "/home/agent/.claude/settings.json".into(),
             read_only: true,

@@ -69,20 +69,20 @@ pub struct DockerOptions {
     /// `None`: `execute` goes through the Engine's exec API (slower: one
     /// exec create, start and inspect per command).
     pub command_server: Option<PathBuf>,
-    /// The agent's state locations (a provider's state directory and
-    /// files), bound at `target` after the policy's paths: read-write, and
-    /// the configuration entries inside them read-only over them.
-    pub state: Vec<StateBind>,
+    /// Operator-owned host paths mounted beside the policy's (the Slurm
+    /// broker's agent socket, a private copy of a provider's file): never a
+    /// path of the workspace, each verified in the started container.
+    pub extra_mounts: Vec<ExtraMount>,
 }
 
-/// One state location of the agent, bound into the container.
+/// An operator-owned host path mounted into the container.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct StateBind {
-    /// The host path (the operator's own, e.g. `~/.claude`).
+pub struct ExtraMount {
+    /// The host path (absolute, operator-owned).
     pub source: PathBuf,
-    /// The path in the container (e.g. below the image's HOME).
+    /// The path in the container (absolute).
     pub target: PathBuf,
-    /// Bound read-only (a configuration entry inside a writable location).
+    /// Mounted read-only.
     pub read_only: bool,
 }
 
@@ -104,7 +104,7 @@ impl DockerOptions {
             helper: helper.into(),
             chdir: None,
             command_server: None,
-            state: Vec::new(),
+            extra_mounts: Vec::new(),
         }
     }
 }
@@ -154,9 +154,8 @@ pub enum MountRole {
     MaskFile,
     /// The static vibesys that serves `execute`, read-only.
     CommandServer,
-    /// A state location of the agent (read-write), or a configuration
-    /// entry inside one (read-only).
-    State,
+    /// An operator-owned path of [`DockerOptions::extra_mounts`].
+    Extra,
 }
 
 /// One bind mount of the container.
@@ -272,23 +271,23 @@ impl DockerPlan {
                 read_only: true,
             });
         }
-        // Writable locations before the read-only entries inside them.
-        let mut state: Vec<&StateBind> = options.state.iter().collect();
-        state.sort_by_key(|b| b.read_only);
-        for b in state {
-            mounts.push(PlannedMount {
-                role: MountRole::State,
-                source: b.source.clone(),
-                target: b.target.clone(),
-                read_only: b.read_only,
-            });
-        }
         if let Some(server) = &options.command_server {
             mounts.push(PlannedMount {
                 role: MountRole::CommandServer,
                 source: server.clone(),
                 target: PathBuf::from(SERVER_PATH),
                 read_only: true,
+            });
+        }
+        for extra in &options.extra_mounts {
+            if !extra.source.is_absolute() || !extra.target.is_absolute() {
+                continue;
+            }
+            mounts.push(PlannedMount {
+                role: MountRole::Extra,
+                source: extra.source.clone(),
+                target: extra.target.clone(),
+                read_only: extra.read_only,
             });
         }
         let workdir = options
@@ -363,18 +362,6 @@ pub fn docker_report(policy: &ResolvedPolicy, options: &DockerOptions) -> Enforc
         "only what image {} ({}) holds, plus the workspace",
         options.image.name, options.image.config_digest
     );
-    for b in &options.state {
-        report.outside.push_str(&format!(
-            ", plus {} at {} ({})",
-            b.source.display(),
-            b.target.display(),
-            if b.read_only {
-                "read-only"
-            } else {
-                "read-write"
-            }
-        ));
-    }
     report.hardening = vec![
         "all capabilities dropped".into(),
         "no-new-privileges".into(),
@@ -500,47 +487,6 @@ mod tests {
         assert_eq!(plan.execute_via, "command-server");
         let report = docker_report(&policy, &opts);
         assert!(report.hardening.iter().any(|h| h.contains("non-dumpable")));
-    }
-
-    #[test]
-    fn state_is_bound_writable_first_then_its_configuration_read_only() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = Workspace::open(dir.path()).unwrap();
-        let policy = ProjectPathPolicy::empty().resolve(&ws).unwrap();
-        let mut opts = DockerOptions::new(pin(), "r1", "/usr/bin/vibesys");
-        let bind = |s: &str, t: &str, read_only| StateBind {
-            source: PathBuf::from(s),
-            target: PathBuf::from(t),
-            read_only,
-        };
-        opts.state = vec![
-            bind(
-                "/h/.claude/settings.json",
-                "/home/agent/.claude/settings.json",
-                true,
-            ),
-            bind("/h/.claude", "/home/agent/.claude", false),
-        ];
-        let plan = DockerPlan::new(&policy, &opts);
-        let state: Vec<(&Path, bool)> = plan
-            .mounts
-            .iter()
-            .filter(|m| m.role == MountRole::State)
-            .map(|m| (m.target.as_path(), m.read_only))
-            .collect();
-        assert_eq!(
-            state,
-            [
-                (Path::new("/home/agent/.claude"), false),
-                (Path::new("/home/agent/.claude/settings.json"), true)
-            ]
-        );
-        let report = docker_report(&policy, &opts);
-        assert!(
-            report
-                .outside
-                .contains("/h/.claude at /home/agent/.claude (read-write)")
-        );
     }
 
     #[test]

@@ -50,7 +50,7 @@ pub(super) fn identify(
             MountRole::MaskDir
             | MountRole::MaskFile
             | MountRole::CommandServer
-            | MountRole::State => identify_path(&m.source)?,
+            | MountRole::Extra => identify_path(&m.source)?,
         };
         binds.push((m.target.clone(), id));
     }
