@@ -125,11 +125,14 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
         Some(home) => prepare_state_paths(&provider, home, |v| std::env::var_os(v))?,
         None => vs_agent::StateBinds::default(),
     };
-    // bwrap binds a private copy of each home-level file (the user's is
-    // never written); the directory lives until the session ends.
+    // bwrap and the container bind a private copy of each home-level file
+    // (the user's is never written); the directory lives until the session
+    // ends.
     let _session_dir = if matches!(
         mode,
-        vs_sandbox::ConfineMode::Auto | vs_sandbox::ConfineMode::Bwrap
+        vs_sandbox::ConfineMode::Auto
+            | vs_sandbox::ConfineMode::Bwrap
+            | vs_sandbox::ConfineMode::Docker
     ) && !state.private.is_empty()
     {
         let dir = vs_agent::SessionDir::create()?;
@@ -157,10 +160,12 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
         if slurm_gpu_alias {
             crate::slurm_env::warn_slurm_gpu_alias();
         }
-        return run_in_slurm(&args, &project, &launch, env, &cwd, slurm_gpu_alias);
+        let mounts = state_mounts(home.as_deref(), &state);
+        return run_in_slurm(&args, &project, &launch, env, &cwd, slurm_gpu_alias, mounts);
     }
     if mode == vs_sandbox::ConfineMode::Docker {
-        return run_in_docker(&args, &project, &launch, &env, &cwd, None);
+        let mounts = state_mounts(home.as_deref(), &state);
+        return run_in_docker(&args, &project, &launch, &env, &cwd, None, mounts);
     }
     let bwrap = find_bwrap(std::env::var_os("PATH").as_deref()).unwrap_or_else(|_| "bwrap".into());
     let confinement = confine(&exec, &helper_exe()?, &bwrap, state)?;
@@ -171,10 +176,54 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
     Ok(vs_sandbox::launch::exit_code(status) as u8)
 }
 
+/// HOME of the pinned images (images/*.toml `config.env`): the provider's
+/// state locations below the host's HOME are bound below it.
+const IMAGE_HOME: &str = "/home/agent";
+
+/// The provider's state in the container, as the session rules say: each
+/// location below the host's HOME at the same place below [`IMAGE_HOME`],
+/// any other (an override variable such as `CLAUDE_CONFIG_DIR`, which
+/// crosses into the container) at its host path; state directories
+/// read-write, the configuration entries inside them read-only over them,
+/// and each home-level file (`~/.claude.json`) as the session's private
+/// copy, read-write (the user's file is never written).
+fn state_mounts(
+    home: Option<&std::path::Path>,
+    state: &vs_agent::StateBinds,
+) -> Vec<vs_sandbox::docker::ExtraMount> {
+    let target = |p: &std::path::Path| match home.and_then(|h| p.strip_prefix(h).ok()) {
+        Some(rel) if !rel.as_os_str().is_empty() => std::path::Path::new(IMAGE_HOME).join(rel),
+        _ => p.to_path_buf(),
+    };
+    let mount = |source: PathBuf, at: &std::path::Path, read_only| vs_sandbox::docker::ExtraMount {
+        target: target(at),
+        source,
+        read_only,
+    };
+    state
+        .writable
+        .iter()
+        .map(|p| mount(p.clone(), p, false))
+        .chain(
+            state
+                .read_only_within
+                .iter()
+                .map(|p| mount(p.clone(), p, true)),
+        )
+        .chain(
+            state
+                .copies
+                .iter()
+                .map(|c| mount(c.source(), &c.target, false)),
+        )
+        .collect()
+}
+
 /// The session in the run's container (the docker run environment): the
-/// same launcher, with the DockerSandbox as the confinement. Only the
-/// allow-listed names cross into the container; PATH, HOME, USER, SHELL
-/// and TMPDIR are the image's own.
+/// same launcher, with the DockerSandbox as the confinement and the
+/// provider's state mounted (see [`state_mounts`]). Only the allow-listed
+/// names cross into the container; PATH, HOME, USER, SHELL and TMPDIR are
+/// the image's own.
 fn run_in_docker(
     args: &SessionArgs,
     project: &crate::project::ProjectPolicy,
@@ -182,6 +231,7 @@ fn run_in_docker(
     env: &vs_agent::SessionEnv,
     cwd: &std::path::Path,
     broker: Option<&crate::slurm_env::BrokerChild>,
+    state: Vec<vs_sandbox::docker::ExtraMount>,
 ) -> anyhow::Result<u8> {
     use vs_sandbox::docker::{DockerSandbox, EnvAllowList};
     const HOST_ONLY: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR"];
@@ -190,6 +240,7 @@ fn run_in_docker(
         args.confine.image.as_deref(),
         args.policy.project.as_deref(),
     )?;
+    options.extra_mounts.extend(state);
     if let Some(broker) = broker {
         crate::slurm_env::editor_options(&mut options, broker)?;
     }
@@ -222,6 +273,7 @@ fn run_in_slurm(
     mut env: vs_agent::SessionEnv,
     cwd: &std::path::Path,
     agent_gpu: bool,
+    state: Vec<vs_sandbox::docker::ExtraMount>,
 ) -> anyhow::Result<u8> {
     if let vs_runtime::environment::Availability::NotAvailable { reason } =
         vs_runtime::RunEnvironment::Slurm.describe().availability
@@ -234,7 +286,7 @@ fn run_in_slurm(
         crate::slurm_env::BROKER_SOCKET_ENV.into(),
         crate::slurm_env::AGENT_SOCKET_IN_CONTAINER.into(),
     ));
-    let outcome = run_in_docker(args, project, launch, &env, cwd, Some(&broker));
+    let outcome = run_in_docker(args, project, launch, &env, cwd, Some(&broker), state);
     drop(broker);
     outcome
 }
