@@ -192,7 +192,17 @@
           // images;
         };
 
-      bySystem = lib.genAttrs systems (system: perSystem system nixpkgs.legacyPackages.${system});
+      # claude-code (the agent image's nix.packages) is unfree: allowed by
+      # name, nothing else unfree is.
+      bySystem = lib.genAttrs systems (
+        system:
+        perSystem system (
+          import nixpkgs {
+            inherit system;
+            config.allowUnfreePredicate = pkg: builtins.elem (lib.getName pkg) [ "claude-code" ];
+          }
+        )
+      );
     in
     {
       packages = lib.mapAttrs (_: s: s.packages) bySystem;

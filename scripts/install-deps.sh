@@ -14,6 +14,11 @@
 #   nix-bin + setup  the offline Nix image test (scripts/ci-setup-nix.sh)
 #   slurm-wlm munge  the single-node Slurm of the slurm run environment (scripts/slurm-up.sh)
 #   debootstrap      the node image of the multi-node Slurm test cluster (scripts/slurm-cluster.sh)
+#   python3-venv     the venv of the modal and skypilot clients (scripts/remote-clients.sh,
+#                    which then installs skypilot and modal from PyPI, pinned, into
+#                    $VIBESYS_TOOLS/remote-clients; once per machine)
+#   musl-tools       musl-gcc for the C code of dependencies in the static vibesys
+#                    (scripts/build-static.sh: the docker and slurm tests' command server)
 set -euo pipefail
 need=()
 have() { command -v "$1" >/dev/null 2>&1; }
@@ -31,6 +36,8 @@ have setpriv || need+=(util-linux)
 have slurmctld || need+=(slurm-wlm)
 have munged || need+=(munge)
 have debootstrap || need+=(debootstrap)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+have musl-gcc || need+=(musl-tools)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "install-deps: missing ${need[*]}; run as root or install them" >&2
@@ -45,3 +52,6 @@ if [ "$(id -u)" = 0 ]; then
   . "$(dirname "$0")/ci-setup-nix.sh"
   ci_setup_nix
 fi
+# The clients of the modal and skypilot run environments (a no-op when the
+# pinned versions are already installed).
+"$(dirname "$0")/remote-clients.sh"

@@ -181,6 +181,7 @@ const fn config_dir(name: &'static str) -> ConfigEntry {
 
 const CODEX_CONFIG: &[ConfigEntry] = &[
     config_file("config.toml", ""),
+    config_file(".env", ""),
     config_file("AGENTS.md", ""),
     config_file("AGENTS.override.md", ""),
     config_dir("prompts"),
@@ -201,6 +202,7 @@ const CLAUDE_CONFIG: &[ConfigEntry] = &[
 
 const GEMINI_CONFIG: &[ConfigEntry] = &[
     config_file("settings.json", "{}\n"),
+    config_file(".env", ""),
     config_file("GEMINI.md", ""),
     config_dir("commands"),
     config_dir("extensions"),
@@ -513,11 +515,19 @@ impl Provider {
     /// - claude (`~/.claude` or `CLAUDE_CONFIG_DIR`): `settings.json`,
     ///   `settings.local.json` (hooks, permissions), `CLAUDE.md`,
     ///   `commands/`, `agents/`, `hooks/`, `plugins/`, `skills/`,
-    ///   `output-styles/`. `~/.claude.json` mixes state Claude Code
-    ///   rewrites on every start with `mcpServers`; it stays writable (a
-    ///   documented gap: `docs/sandboxing.md`);
+    ///   `output-styles/`. `~/.claude.json` (a file beside the directory,
+    ///   or inside `CLAUDE_CONFIG_DIR`) mixes state Claude Code rewrites on
+    ///   every start with `mcpServers`: it is not an entry here but a
+    ///   non-directory state path, for which each session gets a private
+    ///   copy (vs-agent's `private_copy`; read-only under Landlock);
     /// - gemini (`~/.gemini`): `settings.json` (MCP servers, tool
-    ///   commands), `GEMINI.md`, `commands/`, `extensions/`.
+    ///   commands), `.env` (variables the CLI loads), `GEMINI.md`,
+    ///   `commands/`, `extensions/`.
+    ///
+    /// codex also loads `.env` from its home (variables such as
+    /// `OPENAI_BASE_URL` for the next, unconfined run): read-only too.
+    /// Neither codex nor gemini keeps a configuration file directly in
+    /// `HOME` (only their directories).
     pub fn config_entries(&self) -> &'static [ConfigEntry] {
         match self {
             Self::Codex => CODEX_CONFIG,

@@ -267,6 +267,7 @@ fn host_job(a: HostJobArgs) -> anyhow::Result<u8> {
         helper: helper_exe()?,
         writable: Vec::new(),
         read_only_within: Vec::new(),
+        private_files: Vec::new(),
         max_processes: project.config.max_processes(),
     };
     let sandbox = HostSandbox::new(&project.resolved, &resources, &options)?;

@@ -47,9 +47,14 @@ pub struct RunEnvArgs {
 }
 
 impl RunEnvArgs {
+    /// `--run-environment slurm-gpu`: slurm with agent GPU jobs on.
+    fn slurm_gpu_alias(&self) -> bool {
+        self.run_environment.as_deref() == Some(vs_runtime::environment::SLURM_GPU_ALIAS)
+    }
+
     /// The selected environment; `--docker` and `local` are refused
     /// naming the replacement.
-    fn resolve(&self) -> anyhow::Result<Option<RunEnvironment>> {
+    pub(crate) fn resolve(&self) -> anyhow::Result<Option<RunEnvironment>> {
         if self.docker {
             return Err(RunEnvironment::retired_docker_flag().into());
         }
@@ -59,10 +64,8 @@ impl RunEnvArgs {
         match &self.run_environment {
             Some(value) => {
                 let env = RunEnvironment::parse(value)?;
-                if value == vs_runtime::environment::SLURM_GPU_ALIAS {
-                    tracing::warn!(
-                        "--run-environment slurm-gpu is deprecated: it means slurm with agent GPU jobs on ([vibesys.agent_gpu] enabled = true, or vibesys broker serve --agent-gpu)"
-                    );
+                if self.slurm_gpu_alias() {
+                    crate::slurm_env::warn_slurm_gpu_alias();
                 }
                 Ok(Some(env))
             }
@@ -99,7 +102,10 @@ includes (see docs/sandboxing.md).
 
 Run environments: docker (default) confines the build in a container of its own from the
 pinned editor image (VIBESYS_DOCKER_IMAGE, VIBESYS_IMAGES_LOCK); host uses bubblewrap or
-Landlock (--confine); slurm, modal and skypilot are not available in this build.
+Landlock (--confine); slurm starts the run's broker and builds in the editor container as
+docker does, with the broker's agent socket at /run/vibesys/agent.sock (no devices; jobs run
+confined on compute nodes, see docs/slurm.md); modal and skypilot do not run trusted builds in
+this build.
 A build never runs unconfined: with VIBESYS_AGENT_SANDBOX=off it refuses (exit 125), even
 with --no-require-enforcement.
 
@@ -146,6 +152,9 @@ enum RunEnvCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Dispatch one candidate's trusted check and measure to Modal or
+    /// SkyPilot through the service's own client (docs/remote.md).
+    Eval(crate::remote_cmd::EvalArgs),
 }
 
 #[derive(Serialize)]
@@ -156,7 +165,10 @@ struct RunEnvShow {
 
 /// Runs `vibesys run-env`.
 pub fn run_env(args: RunEnvCmdArgs) -> anyhow::Result<u8> {
-    let RunEnvCommand::Show { env, json } = args.command;
+    let (env, json) = match args.command {
+        RunEnvCommand::Show { env, json } => (env, json),
+        RunEnvCommand::Eval(eval) => return crate::remote_cmd::run(eval),
+    };
     let selected = env.resolve()?;
     let environments: Vec<EnvironmentDescription> = match selected {
         Some(e) => vec![e.describe()],
@@ -177,11 +189,11 @@ pub fn run_env(args: RunEnvCmdArgs) -> anyhow::Result<u8> {
         } else {
             ""
         };
-        let status = match d.availability {
+        let status = match &d.availability {
             vs_runtime::Availability::Available => "available".to_owned(),
             vs_runtime::Availability::Partial { works } => format!("partial: {works}"),
             vs_runtime::Availability::NotAvailable { reason } => {
-                format!("not available in this build: {reason}")
+                format!("not available here: {reason}")
             }
         };
         let _ = writeln!(
@@ -222,13 +234,15 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
         RunEnvironment::Host if mode == ConfineMode::Docker => bail!(
             "{SANDBOX_ENV}=docker does not apply to builds in the host run environment; use --confine bwrap or landlock, or --run-environment docker"
         ),
-        RunEnvironment::Docker if args.confine != BuildConfine::Auto => bail!(
-            "--confine {} applies to the host run environment; the docker run environment confines the build in its container (pass --run-environment host to use it)",
-            match args.confine {
-                BuildConfine::Landlock => "landlock",
-                _ => "bwrap",
-            }
-        ),
+        RunEnvironment::Docker | RunEnvironment::Slurm if args.confine != BuildConfine::Auto => {
+            bail!(
+                "--confine {} applies to the host run environment; the {environment} run environment confines the build in its container (pass --run-environment host to use it)",
+                match args.confine {
+                    BuildConfine::Landlock => "landlock",
+                    _ => "bwrap",
+                }
+            )
+        }
         _ => {}
     }
     let run = RunId::new(&args.run)?;
@@ -238,15 +252,32 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     };
     let opened = open_run_environment(&project, environment, &run)?;
     opened.require_available()?;
-    if !matches!(environment, RunEnvironment::Host | RunEnvironment::Docker) {
+    if !matches!(
+        environment,
+        RunEnvironment::Host | RunEnvironment::Docker | RunEnvironment::Slurm
+    ) {
         bail!("the {environment} run environment does not run trusted builds in this build");
     }
     let layout = StateLayout::open(&project)?;
     let spec = BuildSpec::load(&layout)?;
     let config = PolicyConfig::load(layout.project())?;
     // For docker, the pinned image is checked before anything is checked out.
-    let docker = match environment {
-        RunEnvironment::Docker => Some(docker_options(&layout, &config)?),
+    let mut docker = match environment {
+        RunEnvironment::Docker | RunEnvironment::Slurm => Some(docker_options(&layout, &config)?),
+        _ => None,
+    };
+    // slurm: the run's broker, stopped (with every job it submitted) when
+    // this function returns, after the container (declared later).
+    let _broker = match (environment, docker.as_mut()) {
+        (RunEnvironment::Slurm, Some(options)) => {
+            let broker = crate::slurm_env::BrokerChild::start(
+                layout.project(),
+                run.as_str(),
+                args.env.slurm_gpu_alias(),
+            )?;
+            crate::slurm_env::editor_options(options, &broker)?;
+            Some(broker)
+        }
         _ => None,
     };
     let checkout = BuildCheckout::create(&layout, &run, &args.commit)?;
@@ -256,39 +287,15 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     let path_var = std::env::var_os("PATH");
     let confinement: Box<dyn Confinement> = match docker {
         Some(options) => Box::new(DockerSandbox::start(&resolved, &options)?),
-        None => {
-            let program = OsString::from(&spec.argv()[0]);
-            let host_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-            let mut resources = HostResources::for_command(
-                &program,
-                host_env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())),
-            );
-            for p in &config.allow {
-                resources.add(p, ResourceOrigin::Operator);
-            }
-            resources.retain_safe_for(&workspace);
-            let exec = ExecutionPolicy {
-                policy: resolved,
-                resources,
-                mode,
-                enforcement: Enforcement::Required,
-                network: config.network.unwrap_or(true),
-                max_processes: config.max_processes(),
-            };
-            let bwrap = match mode {
-                ConfineMode::Landlock => PathBuf::from("bwrap"),
-                _ => find_bwrap(path_var.as_deref())?,
-            };
-            confine(
-                &exec,
-                &helper_exe()?,
-                &bwrap,
-                vs_agent::StateBinds::default(),
-            )?
-            .context("refusing to build: no confinement was set up")?
-        }
+        None => host_confinement(mode, &workspace, resolved, &config, &spec.argv()[0])?,
     };
-    let child_env = build_env(path_var, workspace.root());
+    let mut child_env = build_env(path_var, workspace.root());
+    if _broker.is_some() {
+        child_env.push((
+            crate::slurm_env::BROKER_SOCKET_ENV.into(),
+            crate::slurm_env::AGENT_SOCKET_IN_CONTAINER.into(),
+        ));
+    }
     let commit = checkout.commit().to_owned();
     match checkout.build(&spec, confinement.as_ref(), &child_env) {
         Ok(build) => {
@@ -342,10 +349,59 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     }
 }
 
+/// The host confinement of a build in `workspace` (a checkout): bwrap or
+/// Landlock with enforcement required, the host resources `program`
+/// needs and the operator's `[sandbox] allow`.
+pub(crate) fn host_confinement(
+    mode: ConfineMode,
+    workspace: &Workspace,
+    resolved: vs_sandbox::ResolvedPolicy,
+    config: &PolicyConfig,
+    program: &str,
+) -> anyhow::Result<Box<dyn Confinement>> {
+    let program = OsString::from(program);
+    let host_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let mut resources = HostResources::for_command(
+        &program,
+        host_env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())),
+    );
+    for p in &config.allow {
+        resources.add(p, ResourceOrigin::Operator);
+    }
+    resources.retain_safe_for(workspace);
+    let exec = ExecutionPolicy {
+        policy: resolved,
+        resources,
+        mode,
+        enforcement: Enforcement::Required,
+        network: config.network.unwrap_or(true),
+        max_processes: config.max_processes(),
+    };
+    let bwrap = match mode {
+        ConfineMode::Landlock => PathBuf::from("bwrap"),
+        _ => find_bwrap(std::env::var_os("PATH").as_deref())?,
+    };
+    confine(
+        &exec,
+        &helper_exe()?,
+        &bwrap,
+        vs_agent::StateBinds::default(),
+    )?
+    .context("refusing to build: no confinement was set up")
+}
+
 /// The Docker options of a build: the pinned editor image (or
 /// `VIBESYS_DOCKER_IMAGE`) from the lock, a container id of its own.
 fn docker_options(layout: &StateLayout, config: &PolicyConfig) -> anyhow::Result<DockerOptions> {
-    let run_id = crate::docker_cmd::fresh_run_id("build");
+    docker_options_with_id(layout, config, crate::docker_cmd::fresh_run_id("build"))
+}
+
+/// As [`docker_options`], with the container's run id given.
+pub(crate) fn docker_options_with_id(
+    layout: &StateLayout,
+    config: &PolicyConfig,
+    run_id: String,
+) -> anyhow::Result<DockerOptions> {
     let mut options = crate::docker_cmd::base_options(None, Some(layout.project()), run_id)?;
     options.network = config.network.unwrap_or(true);
     Ok(options)
@@ -355,7 +411,7 @@ fn docker_options(layout: &StateLayout, config: &PolicyConfig) -> anyhow::Result
 /// exist there; read-only ones when the commit has them) and the project's
 /// own `[sandbox]` paths that exist in the checkout. The checkout is a
 /// throwaway copy, so a path the commit lacks has nothing to protect.
-fn checkout_policy(
+pub(crate) fn checkout_policy(
     workspace: &Workspace,
     config: &PolicyConfig,
 ) -> anyhow::Result<ProjectPathPolicy> {

@@ -36,6 +36,8 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
         check_docker(),
         check_nix(),
         check_slurm(),
+        check_remote(vs_runtime::remote::Service::Modal),
+        check_remote(vs_runtime::remote::Service::Skypilot),
     ];
     checks.extend(check_history());
     let default_ok = checks.first().is_some_and(|c| c.ok);
@@ -252,6 +254,25 @@ fn check_nix() -> Check {
                     .into(),
             ),
         },
+    }
+}
+
+/// The modal and skypilot run environments: the service's client in the
+/// tool directory (pinned version) and its credentials on the host.
+fn check_remote(service: vs_runtime::remote::Service) -> Check {
+    let status = vs_runtime::remote::Clients::discover().status(service);
+    let fixes: Vec<String> = [&status.installed, &status.configured]
+        .into_iter()
+        .filter_map(|r| r.as_ref().err().map(|m| m.fix.clone()))
+        .collect();
+    Check {
+        name: match service {
+            vs_runtime::remote::Service::Modal => "modal",
+            vs_runtime::remote::Service::Skypilot => "skypilot",
+        },
+        ok: status.is_available(),
+        detail: status.summary(),
+        fix: (!fixes.is_empty()).then(|| fixes.join("; then ")),
     }
 }
 

@@ -132,6 +132,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
                 helper: helper_exe()?,
                 writable: Vec::new(),
                 read_only_within: Vec::new(),
+                private_files: Vec::new(),
                 max_processes: project.config.max_processes(),
             };
             let sandbox = HostSandbox::new(&project.resolved, &resources, &options)?;

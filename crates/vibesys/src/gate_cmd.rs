@@ -19,8 +19,8 @@ pub struct GateArgs {
 
 #[derive(Debug, Subcommand)]
 enum GateCommand {
-    /// Record the sha256 of every protected path into the hidden run record
-    /// (.vibesys/state/runs/RUN_ID/gate-baseline.json).
+    /// Record the BLAKE3 digest of every protected path into the hidden run
+    /// record (.vibesys/state/runs/RUN_ID/gate-baseline.json, schema 2).
     Baseline(BaselineArgs),
     /// Compare the protected paths with the run's baseline: exit 0 when
     /// identical, 1 listing each changed, added or removed path.

@@ -17,7 +17,10 @@ mod internal_cmd;
 mod output;
 mod policy_cmd;
 mod project;
+mod remote_cmd;
+mod run_cmd;
 mod session_cmd;
+mod slurm_env;
 mod state_cmd;
 
 use std::process::ExitCode;
@@ -53,6 +56,8 @@ enum Command {
     Gate(gate_cmd::GateArgs),
     /// Trusted candidate build: run [build] confined in a fresh checkout, verify and record its outputs.
     Build(build_cmd::BuildArgs),
+    /// Run candidates end to end: confined agents, the gate, the trusted build, check and measure.
+    Run(run_cmd::RunArgs),
     /// Run environments: which command runner and confinement each uses.
     #[command(name = "run-env")]
     RunEnv(build_cmd::RunEnvCmdArgs),
@@ -121,6 +126,7 @@ fn main() -> ExitCode {
         Command::State(args) => state_cmd::run(args),
         Command::Gate(args) => gate_cmd::run(args),
         Command::Build(args) => build_cmd::run(args),
+        Command::Run(args) => run_cmd::run(args),
         Command::RunEnv(args) => build_cmd::run_env(args),
         Command::Broker(args) => broker_cmd::run(args),
         Command::InternalHostJob(args) => {
@@ -137,14 +143,21 @@ fn main() -> ExitCode {
 }
 
 /// Log to stderr; `VIBESYS_LOG` (an `EnvFilter` directive) sets the level.
+/// Without it, a plain `warn` level: no directive parsing on the launch
+/// path of every confined command.
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("VIBESYS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .without_time()
-        .try_init();
+        .without_time();
+    let _ = match std::env::var_os("VIBESYS_LOG") {
+        Some(_) => builder
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_env("VIBESYS_LOG")
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            )
+            .try_init(),
+        None => builder.with_max_level(tracing::Level::WARN).try_init(),
+    };
 }

@@ -88,6 +88,7 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
             helper: helper_exe()?,
             writable: Vec::new(),
             read_only_within: Vec::new(),
+            private_files: Vec::new(),
             max_processes: project.config.max_processes(),
         };
         let plan = BwrapPlan::new(&project.resolved, &resources, &options);

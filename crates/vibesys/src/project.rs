@@ -73,6 +73,15 @@ impl PolicyArgs {
         };
         let workspace = Workspace::open(&dir)?;
         let config = PolicyConfig::load(config_root.unwrap_or(workspace.root()))?;
+        self.resolve_in(workspace, config)
+    }
+
+    /// As [`PolicyArgs::resolve`], with the configuration given.
+    pub fn resolve_in(
+        &self,
+        workspace: Workspace,
+        config: PolicyConfig,
+    ) -> anyhow::Result<ProjectPolicy> {
         let flags = ProjectPathPolicy::new(&self.read_only, &self.hidden)?;
         let mut policy = config.policy()?.merge(&flags)?;
         if workspace.root().join(vs_runtime::state::STATE_DIR).is_dir() {

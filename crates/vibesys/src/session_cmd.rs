@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use clap::Args;
 use vs_agent::{
     ExecutionPolicy, confine, prepare_state_paths, session_command, session_env_allowlist,
@@ -23,7 +23,16 @@ gemini --approval-mode=yolo --sandbox=false): vibesys's confinement is the only 
 Only allow-listed variables reach the agent (PATH, HOME, USER, LANG, LC_*, TERM, TZ, TMPDIR,
 proxy and CA variables, the provider's auth and state variables, and --env NAME extras);
 dropped names are logged once, values never. The provider's state directory (e.g. ~/.codex)
-is the only writable path outside the project.
+is the only writable path outside the project; its configuration files are read-only. Claude
+Code's ~/.claude.json is a private copy per session (seeded from yours, discarded at the end:
+your file is never written; read-only under --confine landlock).
+
+--run-environment slurm starts the run's broker (vibesys broker serve, see docs/slurm.md) and
+runs the session in the local editor container (the pinned image, as --confine docker): no
+devices, the workspace at its host path, the broker's AGENT socket at /run/vibesys/agent.sock
+(VIBESYS_BROKER_SOCKET), never the framework socket. Inside, /.vibesys/vibesys broker job
+--socket $VIBESYS_BROKER_SOCKET -- CMD runs CMD confined on a compute node (needs
+VIBESYS_COMMAND_SERVER, a static vibesys). The broker and the container stop with the session.
 
 Exit status: the session's own; 125 when vibesys fails (nothing ran).")]
 pub struct SessionArgs {
@@ -34,6 +43,11 @@ pub struct SessionArgs {
     policy: PolicyArgs,
     #[command(flatten)]
     confine: ConfineArgs,
+    /// host (the default: --confine picks the mechanism), docker (as --confine docker), or slurm
+    /// (the run's Slurm broker and a local editor container; slurm-gpu: deprecated, slurm with
+    /// agent GPU jobs on).
+    #[arg(long = "run-environment", value_name = "ENV")]
+    run_environment: Option<String>,
     /// Pass this variable through as well (a valid name; repeatable).
     #[arg(long = "env", value_name = "NAME")]
     env: Vec<String>,
@@ -74,13 +88,58 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
         }
         (None, None) => provider.interactive(&args.args),
     };
-    let (mode, enforcement) = args.confine.resolve()?;
+    let (mut mode, enforcement) = args.confine.resolve()?;
+    let environment = match args.run_environment.as_deref() {
+        Some(value) => Some(vs_runtime::RunEnvironment::parse(value)?),
+        None => None,
+    };
+    let slurm_gpu_alias =
+        args.run_environment.as_deref() == Some(vs_runtime::environment::SLURM_GPU_ALIAS);
+    match environment {
+        None | Some(vs_runtime::RunEnvironment::Host) => {}
+        Some(vs_runtime::RunEnvironment::Docker | vs_runtime::RunEnvironment::Slurm) => {
+            if !matches!(
+                args.confine.confine,
+                crate::exec_cmd::ConfineArg::Auto | crate::exec_cmd::ConfineArg::Docker
+            ) {
+                bail!(
+                    "--confine applies to the host run environment; --run-environment {} runs the session in a container",
+                    args.run_environment.as_deref().unwrap_or_default()
+                );
+            }
+            if mode == vs_sandbox::ConfineMode::Off {
+                bail!(
+                    "refusing the session: agent confinement is disabled ({}=off) and the {} run environment never runs an agent unconfined",
+                    vs_sandbox::controls::SANDBOX_ENV,
+                    args.run_environment.as_deref().unwrap_or_default()
+                );
+            }
+            mode = vs_sandbox::ConfineMode::Docker;
+        }
+        Some(other) => bail!("the {other} run environment does not run sessions in this build"),
+    }
     let project = args.policy.resolve()?;
     let env = session_env_allowlist(std::env::vars_os(), &provider, &args.env)?;
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    let state = match &home {
+    let mut state = match &home {
         Some(home) => prepare_state_paths(&provider, home, |v| std::env::var_os(v))?,
         None => vs_agent::StateBinds::default(),
+    };
+    // bwrap and the container bind a private copy of each home-level file
+    // (the user's is never written); the directory lives until the session
+    // ends.
+    let _session_dir = if matches!(
+        mode,
+        vs_sandbox::ConfineMode::Auto
+            | vs_sandbox::ConfineMode::Bwrap
+            | vs_sandbox::ConfineMode::Docker
+    ) && !state.private.is_empty()
+    {
+        let dir = vs_agent::SessionDir::create()?;
+        state.seed_copies(&dir, project.workspace.root())?;
+        Some(dir)
+    } else {
+        None
     };
     let program = launch
         .argv
@@ -97,8 +156,16 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
     };
     let cwd =
         chdir_in(&project.workspace).unwrap_or_else(|| project.workspace.root().to_path_buf());
+    if environment == Some(vs_runtime::RunEnvironment::Slurm) {
+        if slurm_gpu_alias {
+            crate::slurm_env::warn_slurm_gpu_alias();
+        }
+        let mounts = state_mounts(home.as_deref(), &state);
+        return run_in_slurm(&args, &project, &launch, env, &cwd, slurm_gpu_alias, mounts);
+    }
     if mode == vs_sandbox::ConfineMode::Docker {
-        return run_in_docker(&args, &project, &launch, &env, &cwd);
+        let mounts = state_mounts(home.as_deref(), &state);
+        return run_in_docker(&args, &project, &launch, &env, &cwd, None, mounts);
     }
     let bwrap = find_bwrap(std::env::var_os("PATH").as_deref()).unwrap_or_else(|_| "bwrap".into());
     let confinement = confine(&exec, &helper_exe()?, &bwrap, state)?;
@@ -109,16 +176,62 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
     Ok(vs_sandbox::launch::exit_code(status) as u8)
 }
 
+/// HOME of the pinned images (images/*.toml `config.env`): the provider's
+/// state locations below the host's HOME are bound below it.
+const IMAGE_HOME: &str = "/home/agent";
+
+/// The provider's state in the container, as the session rules say: each
+/// location below the host's HOME at the same place below [`IMAGE_HOME`],
+/// any other (an override variable such as `CLAUDE_CONFIG_DIR`, which
+/// crosses into the container) at its host path; state directories
+/// read-write, the configuration entries inside them read-only over them,
+/// and each home-level file (`~/.claude.json`) as the session's private
+/// copy, read-write (the user's file is never written).
+fn state_mounts(
+    home: Option<&std::path::Path>,
+    state: &vs_agent::StateBinds,
+) -> Vec<vs_sandbox::docker::ExtraMount> {
+    let target = |p: &std::path::Path| match home.and_then(|h| p.strip_prefix(h).ok()) {
+        Some(rel) if !rel.as_os_str().is_empty() => std::path::Path::new(IMAGE_HOME).join(rel),
+        _ => p.to_path_buf(),
+    };
+    let mount = |source: PathBuf, at: &std::path::Path, read_only| vs_sandbox::docker::ExtraMount {
+        target: target(at),
+        source,
+        read_only,
+    };
+    state
+        .writable
+        .iter()
+        .map(|p| mount(p.clone(), p, false))
+        .chain(
+            state
+                .read_only_within
+                .iter()
+                .map(|p| mount(p.clone(), p, true)),
+        )
+        .chain(
+            state
+                .copies
+                .iter()
+                .map(|c| mount(c.source(), &c.target, false)),
+        )
+        .collect()
+}
+
 /// The session in the run's container (the docker run environment): the
-/// same launcher, with the DockerSandbox as the confinement. Only the
-/// allow-listed names cross into the container; PATH, HOME, USER, SHELL
-/// and TMPDIR are the image's own.
+/// same launcher, with the DockerSandbox as the confinement and the
+/// provider's state mounted (see [`state_mounts`]). Only the allow-listed
+/// names cross into the container; PATH, HOME, USER, SHELL and TMPDIR are
+/// the image's own.
 fn run_in_docker(
     args: &SessionArgs,
     project: &crate::project::ProjectPolicy,
     launch: &agentshim::Launch,
     env: &vs_agent::SessionEnv,
     cwd: &std::path::Path,
+    broker: Option<&crate::slurm_env::BrokerChild>,
+    state: Vec<vs_sandbox::docker::ExtraMount>,
 ) -> anyhow::Result<u8> {
     use vs_sandbox::docker::{DockerSandbox, EnvAllowList};
     const HOST_ONLY: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR"];
@@ -127,6 +240,10 @@ fn run_in_docker(
         args.confine.image.as_deref(),
         args.policy.project.as_deref(),
     )?;
+    options.extra_mounts.extend(state);
+    if let Some(broker) = broker {
+        crate::slurm_env::editor_options(&mut options, broker)?;
+    }
     let names: Vec<String> = env
         .vars
         .iter()
@@ -143,4 +260,33 @@ fn run_in_docker(
         .context("cannot start the session in the container")?;
     drop(sandbox);
     Ok(vs_sandbox::launch::exit_code(status) as u8)
+}
+
+/// The session in the slurm run environment: the run's broker (stopped,
+/// with every job it submitted, when the session ends, whatever the
+/// outcome), then the session in the editor container with the agent
+/// socket mounted and named by `VIBESYS_BROKER_SOCKET`.
+fn run_in_slurm(
+    args: &SessionArgs,
+    project: &crate::project::ProjectPolicy,
+    launch: &agentshim::Launch,
+    mut env: vs_agent::SessionEnv,
+    cwd: &std::path::Path,
+    agent_gpu: bool,
+    state: Vec<vs_sandbox::docker::ExtraMount>,
+) -> anyhow::Result<u8> {
+    if let vs_runtime::environment::Availability::NotAvailable { reason } =
+        vs_runtime::RunEnvironment::Slurm.describe().availability
+    {
+        bail!("the slurm run environment is not available here: {reason}");
+    }
+    let run = crate::docker_cmd::run_id();
+    let broker = crate::slurm_env::BrokerChild::start(project.workspace.root(), &run, agent_gpu)?;
+    env.vars.push((
+        crate::slurm_env::BROKER_SOCKET_ENV.into(),
+        crate::slurm_env::AGENT_SOCKET_IN_CONTAINER.into(),
+    ));
+    let outcome = run_in_docker(args, project, launch, &env, cwd, Some(&broker), state);
+    drop(broker);
+    outcome
 }

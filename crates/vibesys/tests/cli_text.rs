@@ -19,6 +19,10 @@ fn help_texts() {
     insta::assert_snapshot!("help_exec", help(&["exec", "--help"]));
     insta::assert_snapshot!("help_policy_show", help(&["policy", "show", "--help"]));
     insta::assert_snapshot!("help_doctor", help(&["doctor", "--help"]));
+    insta::assert_snapshot!("help_session", help(&["session", "--help"]));
+    insta::assert_snapshot!("help_build", help(&["build", "--help"]));
+    insta::assert_snapshot!("help_run", help(&["run", "--help"]));
+    insta::assert_snapshot!("help_run_start", help(&["run", "start", "--help"]));
 }
 
 #[test]

@@ -49,6 +49,7 @@ fn wrapped_bwrap_argv_confines() {
             helper: vibesys(),
             writable: Vec::new(),
             read_only_within: Vec::new(),
+            private_files: Vec::new(),
             max_processes: 4096,
         },
     )

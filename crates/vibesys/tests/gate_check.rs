@@ -157,6 +157,10 @@ fn empty_and_large_files_are_hashed_exactly() {
     let dir = project();
     let p = dir.path();
     fs::write(p.join("inputs/empty"), b"").unwrap();
+    // The official BLAKE3 test vector input (byte i is i % 251) at its
+    // largest length, and a 3 MiB file hashed in several reads.
+    let vector: Vec<u8> = (0..102_400u32).map(|i| (i % 251) as u8).collect();
+    fs::write(p.join("inputs/vector.bin"), &vector).unwrap();
     let big: Vec<u8> = (0..(3 * 1024 * 1024 + 17) as u32)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
@@ -174,27 +178,31 @@ fn empty_and_large_files_are_hashed_exactly() {
         ],
     ));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["files"], 3);
-    assert_eq!(v["bytes"], big.len() as u64 + 8);
+    assert_eq!(v["files"], 4);
+    assert_eq!(v["bytes"], (big.len() + vector.len()) as u64 + 8);
 
-    // The recorded digests agree with coreutils' sha256sum.
+    // The recorded digests are BLAKE3's published test vectors.
     let b: serde_json::Value = serde_json::from_slice(
         &fs::read(p.join(".vibesys/state/runs/r1/gate-baseline.json")).unwrap(),
     )
     .unwrap();
-    for name in ["empty", "big.bin"] {
-        let sum = Command::new("sha256sum")
-            .arg(p.join("inputs").join(name))
-            .output()
-            .unwrap_or_else(|e| {
-                panic!("this test needs sha256sum (apt-get install coreutils): {e}")
-            });
-        let want = String::from_utf8_lossy(&sum.stdout)[..64].to_owned();
+    assert_eq!(b["schema_version"], 2);
+    for (name, want) in [
+        (
+            "empty",
+            "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262",
+        ),
+        (
+            "vector.bin",
+            "bc3e3d41a1146b069abffad3c0d44860cf664390afce4d9661f7902e7943e085",
+        ),
+    ] {
         let entry = &b["entries"][format!("inputs/{name}")];
         assert_eq!(entry["type"], "file");
-        assert_eq!(entry["sha256"], want.as_str(), "{name}");
+        assert_eq!(entry["blake3"], want, "{name}");
     }
     assert_eq!(b["entries"]["inputs/empty"]["size"], 0);
+    assert_eq!(b["entries"]["inputs/big.bin"]["size"], big.len() as u64);
 
     // Flip the last byte of the big file; grow the empty one.
     let mut changed = big.clone();
@@ -206,6 +214,56 @@ fn empty_and_large_files_are_hashed_exactly() {
     assert_eq!(
         stdout(&out),
         "changed: inputs/big.bin\nchanged: inputs/empty\n"
+    );
+}
+
+#[test]
+fn a_baseline_of_the_sha256_schema_is_refused_naming_its_version() {
+    let dir = project();
+    let p = dir.path();
+    baseline(p, "r1", &["inputs"]);
+    // What vibesys wrote before BLAKE3: schema_version 1, sha256 digests.
+    let path = p.join(".vibesys/state/runs/r1/gate-baseline.json");
+    let old = serde_json::json!({
+        "schema_version": 1,
+        "run_id": "r1",
+        "created_at": "2026-11-30T00:00:00Z",
+        "protect": ["inputs"],
+        "entries": {
+            "inputs": {"type": "directory"},
+            "inputs/data.csv": {
+                "type": "file",
+                "size": 8,
+                "sha256": "5b0cbcb3e8e2d1d4fc2b7c1b5bd2a3a4c4d48a6d1f5fb8fd0e8a0c5bb8b3e6a1",
+                "executable": false
+            }
+        }
+    });
+    fs::write(&path, serde_json::to_vec(&old).unwrap()).unwrap();
+    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains("schema_version 1"), "{err}");
+    assert!(err.contains("reads schema_version 2"), "{err}");
+    assert!(err.contains("SHA-256"), "{err}");
+    assert!(!err.contains("unknown field"), "{err}");
+    // A future version is refused the same way; no version at all too.
+    let future = serde_json::json!({"schema_version": 3, "whatever": true});
+    fs::write(&path, serde_json::to_vec(&future).unwrap()).unwrap();
+    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("schema_version 3"),
+        "{}",
+        stderr(&out)
+    );
+    fs::write(&path, b"{\"run_id\": \"r1\"}").unwrap();
+    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("no schema_version"),
+        "{}",
+        stderr(&out)
     );
 }
 

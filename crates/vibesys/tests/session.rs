@@ -194,3 +194,120 @@ fn a_disabled_sandbox_refuses_the_session() {
         stderr(&out)
     );
 }
+
+/// A stand-in claude that reads its `~/.claude.json`, then plants a hook
+/// and an MCP server command in it, and tries to move it away.
+const CLAUDE_PLANTER: &str = r#"#!/bin/sh
+out="$PWD/record-claude-json"
+f="${CLAUDE_CONFIG_DIR:-$HOME}/.claude.json"
+printf 'seen:%s\n' "$(cat "$f" 2>/dev/null)" > "$out"
+{ printf '{"mcpServers":{"x":{"command":"/tmp/planted"}},"hooks":{"Stop":"/tmp/planted"}}\n' > "$f"; } 2>/dev/null && echo 'write:ok' >> "$out"
+printf 'after:%s\n' "$(cat "$f" 2>/dev/null)" >> "$out"
+{ mv "$f" "$f.moved"; } 2>/dev/null && echo 'moved:yes' >> "$out"
+{ rm -f "$f"; } 2>/dev/null && [ ! -e "$f" ] && echo 'removed:yes' >> "$out"
+exit 0
+"#;
+
+const USER_JSON: &str = "{\"numStartups\":7,\"userID\":\"user-owned\"}\n";
+
+/// Runs the planter as `who` with `backend`; `config_dir` sets
+/// CLAUDE_CONFIG_DIR. Returns the record and the user's file afterwards.
+fn plant_claude_json(
+    who: As,
+    backend: &str,
+    config_dir: bool,
+) -> (std::process::Output, String, String) {
+    let p = project(who);
+    let bin = p.outside.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let claude = bin.join("claude");
+    std::fs::write(&claude, CLAUDE_PLANTER).unwrap();
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let home = p.outside.join("home");
+    let state = home.join("cfg");
+    std::fs::create_dir_all(&state).unwrap();
+    let user_file = if config_dir {
+        state.join(".claude.json")
+    } else {
+        home.join(".claude.json")
+    };
+    std::fs::write(&user_file, USER_JSON).unwrap();
+    if who == As::User {
+        let (uid, gid) = test_user();
+        let ok = std::process::Command::new("chown")
+            .args(["-R", &format!("{uid}:{gid}")])
+            .arg(&p.outside)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+    let mut cmd = command_as(
+        who,
+        &p.root,
+        &vibesys(),
+        &["session", "--provider", "claude", "--confine", backend],
+    );
+    cmd.env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("HOME", &home);
+    if config_dir {
+        cmd.env("CLAUDE_CONFIG_DIR", &state);
+    }
+    let out = cmd.output().unwrap();
+    let record = std::fs::read_to_string(p.root.join("record-claude-json")).unwrap_or_default();
+    let after = std::fs::read_to_string(&user_file).unwrap_or_default();
+    (out, record, after)
+}
+
+#[test]
+fn claude_json_is_a_private_copy_under_bwrap() {
+    require_tool("bwrap", "apt-get install bubblewrap");
+    for who in users() {
+        for config_dir in [false, true] {
+            let (out, record, after) = plant_claude_json(who, "bwrap", config_dir);
+            assert_code(&out, 0);
+            let case = format!("{who:?}, CLAUDE_CONFIG_DIR={config_dir}");
+            // The copy has the user's content and the CLI can write it...
+            assert!(
+                record.contains(&format!("seen:{}", USER_JSON.trim_end())),
+                "{case}: {record}"
+            );
+            assert!(record.contains("write:ok"), "{case}: {record}");
+            assert!(record.contains("after:{\"mcpServers\""), "{case}: {record}");
+            // ...cannot move it away...
+            assert!(!record.contains("moved:yes"), "{case}: {record}");
+            assert!(!record.contains("removed:yes"), "{case}: {record}");
+            // ...and nothing of it reaches the user's file.
+            assert_eq!(after, USER_JSON, "{case}: the user's file was written");
+        }
+    }
+}
+
+#[test]
+fn claude_json_is_read_only_under_landlock() {
+    for who in users() {
+        let (out, record, after) = plant_claude_json(who, "landlock", false);
+        assert_code(&out, 0);
+        assert!(
+            record.contains(&format!("seen:{}", USER_JSON.trim_end())),
+            "{who:?}: {record}"
+        );
+        assert!(!record.contains("write:ok"), "{who:?}: {record}");
+        assert_eq!(after, USER_JSON, "{who:?}: the user's file was written");
+        assert!(
+            stderr(&out).contains("read-only in this session"),
+            "{}",
+            stderr(&out)
+        );
+        // Inside a writable state directory Landlock cannot protect it:
+        // the session is refused.
+        let (out, record, after) = plant_claude_json(who, "landlock", true);
+        assert_code(&out, 125);
+        assert!(record.is_empty(), "{who:?}: the session ran: {record}");
+        assert_eq!(after, USER_JSON);
+        assert!(
+            stderr(&out).contains("Landlock cannot make it read-only"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}

@@ -47,6 +47,44 @@ pub const CONTROL_ALLOWLIST: &[&str] = &[
     "CUDA_VISIBLE_DEVICES",
 ];
 
+/// Credentials of the remote run environments (Modal, SkyPilot and the
+/// clouds SkyPilot drives): they stay on the host, where vibesys runs the
+/// services' clients. None reaches a session or a confined command, not
+/// even when an operator names it with `--env` (refused).
+pub const REMOTE_CREDENTIAL_PREFIXES: &[&str] = &["MODAL_", "SKYPILOT_", "SKY_"];
+
+/// Cloud credential variables SkyPilot's clouds read (kept on the host).
+pub const REMOTE_CREDENTIAL_NAMES: &[&str] = &[
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "AZURE_CLIENT_SECRET",
+    "KUBECONFIG",
+    "RUNPOD_API_KEY",
+    "LAMBDA_API_KEY",
+];
+
+/// Whether `name` is a remote run environment's credential.
+pub fn is_remote_credential(name: &str) -> bool {
+    REMOTE_CREDENTIAL_NAMES.contains(&name)
+        || REMOTE_CREDENTIAL_PREFIXES
+            .iter()
+            .any(|p| name.starts_with(p))
+}
+
+/// Extras must be valid names and never a remote credential.
+fn check_extras(extras: &[String]) -> Result<(), AgentError> {
+    if let Some(cred) = extras.iter().find(|n| is_remote_credential(n)) {
+        return Err(AgentError::RemoteCredential { name: cred.clone() });
+    }
+    match extras.iter().find(|n| !is_valid_name(n)) {
+        Some(bad) => Err(AgentError::InvalidEnvName { name: bad.clone() }),
+        None => Ok(()),
+    }
+}
+
 /// Prefixes kept (the locale family).
 pub const ALLOWED_PREFIXES: &[&str] = &["LC_"];
 
@@ -79,9 +117,7 @@ where
     K: AsRef<OsStr>,
     V: AsRef<OsStr>,
 {
-    if let Some(bad) = extras.iter().find(|n| !is_valid_name(n)) {
-        return Err(AgentError::InvalidEnvName { name: bad.clone() });
-    }
+    check_extras(extras)?;
     let mut allowed: BTreeSet<&str> = BASE_ALLOWLIST.iter().copied().collect();
     allowed.extend(CONTROL_ALLOWLIST.iter().copied());
     allowed.extend(provider.auth_env_vars().iter().copied());
@@ -99,9 +135,7 @@ where
     K: AsRef<OsStr>,
     V: AsRef<OsStr>,
 {
-    if let Some(bad) = extras.iter().find(|n| !is_valid_name(n)) {
-        return Err(AgentError::InvalidEnvName { name: bad.clone() });
-    }
+    check_extras(extras)?;
     let mut allowed: BTreeSet<&str> = BASE_ALLOWLIST.iter().copied().collect();
     allowed.extend(CONTROL_ALLOWLIST.iter().copied());
     allowed.extend(extras.iter().map(String::as_str));
@@ -119,7 +153,8 @@ where
     for (k, v) in env {
         let (k, v) = (k.as_ref(), v.as_ref());
         let keep = k.to_str().is_some_and(|name| {
-            allowed.contains(name) || ALLOWED_PREFIXES.iter().any(|p| name.starts_with(p))
+            (allowed.contains(name) || ALLOWED_PREFIXES.iter().any(|p| name.starts_with(p)))
+                && !is_remote_credential(name)
         });
         if keep {
             vars.push((k.to_os_string(), v.to_os_string()));
@@ -157,6 +192,32 @@ mod tests {
         let names: Vec<_> = out.vars.iter().map(|(k, _)| k.to_str().unwrap()).collect();
         assert_eq!(names, ["PATH", "LC_ALL", "OPENAI_API_KEY", "MY_EXTRA"]);
         assert_eq!(out.dropped, ["ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY"]);
+    }
+
+    #[test]
+    fn remote_credentials_stay_on_the_host() {
+        let env = [
+            ("PATH", "/usr/bin"),
+            ("MODAL_TOKEN_ID", "ak-1"),
+            ("MODAL_TOKEN_SECRET", "as-1"),
+            ("SKYPILOT_API_SERVER_ENDPOINT", "http://sky"),
+            ("AWS_ACCESS_KEY_ID", "aws"),
+            ("KUBECONFIG", "/k"),
+        ];
+        for provider in [Provider::Codex, Provider::Claude, Provider::Gemini] {
+            let out = session_env_allowlist(env, &provider, &[]).unwrap();
+            let names: Vec<_> = out.vars.iter().map(|(k, _)| k.to_str().unwrap()).collect();
+            assert_eq!(names, ["PATH"], "{provider:?}");
+        }
+        let out = exec_env_allowlist(env, &[]).unwrap();
+        assert_eq!(out.vars.len(), 1);
+        for name in ["MODAL_TOKEN_ID", "SKYPILOT_DEBUG", "AWS_SECRET_ACCESS_KEY"] {
+            let err = session_env_allowlist(env, &Provider::Codex, &[name.into()])
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(name) && err.contains("host"), "{err}");
+            assert!(exec_env_allowlist(env, &[name.into()]).is_err());
+        }
     }
 
     #[test]

@@ -9,6 +9,15 @@ pub enum AgentError {
         /// The name as given.
         name: String,
     },
+    /// An operator-named extra variable is a remote run environment's
+    /// credential (Modal, SkyPilot, a cloud SkyPilot drives).
+    #[error(
+        "refusing to pass {name} to the agent: it is a credential of the modal or skypilot run environment (or a cloud SkyPilot drives), which stays on the host where vibesys runs the service's client"
+    )]
+    RemoteCredential {
+        /// The name as given.
+        name: String,
+    },
     /// Confinement could not be planned or is unavailable.
     #[error(transparent)]
     Sandbox(#[from] vs_sandbox::SandboxError),
@@ -20,6 +29,22 @@ pub enum AgentError {
     UnsupportedMode {
         /// The mode.
         mode: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// The session's private directory could not be made or written.
+    #[error("cannot prepare the session directory {path:?}: {source}")]
+    SessionDir {
+        /// The path.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A provider's file cannot be copied for the session.
+    #[error("cannot make the session's private copy of {path:?}: it {reason}")]
+    PrivateCopy {
+        /// The user's file.
+        path: std::path::PathBuf,
         /// Why.
         reason: String,
     },

@@ -5,8 +5,10 @@
 
 pub mod env;
 pub mod error;
+pub mod private_copy;
 pub mod session;
 
 pub use env::{SessionEnv, session_env_allowlist};
 pub use error::AgentError;
+pub use private_copy::SessionDir;
 pub use session::{ExecutionPolicy, StateBinds, confine, prepare_state_paths, session_command};

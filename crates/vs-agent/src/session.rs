@@ -34,16 +34,48 @@ pub struct ExecutionPolicy {
     pub max_processes: u64,
 }
 
-/// The provider's state locations for `home`, created when missing (so
-/// they exist where they are bound read-write), and the configuration
-/// entries inside them, created when missing too (so the agent cannot
-/// create one either) and bound read-only.
+/// The provider's state locations for `home`: its directories, created
+/// when missing (so they exist where they are bound read-write), the
+/// configuration entries inside them, created when missing too (so the
+/// agent cannot create one either) and bound read-only, and its
+/// home-level files (`~/.claude.json`), for which each session gets a
+/// private copy (see [`crate::private_copy`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StateBinds {
     /// Bound read-write.
     pub writable: Vec<PathBuf>,
     /// Inside a writable location, bound read-only over it.
     pub read_only_within: Vec<PathBuf>,
+    /// The user's files a private copy stands in for (never written by
+    /// the session; read-only under Landlock, which cannot remap a path).
+    pub private: Vec<PathBuf>,
+    /// The copies, once seeded (see [`StateBinds::seed_copies`]).
+    pub copies: Vec<vs_sandbox::PrivateFile>,
+}
+
+impl StateBinds {
+    /// Seeds a private copy of each of [`StateBinds::private`] in `dir`,
+    /// which must lie outside the workspace and every writable location
+    /// (the agent must not reach the copy but through its bind).
+    pub fn seed_copies(
+        &mut self,
+        dir: &crate::SessionDir,
+        workspace: &Path,
+    ) -> Result<(), AgentError> {
+        let inside = dir.path().starts_with(workspace)
+            || workspace.starts_with(dir.path())
+            || self.writable.iter().any(|w| dir.path().starts_with(w));
+        if inside {
+            return Err(AgentError::PrivateCopy {
+                path: dir.path().to_path_buf(),
+                reason: "(the session directory) lies inside the workspace or a provider state directory; set XDG_RUNTIME_DIR or TMPDIR elsewhere".into(),
+            });
+        }
+        for user_file in &self.private {
+            self.copies.push(dir.seed(user_file)?);
+        }
+        Ok(())
+    }
 }
 
 /// Prepares the provider's state locations (see [`StateBinds`]).
@@ -60,37 +92,43 @@ pub fn prepare_state_paths(
     for sp in provider.resolve_state_paths(home, var) {
         let made = if sp.is_dir {
             std::fs::create_dir_all(&sp.path)
-        } else {
+        } else if std::fs::symlink_metadata(&sp.path).is_err() {
+            // The copy's mount point must exist: bwrap cannot create one
+            // below a read-only bind, and would leave an empty (invalid)
+            // file in a state directory. An empty configuration instead,
+            // the one time the user's file is written.
             match sp.path.parent() {
                 Some(parent) => std::fs::create_dir_all(parent).and_then(|()| {
                     std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
+                        .write(true)
+                        .create_new(true)
                         .open(&sp.path)
-                        .map(drop)
+                        .and_then(|mut f| std::io::Write::write_all(&mut f, b"{}\n"))
                 }),
                 None => Ok(()),
             }
+        } else {
+            Ok(())
         };
         made.map_err(state_err(&sp.path))?;
-        if sp.is_dir {
-            for entry in provider.config_entries() {
-                let path = sp.path.join(entry.name);
-                if std::fs::symlink_metadata(&path).is_err() {
-                    match entry.empty_file {
-                        None => std::fs::create_dir(&path),
-                        Some(content) => std::fs::OpenOptions::new()
-                            .write(true)
-                            .create_new(true)
-                            .open(&path)
-                            .and_then(|mut f| {
-                                std::io::Write::write_all(&mut f, content.as_bytes())
-                            }),
-                    }
-                    .map_err(state_err(&path))?;
+        if !sp.is_dir {
+            out.private.push(sp.path);
+            continue;
+        }
+        for entry in provider.config_entries() {
+            let path = sp.path.join(entry.name);
+            if std::fs::symlink_metadata(&path).is_err() {
+                match entry.empty_file {
+                    None => std::fs::create_dir(&path),
+                    Some(content) => std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&path)
+                        .and_then(|mut f| std::io::Write::write_all(&mut f, content.as_bytes())),
                 }
-                out.read_only_within.push(path);
+                .map_err(state_err(&path))?;
             }
+            out.read_only_within.push(path);
         }
         out.writable.push(sp.path);
     }
@@ -117,6 +155,7 @@ pub fn confine(
                 helper: helper.to_path_buf(),
                 writable: state.writable,
                 read_only_within: state.read_only_within,
+                private_files: state.copies,
                 max_processes: exec.max_processes,
             };
             Ok(Some(Box::new(HostSandbox::new(
@@ -132,6 +171,26 @@ pub fn confine(
                     "landlock: the provider's configuration files inside its state directory are NOT read-only (Landlock cannot take back a right below a writable directory)"
                 );
             }
+            // Landlock cannot bind a private copy at another path: the
+            // user's file is readable and NOT writable (the CLI may then
+            // fail to save its state; it cannot plant configuration).
+            let mut resources = exec.resources.clone();
+            for user_file in &state.private {
+                if state.writable.iter().any(|w| user_file.starts_with(w)) {
+                    return Err(AgentError::UnsupportedMode {
+                        mode: "landlock",
+                        reason: format!(
+                            "{} lies inside the provider's writable state directory, where Landlock cannot make it read-only; use --confine bwrap",
+                            user_file.display()
+                        ),
+                    });
+                }
+                tracing::warn!(
+                    path = %user_file.display(),
+                    "landlock: the provider's file is read-only in this session (no private copy: Landlock cannot remap a path)"
+                );
+                resources.add(user_file, vs_sandbox::resources::ResourceOrigin::ProviderState);
+            }
             let options = LandlockOptions {
                 network: exec.network,
                 helper: helper.to_path_buf(),
@@ -140,7 +199,7 @@ pub fn confine(
             };
             Ok(Some(Box::new(LandlockSandbox::new(
                 &exec.policy,
-                &exec.resources,
+                &resources,
                 &options,
             )?)))
         }

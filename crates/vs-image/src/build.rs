@@ -164,11 +164,14 @@ pub struct BuildReport {
 pub(crate) const EXTRA_GROUP: &str = "extra files";
 
 fn extra_group(spec: &ImageSpec, source: &Source) -> Result<Option<Group>, Error> {
-    let host_files: &[crate::ExtraFile] = if matches!(source, Source::ReferencesGraph(_)) {
-        &[]
-    } else {
-        &spec.host.files
-    };
+    // The [host] files go with host contents: a root or a closure is
+    // complete (a Debian root has its own /bin/sh).
+    let host_files: &[crate::ExtraFile] =
+        if matches!(source, Source::ReferencesGraph(_) | Source::Root(_)) {
+            &[]
+        } else {
+            &spec.host.files
+        };
     if spec.files.is_empty() && host_files.is_empty() {
         return Ok(None);
     }
@@ -426,6 +429,14 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
     let t0 = std::time::Instant::now();
     let pending = pending_layers(opts)?;
     tracing::debug!("inputs scanned at {:?}", t0.elapsed());
+    let scanned: Vec<&Group> = pending
+        .iter()
+        .flat_map(|p| match p {
+            Pending::Groups(g) => g.as_slice(),
+            Pending::Store { .. } => &[],
+        })
+        .collect();
+    let packages = crate::packages::of_groups(&scanned);
     let epoch = opts.source_date_epoch;
     if opts.format == OutputFormat::Squashfs {
         let allow = opts.spec.allow_setuid;
@@ -518,7 +529,7 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
             })
         })
         .collect();
-    let sbom = oci::sbom(&opts.spec, &config_digest, &sbom_groups, epoch)?;
+    let sbom = oci::sbom(&opts.spec, &config_digest, &sbom_groups, &packages, epoch)?;
     let sbom = oci::write_blob(&blobs, media::spdx(), &sbom)?;
     let sbom_digest = oci::digest(&sbom)?;
     oci::write_blob(&blobs, MediaType::EmptyJSON, oci::EMPTY_JSON)?;

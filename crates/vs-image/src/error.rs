@@ -169,6 +169,21 @@ pub enum Error {
         /// The found value.
         found: String,
     },
+    /// A checked image does not match its pin, and the lock recorded the
+    /// image's packages: `changes` says which differ (or that none does).
+    #[error("image {image}: {field} {found} does not match the pinned {pinned}; {changes}")]
+    InputsChanged {
+        /// The image name.
+        image: String,
+        /// The compared field.
+        field: String,
+        /// The pinned value.
+        pinned: String,
+        /// The found value.
+        found: String,
+        /// The packages that changed, e.g. `deb:git 1:2.39.5-0+deb12u2 -> 1:2.39.5-0+deb12u3`.
+        changes: String,
+    },
     /// An external tool failed.
     #[error("{tool} failed: {reason}")]
     Tool {

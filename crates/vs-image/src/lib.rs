@@ -24,6 +24,7 @@ mod layer;
 mod lock;
 mod mounts;
 mod oci;
+mod packages;
 mod perm;
 mod pipe;
 mod read;

@@ -62,6 +62,11 @@ pub struct LockedImage {
     /// Archive files of this image by format (`archive`, `oci-archive`, ...).
     #[serde(default)]
     pub archives: BTreeMap<String, LockedArchive>,
+    /// The packages the image's SBOM listed when it was pinned, by key
+    /// (`deb:git`, `pypi:claude-agent-sdk`) and version: when a digest
+    /// moves, `verify` names the packages that changed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub inputs: BTreeMap<String, String>,
 }
 
 /// One pinned archive file.
@@ -207,6 +212,7 @@ impl Lock {
                     config_digest: report.config_digest.clone(),
                     diff_ids,
                     archives: BTreeMap::new(),
+                    inputs: BTreeMap::new(),
                 },
             );
         }
@@ -218,6 +224,9 @@ impl Lock {
         };
         if report.manifest_digest.is_some() {
             entry.manifest_digest = report.manifest_digest.clone();
+        }
+        if let Some(sbom) = &report.sbom {
+            entry.inputs = sbom.inputs.clone();
         }
         if let (Some(path), Some(digest)) = (archive, report.archive_digest.clone()) {
             entry
@@ -234,11 +243,28 @@ impl Lock {
             .as_deref()
             .ok_or_else(|| Error::malformed(&report.path, "the image has no name"))?;
         let pinned = self.image(name, lock_path)?;
-        let mismatch = |field: &str, pinned: String, found: String| Error::PinMismatch {
-            image: name.to_owned(),
-            field: field.to_owned(),
-            pinned,
-            found,
+        let found_inputs = report.sbom.as_ref().map(|s| &s.inputs);
+        let mismatch = |field: &str, p: String, found: String| match found_inputs {
+            // Pinned with its inputs: say which changed (or that none did).
+            Some(f) if !pinned.inputs.is_empty() => Error::InputsChanged {
+                image: name.to_owned(),
+                field: field.to_owned(),
+                pinned: p,
+                found,
+                changes: match crate::packages::describe_changes(&pinned.inputs, f, 30) {
+                    c if c.is_empty() => format!(
+                        "no package of the {} the lock records changed: the builder or files outside the package databases differ",
+                        pinned.inputs.len()
+                    ),
+                    c => format!("the inputs changed: {}", c.join(", ")),
+                },
+            },
+            _ => Error::PinMismatch {
+                image: name.to_owned(),
+                field: field.to_owned(),
+                pinned: p,
+                found,
+            },
         };
         if pinned.config_digest != report.config_digest {
             return Err(mismatch(
@@ -253,7 +279,15 @@ impl Lock {
             return Err(mismatch("manifest digest", p.to_string(), f.to_string()));
         }
         let found: Vec<Digest> = report.layers.iter().map(|l| l.diff_id.clone()).collect();
-        check_layers(name, &pinned.diff_ids, &found)?;
+        if let Err(Error::PinMismatch {
+            field,
+            pinned: p,
+            found: f,
+            ..
+        }) = check_layers(name, &pinned.diff_ids, &found)
+        {
+            return Err(mismatch(&field, p, f));
+        }
         if let (Some(a), Some(found)) =
             (pinned.archives.get(&report.format), &report.archive_digest)
             && &a.digest != found
@@ -365,6 +399,7 @@ mod tests {
                 config_digest: d('b'),
                 diff_ids: vec![d('c'), d('d')],
                 archives: BTreeMap::new(),
+                inputs: BTreeMap::new(),
             },
         );
         l

@@ -292,6 +292,17 @@ pub(crate) struct SpdxPackage {
     pub checksums: Vec<SpdxChecksum>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub external_refs: Vec<SpdxExternalRef>,
+}
+
+/// An SPDX external reference (here: a package URL).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SpdxExternalRef {
+    pub reference_category: String,
+    pub reference_type: String,
+    pub reference_locator: String,
 }
 
 /// An SPDX checksum.
@@ -327,14 +338,17 @@ fn relationship(from: &str, kind: &str, to: &str) -> SpdxRelationship {
 }
 
 /// The SPDX 2.3 JSON document: the image as the described package, each
-/// group (store path or host file group) as a package it contains.
+/// group (store path or host file group) as a package it contains, and
+/// each package the content's package databases list (Debian's dpkg
+/// status, Python dist-info) with its version and package URL.
 pub(crate) fn sbom(
     spec: &ImageSpec,
     config: &Digest,
     groups: &[SbomGroup<'_>],
+    packages: &[crate::packages::Package],
     epoch: u64,
 ) -> Result<Vec<u8>, Error> {
-    let mut packages = vec![SpdxPackage {
+    let mut packages_out = vec![SpdxPackage {
         spdxid: "SPDXRef-Image".to_owned(),
         name: spec.name.clone(),
         version_info: Some(spec.tag.clone()),
@@ -343,6 +357,7 @@ pub(crate) fn sbom(
         primary_package_purpose: Some("CONTAINER".to_owned()),
         checksums: sha256(config),
         comment: Some("checksum is the image config digest (the Docker image ID)".to_owned()),
+        external_refs: Vec::new(),
     }];
     let mut relationships = vec![relationship(
         "SPDXRef-DOCUMENT",
@@ -352,7 +367,7 @@ pub(crate) fn sbom(
     for (i, g) in groups.iter().enumerate() {
         let id = format!("SPDXRef-Group-{}", i + 1);
         relationships.push(relationship("SPDXRef-Image", "CONTAINS", &id));
-        packages.push(SpdxPackage {
+        packages_out.push(SpdxPackage {
             spdxid: id,
             name: g.name.to_owned(),
             version_info: None,
@@ -364,8 +379,29 @@ pub(crate) fn sbom(
                 "in layer {}; checksum is the sha256 of the group's vibesys file listing",
                 g.layer
             )),
+            external_refs: Vec::new(),
         });
     }
+    for (i, p) in packages.iter().enumerate() {
+        let id = format!("SPDXRef-Package-{}", i + 1);
+        relationships.push(relationship("SPDXRef-Image", "CONTAINS", &id));
+        packages_out.push(SpdxPackage {
+            spdxid: id,
+            name: p.name.clone(),
+            version_info: Some(p.version.clone()),
+            download_location: "NOASSERTION".to_owned(),
+            files_analyzed: false,
+            primary_package_purpose: None,
+            checksums: Vec::new(),
+            comment: None,
+            external_refs: vec![SpdxExternalRef {
+                reference_category: "PACKAGE-MANAGER".to_owned(),
+                reference_type: "purl".to_owned(),
+                reference_locator: p.purl(),
+            }],
+        });
+    }
+    let packages = packages_out;
     let doc = SpdxDocument {
         spdx_version: "SPDX-2.3".to_owned(),
         data_license: "CC0-1.0".to_owned(),

@@ -42,8 +42,12 @@ pub struct SbomSummary {
     pub digest: Digest,
     /// `spdxVersion`.
     pub spdx_version: String,
-    /// Number of packages listed (the image plus one per group).
+    /// Number of packages listed (the image, one per group, one per
+    /// package of the content's package databases).
     pub packages: usize,
+    /// The content's packages by key (`deb:git`, `pypi:claude-agent-sdk`)
+    /// and version, from the package URLs the SBOM lists.
+    pub inputs: std::collections::BTreeMap<String, String>,
 }
 
 /// What `inspect` found.
@@ -463,6 +467,13 @@ pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
             sbom = Some(SbomSummary {
                 manifest_digest: sd,
                 digest: oci::digest(doc)?,
+                inputs: v
+                    .packages
+                    .iter()
+                    .flat_map(|p| &p.external_refs)
+                    .filter(|r| r.reference_type == "purl")
+                    .filter_map(|r| crate::packages::key_of_purl(&r.reference_locator))
+                    .collect(),
                 spdx_version: v.spdx_version,
                 packages: v.packages.len(),
             });

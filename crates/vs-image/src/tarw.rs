@@ -2,8 +2,7 @@
 //! entries), uid/gid 0, empty user and group names, no atime/ctime, one
 //! fixed mtime, permission bits only.
 
-use std::fs::File;
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, Read, Write};
 
 use tar::{EntryType, Header};
 
@@ -141,29 +140,27 @@ impl<W: Write> TarWriter<W> {
         self.pad(size)
     }
 
+    /// Writes only the header of a regular file of `size` bytes: the caller
+    /// places the content after it, then [`TarWriter::pad_after`].
+    pub(crate) fn file_header(&mut self, path: &str, mode: u32, size: u64) -> io::Result<()> {
+        self.header(path, EntryType::Regular, mode, size, None)
+    }
+
+    /// Writes the zeros that follow `size` bytes of content.
+    pub(crate) fn pad_after(&mut self, size: u64) -> io::Result<()> {
+        self.pad(size)
+    }
+
+    /// The inner writer.
+    pub(crate) fn inner_mut(&mut self) -> &mut W {
+        &mut self.out
+    }
+
     /// Writes the end-of-archive marker and returns the inner writer.
     pub(crate) fn finish(mut self) -> io::Result<W> {
         self.out.write_all(&[0u8; BLOCK * 2])?;
         self.out.flush()?;
         Ok(self.out)
-    }
-}
-
-impl TarWriter<BufWriter<File>> {
-    /// Copies a whole file member file-to-file, letting the kernel move the
-    /// bytes (`copy_file_range`) instead of passing them through userspace.
-    pub(crate) fn file_direct(&mut self, path: &str, mode: u32, src: &mut File) -> io::Result<()> {
-        let size = src.metadata()?.len();
-        self.header(path, tar::EntryType::Regular, mode, size, None)?;
-        self.out.flush()?;
-        let copied = io::copy(&mut src.take(size), self.out.get_mut())?;
-        if copied != size {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "file shrank while being copied",
-            ));
-        }
-        self.pad(size)
     }
 }
 

@@ -86,6 +86,29 @@ impl RunEnvironment {
         }
     }
 
+    /// Whether the editor container of this environment gets the host's
+    /// accelerators when the operator asks for them (`[vibesys]
+    /// attach_accelerator`): only `docker` evaluates locally. `slurm`,
+    /// `modal` and `skypilot` run their editor container as a control
+    /// plane without devices (heavy work goes to the compute nodes or the
+    /// service); `host` has no container.
+    pub fn attaches_accelerator(self, operator_asked: bool) -> bool {
+        match self {
+            Self::Docker => operator_asked,
+            Self::Host | Self::Slurm | Self::Modal | Self::Skypilot => false,
+        }
+    }
+
+    /// Whether evaluation is dispatched to a service (`modal`, `skypilot`)
+    /// through [`crate::remote::dispatch`].
+    pub fn remote_service(self) -> Option<crate::remote::Service> {
+        match self {
+            Self::Modal => Some(crate::remote::Service::Modal),
+            Self::Skypilot => Some(crate::remote::Service::Skypilot),
+            Self::Docker | Self::Host | Self::Slurm => None,
+        }
+    }
+
     /// Which command runner and which confinement this environment uses,
     /// and whether this build can run anything in it (for `slurm`: whether
     /// `sinfo` answers on this machine).
@@ -96,7 +119,7 @@ impl RunEnvironment {
                 "DockerSandbox (agent turns run in a container from the pinned editor image; workspace mounted at its host path, read-only paths re-mounted read-only, hidden paths masked)",
                 "in the run's container",
                 Availability::Partial {
-                    works: "vibesys exec --confine docker, vibesys session --confine docker and vibesys build run in it",
+                    works: "vibesys run, vibesys exec --confine docker, vibesys session --confine docker and vibesys build run in it",
                 },
             ),
             Self::Host => (
@@ -112,20 +135,16 @@ impl RunEnvironment {
                 crate::broker::slurm::availability(),
             ),
             Self::Modal => (
-                "the local editor container (no devices) for the agent; the service's API for evaluation",
-                "DockerSandbox for the local editor container",
-                "dispatched to Modal",
-                Availability::NotAvailable {
-                    reason: "dispatch to Modal is not implemented yet",
-                },
+                "the local editor container (no devices) for the agent; the host's `modal` client (from the tool directory) for evaluation",
+                "DockerSandbox for the local editor container (no devices; the service's credentials stay on the host)",
+                "dispatched to Modal: the trusted check and measure of the measured commit run in a generated Modal function (`modal run`)",
+                remote_availability(crate::remote::Service::Modal),
             ),
             Self::Skypilot => (
-                "the local editor container (no devices) for the agent; the service's API for evaluation",
-                "DockerSandbox for the local editor container",
-                "dispatched to SkyPilot",
-                Availability::NotAvailable {
-                    reason: "dispatch to SkyPilot is not implemented yet",
-                },
+                "the local editor container (no devices) for the agent; the host's `sky` client (from the tool directory) for evaluation",
+                "DockerSandbox for the local editor container (no devices; the service's credentials stay on the host)",
+                "dispatched to SkyPilot: the trusted check and measure of the measured commit run as a generated SkyPilot task (`sky launch --down`)",
+                remote_availability(crate::remote::Service::Skypilot),
             ),
         };
         EnvironmentDescription {
@@ -135,6 +154,30 @@ impl RunEnvironment {
             evaluation,
             availability,
         }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RunEnvironment {
+    /// Reads a recorded environment. A retired `local` record migrates to
+    /// `docker`, with a log line; other names must be canonical.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        if name == "local" {
+            tracing::warn!(
+                "this run was recorded in the retired `local` run environment; it continues in `docker`"
+            );
+            return Ok(Self::Docker);
+        }
+        ALL_ENVIRONMENTS
+            .iter()
+            .copied()
+            .find(|e| e.name() == name)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "unknown run environment {:?}; expected docker, host, slurm, modal or skypilot",
+                    name.chars().take(64).collect::<String>()
+                ))
+            })
     }
 }
 
@@ -151,8 +194,22 @@ impl fmt::Display for RunEnvironment {
     }
 }
 
+/// Modal and SkyPilot are available when their client is installed (at
+/// the pinned version) and configured; otherwise the reason says exactly
+/// what is missing and how to fix it.
+fn remote_availability(service: crate::remote::Service) -> Availability {
+    let status = crate::remote::Clients::discover().status(service);
+    if status.is_available() {
+        Availability::Available
+    } else {
+        Availability::NotAvailable {
+            reason: status.summary(),
+        }
+    }
+}
+
 /// Whether this build can run something in an environment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "status", rename_all = "kebab-case")]
 pub enum Availability {
     /// Everything described works.
@@ -165,7 +222,7 @@ pub enum Availability {
     /// Nothing runs in it in this build.
     NotAvailable {
         /// What is missing.
-        reason: &'static str,
+        reason: String,
     },
 }
 
@@ -200,10 +257,10 @@ pub struct OpenedEnvironment {
 impl OpenedEnvironment {
     /// Refuses an environment this build cannot run anything in.
     pub fn require_available(&self) -> Result<()> {
-        match self.description.availability {
+        match &self.description.availability {
             Availability::NotAvailable { reason } => Err(RuntimeError::RunEnvironmentUnavailable {
                 name: self.environment.name(),
-                reason: reason.to_owned(),
+                reason: reason.clone(),
             }),
             Availability::Available | Availability::Partial { .. } => Ok(()),
         }
@@ -265,12 +322,8 @@ mod tests {
             RunEnvironment::Host.describe().availability,
             Availability::Available
         );
-        // Slurm's availability follows `sinfo` (tests/slurm_broker.rs).
-        for env in [RunEnvironment::Modal, RunEnvironment::Skypilot] {
-            assert!(matches!(
-                env.describe().availability,
-                Availability::NotAvailable { .. }
-            ));
-        }
+        // Slurm's availability follows `sinfo` (tests/slurm_broker.rs);
+        // Modal's and SkyPilot's follow their clients and credentials
+        // (crates/vibesys/tests/remote_envs.rs).
     }
 }

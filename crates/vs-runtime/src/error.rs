@@ -202,6 +202,19 @@ pub enum RuntimeError {
         /// Where the baseline was expected.
         path: PathBuf,
     },
+    /// The gate baseline was written in another schema version (schema 1
+    /// held SHA-256 digests; this vibesys reads schema 2, BLAKE3).
+    #[error(
+        "gate baseline {path} has schema_version {found}, which this vibesys does not read (it reads schema_version {expected}: BLAKE3 digests; schema_version 1 held SHA-256 digests): record the baseline again with this vibesys (`vibesys gate baseline`) before the agent runs"
+    )]
+    BaselineVersion {
+        /// The baseline path.
+        path: PathBuf,
+        /// The version the file declares.
+        found: u32,
+        /// The version this vibesys reads and writes.
+        expected: u32,
+    },
     /// The gate baseline exists but is invalid.
     #[error("invalid gate baseline {path}: {reason}")]
     InvalidBaseline {
@@ -321,12 +334,89 @@ pub enum RuntimeError {
         replacement: String,
     },
     /// The run environment cannot run anything in this build.
-    #[error("the {name} run environment is not available in this build: {reason}")]
+    #[error("the {name} run environment is not available here: {reason}")]
     RunEnvironmentUnavailable {
         /// The environment.
         name: &'static str,
         /// What is missing.
         reason: String,
+    },
+    /// The task of a run is missing a required table.
+    #[error(
+        "{path} has no [{section}]: a run needs [task] (objective, protected) and [check] (argv, exit 0 = correct); see docs/cli.md"
+    )]
+    TaskNotConfigured {
+        /// The configuration file.
+        path: PathBuf,
+        /// The missing table.
+        section: &'static str,
+    },
+    /// The task of a run is malformed.
+    #[error("invalid task in {path}: {reason}")]
+    InvalidTask {
+        /// The configuration file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A `run start` request is out of range.
+    #[error("{reason}")]
+    InvalidRunRequest {
+        /// What is wrong.
+        reason: String,
+    },
+    /// A run id already has a record directory.
+    #[error("run {run} already exists")]
+    RunExists {
+        /// The run.
+        run: String,
+    },
+    /// No record of a run.
+    #[error("no run {run}: {path} does not exist")]
+    RunNotFound {
+        /// The run.
+        run: String,
+        /// Where its record was looked for.
+        path: PathBuf,
+    },
+    /// No run at all.
+    #[error("no run has been started in this project ({path} holds none)")]
+    NoRuns {
+        /// The runs directory.
+        path: PathBuf,
+    },
+    /// A run or candidate record is malformed.
+    #[error("invalid run record {path}: {reason}")]
+    InvalidRunRecord {
+        /// The record.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Another vibesys holds the run's lock.
+    #[error("run {run} is in progress in another vibesys (its lock is held)")]
+    RunInProgress {
+        /// The run.
+        run: String,
+    },
+    /// The task changed since the run started.
+    #[error(
+        "the task of run {run} changed since it started (vibesys.toml sha256 {recorded} then, {current} now); a resume evaluates with the task it started with: restore it, or start a new run"
+    )]
+    TaskChanged {
+        /// The run.
+        run: String,
+        /// The recorded digest.
+        recorded: String,
+        /// The current digest.
+        current: String,
+    },
+    /// Dispatching an evaluation to Modal or SkyPilot failed.
+    #[error(transparent)]
+    Remote {
+        /// What went wrong.
+        #[from]
+        source: crate::remote::RemoteError,
     },
 }
 

@@ -4,7 +4,10 @@
 //!
 //! It also holds the run environments (which command runner and which
 //! confinement each uses), the trusted candidate build and the host
-//! command broker of the `slurm` run environment ([`broker`]).
+//! command broker of the `slurm` run environment ([`broker`]), the
+//! dispatch of evaluations to Modal and SkyPilot ([`remote`]), and
+//! `vibesys run`: the task schema and the orchestration of a run's
+//! candidates ([`run`]).
 
 pub mod broker;
 pub mod build;
@@ -14,6 +17,8 @@ mod fsutil;
 pub mod gate;
 pub mod git;
 mod id;
+pub mod remote;
+pub mod run;
 pub mod state;
 mod time;
 pub mod worktree;

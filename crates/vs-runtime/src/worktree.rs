@@ -107,6 +107,19 @@ impl CandidateWorktree {
         Ok(wt)
     }
 
+    /// Removes the worktree of `candidate` in `run` if one is left (by a
+    /// run that died or was stopped), so it can be created afresh.
+    pub fn discard(layout: &StateLayout, run: &RunId, candidate: &CandidateId) -> Result<()> {
+        let path = layout
+            .project()
+            .join(StateLayout::candidates_rel(run))
+            .join(candidate.as_str());
+        if path.symlink_metadata().is_err() {
+            return Ok(());
+        }
+        remove_worktree(layout.project(), &path)
+    }
+
     /// The worktree directory.
     pub fn path(&self) -> &Path {
         &self.path

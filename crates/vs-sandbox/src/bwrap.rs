@@ -14,6 +14,7 @@ use crate::controls::SandboxUnavailableError;
 use crate::error::SandboxError;
 use crate::limits::ProcessLimit;
 use crate::policy::{Access, PathKind, ResolvedPolicy, metadata_paths};
+use crate::private_file::PrivateFile;
 use crate::resources::HostResources;
 
 /// A descriptor bwrap reads, created by the launcher right before exec.
@@ -128,6 +129,10 @@ pub struct BwrapOptions {
     /// configuration files), each from a descriptor opened beneath its
     /// writable directory with no symlink on the way.
     pub read_only_within: Vec<PathBuf>,
+    /// Private copies bound read-write at another path (a provider's
+    /// home-level file, see [`PrivateFile`]), each from a descriptor opened
+    /// beneath its vibesys-owned directory with no symlink on the way.
+    pub private_files: Vec<PrivateFile>,
     /// `[sandbox] max_processes`: the most processes the tree may hold.
     pub max_processes: u64,
 }
@@ -146,6 +151,9 @@ pub struct BwrapPlan {
 impl BwrapPlan {
     /// Lowers a resolved policy and resources into a bwrap command line.
     pub fn new(policy: &ResolvedPolicy, resources: &HostResources, options: &BwrapOptions) -> Self {
+        // Whole read-only trees with the secrets masked, not one bind per
+        // entry: bwrap's cost grows with every mount.
+        let resources = &resources.with_whole_etc(policy.workspace());
         let mut b = PlanBuilder::default();
         b.args([
             "--unshare-user",
@@ -191,8 +199,11 @@ impl BwrapPlan {
                     b.args(["--remount-ro".to_owned(), path]);
                 }
                 PathKind::File => {
+                    // Mode 0: with /etc bound whole the secret's name
+                    // exists inside; reading it fails (no capability
+                    // overrides the mode) instead of yielding nothing.
                     let fd = b.slot(FdSlot::Empty);
-                    b.args(["--perms", "0444", "--ro-bind-data"]);
+                    b.args(["--perms", "0000", "--ro-bind-data"]);
                     b.args([fd.to_string(), path]);
                 }
             }
@@ -231,6 +242,20 @@ impl BwrapPlan {
                 "--ro-bind-fd".to_owned(),
                 fd.to_string(),
                 inner.display().to_string(),
+            ]);
+        }
+        // After the state directories: a copy that stands in for a file
+        // inside one (`CLAUDE_CONFIG_DIR/.claude.json`) is bound over it.
+        for private in options.private_files.iter().filter(|p| p.is_well_formed()) {
+            let fd = b.slot(FdSlot::Bind {
+                root: private.dir.clone(),
+                rel: private.name.clone(),
+                kind: PathKind::File,
+            });
+            b.args([
+                "--bind-fd".to_owned(),
+                fd.to_string(),
+                private.target.display().to_string(),
             ]);
         }
 
@@ -406,7 +431,7 @@ pub fn bwrap_report(
         ),
     }
     });
-    report.outside = "only host resources, read-only; a private /tmp, fresh /proc and /dev".into();
+    report.outside = "only host resources, read-only (/etc whole, its host secrets masked); a private /tmp, fresh /proc and /dev".into();
     report.hardening = vec![
         "new user, pid, ipc, uts and cgroup namespaces".into(),
         "all capabilities dropped; nested user namespaces disabled".into(),
@@ -421,6 +446,13 @@ pub fn bwrap_report(
         "/proc/sys, /proc/sysrq-trigger, /proc/irq, /proc/bus, /proc/fs and /proc/asound are read-only (root inside is not root outside)".into(),
         "host secrets below a granted path (/etc/shadow, sudoers, ssl/private, ssh host keys, ...) are masked".into(),
     ];
+    for private in &options.private_files {
+        report.hardening.push(format!(
+            "{} is a private copy ({}) bound read-write: writes never reach the user's file",
+            private.target.display(),
+            private.source().display()
+        ));
+    }
     report.hardening.push(if options.network {
         "network: shared with the host (agents reach their model API)".into()
     } else {

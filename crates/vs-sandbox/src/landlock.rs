@@ -91,9 +91,13 @@ impl LandlockPlan {
         // resource that holds a host secret (/etc/ssl with ssl/private,
         // /etc granted whole) is granted entry by entry around it.
         let secrets: Vec<PathBuf> = resources.secrets().into_iter().map(|s| s.path).collect();
+        // A secret is recognised by its file identity, whatever the path
+        // a rule names it by (a symlink, a hard link): one stat per rule
+        // instead of a canonicalisation.
+        let identities: Vec<(u64, u64)> = secrets.iter().filter_map(|s| identity(s)).collect();
         let mut read: Vec<PathBuf> = Vec::new();
         for r in resources.iter().filter(|r| r.symlink_target.is_none()) {
-            grant_around(&r.path, &secrets, &mut read, 0);
+            grant_around(&r.path, &secrets, &identities, &mut read, 0);
         }
         read.push("/proc".into());
         read.push("/dev".into());
@@ -282,10 +286,16 @@ impl Confinement for LandlockSandbox {
 /// Adds `path` to `out`, or, when a secret lies below it, every entry of it
 /// but the secrets (recursively, a few levels deep at most: the secrets sit
 /// one or two levels below a granted directory).
-fn grant_around(path: &Path, secrets: &[PathBuf], out: &mut Vec<PathBuf>, depth: u8) {
+fn grant_around(
+    path: &Path,
+    secrets: &[PathBuf],
+    identities: &[(u64, u64)],
+    out: &mut Vec<PathBuf>,
+    depth: u8,
+) {
     // A rule on a symlink grants its target: never one that is a secret.
-    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    if secrets.iter().any(|s| s == path || s == &real) {
+    if secrets.iter().any(|s| s == path) || identity(path).is_some_and(|i| identities.contains(&i))
+    {
         return;
     }
     let holds_secret = secrets.iter().any(|s| s.starts_with(path));
@@ -299,6 +309,12 @@ fn grant_around(path: &Path, secrets: &[PathBuf], out: &mut Vec<PathBuf>, depth:
     let mut names: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
     names.sort();
     for entry in names {
-        grant_around(&entry, secrets, out, depth + 1);
+        grant_around(&entry, secrets, identities, out, depth + 1);
     }
+}
+
+/// The (device, inode) a path names, following symlinks.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }

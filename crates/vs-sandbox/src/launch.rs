@@ -23,6 +23,16 @@ pub const EXIT_CANNOT_EXECUTE: i32 = 126;
 /// Helper exit status: the command was not found.
 pub const EXIT_NOT_FOUND: i32 = 127;
 
+/// Makes the process `cmd` starts receive SIGTERM when the thread that
+/// spawned it exits, vibesys killed with SIGKILL included (Linux:
+/// `PR_SET_PDEATHSIG`; elsewhere nothing is armed).
+pub fn terminate_with_parent(cmd: &mut std::process::Command) {
+    #[cfg(target_os = "linux")]
+    crate::linux::parent_death::terminate_with_parent(cmd);
+    #[cfg(not(target_os = "linux"))]
+    let _ = cmd;
+}
+
 /// The exit code a shell would report: the code, or 128+N for signal N.
 pub fn exit_code(status: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;

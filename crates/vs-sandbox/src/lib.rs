@@ -20,6 +20,7 @@ pub mod limits;
 #[cfg(target_os = "linux")]
 mod linux;
 pub mod policy;
+pub mod private_file;
 pub mod resources;
 pub mod runner;
 pub mod seatbelt;
@@ -33,6 +34,7 @@ pub use error::{PolicyError, SandboxError};
 pub use landlock::{LandlockOptions, LandlockPlan, LandlockSandbox};
 pub use limits::ProcessLimit;
 pub use policy::{Access, ProjectPathPolicy, ResolvedPolicy, Workspace, WorkspaceRelPath};
+pub use private_file::PrivateFile;
 pub use resources::HostResources;
 pub use runner::{CommandResult, CommandRunner, CommandSpec, LocalShellRunner, RunnerError};
 pub use seatbelt::{SeatbeltPlan, SeatbeltSandbox};

@@ -1,6 +1,7 @@
 //! `HostResources`: the read-only host paths a confined agent needs.
 //!
-//! System roots, a subset of `/etc` (never `/etc/shadow` and friends), the
+//! System roots, a subset of `/etc` (never `/etc/shadow` and friends; bwrap
+//! binds `/etc` whole and masks the secrets instead), the
 //! command's own install root, `PATH` entries, toolchain homes, and the
 //! operator's `VIBESYS_AGENT_SANDBOX_ALLOW` list. A resource that is the
 //! workspace or one of its ancestors is refused with a log line: it would
@@ -87,7 +88,24 @@ pub const HOST_SECRETS: &[&str] = &[
     "/etc/docker/key.json",
     "/etc/munge/munge.key",
     "/etc/slurm/slurmdbd.conf",
+    "/etc/credstore",
+    "/etc/credstore.encrypted",
+    "/etc/wireguard",
+    "/etc/ipsec.secrets",
+    "/etc/ipsec.d/private",
+    "/etc/letsencrypt/archive",
+    "/etc/letsencrypt/keys",
+    "/etc/pki/tls/private",
+    "/etc/mysql/debian.cnf",
+    "/etc/postfix/sasl_passwd",
 ];
+
+/// The system tree a masking backend (bwrap) binds whole, read-only, in
+/// place of the [`ETC_ENTRIES`] it would otherwise bind one by one: every
+/// mount costs bwrap a parse of its mount table, so one bind plus a mask
+/// per [`HOST_SECRETS`] entry present is far cheaper than ~35 binds.
+/// Landlock cannot mask, so it keeps the entries.
+pub const WHOLE_ETC: &str = "/etc";
 
 /// A host secret below a granted resource, masked in the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -127,6 +145,9 @@ pub enum ResourceOrigin {
     Toolchain,
     /// `VIBESYS_AGENT_SANDBOX_ALLOW` or `--allow`.
     Operator,
+    /// A provider's home-level state file (`~/.claude.json`) granted
+    /// read-only where no private copy can stand in for it (Landlock).
+    ProviderState,
 }
 
 /// One read-only host path.
@@ -206,6 +227,29 @@ impl HostResources {
         }
         if let Some(allow) = env.get(OsStr::new(crate::controls::ALLOW_ENV)) {
             set.add_allow_list(allow);
+        }
+        set
+    }
+
+    /// These resources for a backend that masks [`HOST_SECRETS`] (bwrap):
+    /// the [`ETC_ENTRIES`] collapsed into [`WHOLE_ETC`], bound read-only as
+    /// one tree (secrets masked by the plan), unless `/etc` would unconfine
+    /// `workspace` (then nothing of it is added). Other resources stay as
+    /// they are; [`HostResources::iter`] already drops the nested ones.
+    pub fn with_whole_etc(&self, workspace: &Workspace) -> Self {
+        let etc = Path::new(WHOLE_ETC);
+        let mut set = self.clone();
+        let grants_etc = ETC_ENTRIES.iter().any(|name| {
+            set.entries
+                .get(&etc.join(name))
+                .is_some_and(|r| r.origin == ResourceOrigin::System)
+        });
+        if grants_etc && !set.entries.contains_key(etc) {
+            let mut whole = Self::default();
+            whole.add(etc, ResourceOrigin::System);
+            if whole.retain_safe_for(workspace).is_empty() {
+                set.entries.extend(whole.entries);
+            }
         }
         set
     }
@@ -299,12 +343,20 @@ impl HostResources {
     /// The resources, sorted by path, without those already visible
     /// through an enclosing resource directory.
     pub fn iter(&self) -> impl Iterator<Item = &HostResource> {
-        self.entries.values().filter(|r| {
-            !self.entries.values().any(|outer| {
-                outer.symlink_target.is_none()
-                    && outer.path != r.path
-                    && r.path.starts_with(&outer.path)
-            })
+        // One pass: the map is ordered by components, so everything below
+        // a directory follows it; an entry is nested exactly when it lies
+        // below the last directory kept.
+        let mut outer: Option<&Path> = None;
+        self.entries.values().filter(move |r| {
+            if outer.is_some_and(|o| r.path != o && r.path.starts_with(o)) {
+                return false;
+            }
+            outer = if r.symlink_target.is_none() {
+                Some(&r.path)
+            } else {
+                None
+            };
+            true
         })
     }
 
@@ -313,7 +365,13 @@ impl HostResources {
     /// name, which is masked when it lies below a resource too.
     pub fn secrets(&self) -> Vec<HostSecret> {
         let mut found = BTreeMap::new();
-        let creds = Creds::current();
+        // What lies below a nested resource lies below its outer one too.
+        let roots: Vec<&Path> = self
+            .iter()
+            .filter(|r| r.symlink_target.is_none())
+            .map(|r| r.path.as_path())
+            .collect();
+        let mut creds: Option<Creds> = None;
         for pattern in HOST_SECRETS {
             for path in expand_secret(Path::new(pattern)) {
                 let Ok(meta) = std::fs::metadata(&path) else {
@@ -322,6 +380,7 @@ impl HostResources {
                 // What this user cannot read, the sandbox (the same user,
                 // fewer rights) cannot either; bwrap could not even place
                 // a mask there.
+                let creds = creds.get_or_insert_with(Creds::current);
                 if !creds.may_read(&path) {
                     continue;
                 }
@@ -332,10 +391,7 @@ impl HostResources {
                     crate::policy::PathKind::File
                 };
                 for candidate in [path, real] {
-                    let exposed = self
-                        .entries
-                        .values()
-                        .any(|r| r.symlink_target.is_none() && candidate.starts_with(&r.path));
+                    let exposed = roots.iter().any(|r| candidate.starts_with(r));
                     if exposed
                         && std::fs::symlink_metadata(&candidate).is_ok_and(|m| !m.is_symlink())
                     {
@@ -567,6 +623,42 @@ mod tests {
         std::fs::write(host.join("commondir"), "..\n").unwrap();
         set.add_linked_git(&workspace);
         assert_eq!(set.iter().count(), 0);
+    }
+
+    #[test]
+    fn a_masking_backend_gets_etc_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = Workspace::open(dir.path()).unwrap();
+        let set = HostResources::system().with_whole_etc(&workspace);
+        let paths: Vec<PathBuf> = set.iter().map(|r| r.path.clone()).collect();
+        assert!(paths.contains(&PathBuf::from("/etc")), "{paths:?}");
+        assert!(
+            !paths
+                .iter()
+                .any(|p| p.starts_with("/etc") && p != Path::new("/etc")),
+            "{paths:?}"
+        );
+        // Landlock's set keeps the entries.
+        assert!(!HostResources::system().contains(Path::new("/etc")));
+        // /etc is never added where it would unconfine the project.
+        let etc_ws = Workspace::open("/etc").unwrap();
+        let set = HostResources::system().with_whole_etc(&etc_ws);
+        assert!(!set.contains(Path::new("/etc")));
+    }
+
+    #[test]
+    fn nested_resources_are_listed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("a/b")).unwrap();
+        std::fs::create_dir_all(d.join("a-b")).unwrap();
+        std::os::unix::fs::symlink(d.join("a-b"), d.join("l")).unwrap();
+        let mut set = HostResources::none();
+        for p in ["a/b", "a", "a-b", "l"] {
+            set.add(&d.join(p), ResourceOrigin::Operator);
+        }
+        let listed: Vec<PathBuf> = set.iter().map(|r| r.path.clone()).collect();
+        assert_eq!(listed, [d.join("a"), d.join("a-b"), d.join("l")]);
     }
 
     #[test]

@@ -173,6 +173,7 @@ fn bwrap_argv_snapshot() {
         helper: "/opt/vibesys/bin/vibesys".into(),
         writable: Vec::new(),
         read_only_within: Vec::new(),
+        private_files: Vec::new(),
         max_processes: 4096,
     };
     let plan = BwrapPlan::new(&resolved, &resources(), &options);
@@ -209,6 +210,62 @@ fn bwrap_argv_snapshot() {
         },
     );
     assert!(offline.args.contains(&"--unshare-net".to_owned()));
+}
+
+#[test]
+fn bwrap_binds_a_private_copy_at_another_path() {
+    let (_dir, ws) = workspace();
+    let resolved = sample_policy().resolve(&ws).unwrap();
+    let copy = vs_sandbox::PrivateFile {
+        dir: "/run/user/1000/vibesys-session/s1".into(),
+        name: ".claude.json".into(),
+        target: "/home/u/.claude.json".into(),
+    };
+    let bad = vs_sandbox::PrivateFile {
+        name: "../escape".into(),
+        ..copy.clone()
+    };
+    let options = BwrapOptions {
+        program: "/usr/bin/bwrap".into(),
+        network: true,
+        chdir: None,
+        helper: "/opt/vibesys/bin/vibesys".into(),
+        writable: vec!["/home/u/.claude".into()],
+        read_only_within: Vec::new(),
+        private_files: vec![copy, bad],
+        max_processes: 4096,
+    };
+    let plan = BwrapPlan::new(&resolved, &resources(), &options);
+    let slot = plan
+        .fds
+        .iter()
+        .position(|s| s.describe() == "bind-file:.claude.json")
+        .expect("a descriptor slot for the copy");
+    let fd = (vs_sandbox::bwrap::FIRST_SLOT_FD + slot as i32).to_string();
+    let at = plan
+        .args
+        .windows(3)
+        .position(|w| w == ["--bind-fd", fd.as_str(), "/home/u/.claude.json"])
+        .expect("the copy bound read-write at the target");
+    // After the writable state directory, so it covers a file inside one.
+    let state = plan
+        .args
+        .iter()
+        .position(|a| a == "/home/u/.claude")
+        .unwrap();
+    assert!(state < at);
+    // A malformed name is never bound.
+    assert_eq!(
+        plan.fds
+            .iter()
+            .filter(|s| s.describe().starts_with("bind-file:"))
+            .count(),
+        1
+    );
+    assert!(matches!(
+        &plan.fds[slot],
+        vs_sandbox::bwrap::FdSlot::Bind { root, .. } if root == std::path::Path::new("/run/user/1000/vibesys-session/s1")
+    ));
 }
 
 #[test]

@@ -12,7 +12,9 @@ use std::process::Command;
 mod common;
 // Each test binary uses a different subset.
 #[allow(unused_imports)]
-pub use common::{BIN, fails, git, ok, static_vibesys, unique, vibesys_in as vibesys};
+pub use common::{
+    BIN, fails, git, ok, repo_root, require_tool, static_vibesys, unique, vibesys_in as vibesys,
+};
 
 /// Fails the test unless the Engine answers and the busybox the test
 /// images are built from is there.

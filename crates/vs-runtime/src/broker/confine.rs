@@ -98,6 +98,7 @@ mod tests {
             helper: "/bin/sh".into(),
             writable: Vec::new(),
             read_only_within: Vec::new(),
+            private_files: Vec::new(),
             max_processes: 4096,
         };
         let sandbox =

@@ -270,16 +270,16 @@ pub fn cluster_nodes() -> Result<Vec<NodeInfo>, BrokerError> {
     Ok(nodes)
 }
 
-/// The slurm run environment's availability here: partial (the broker and
-/// its clients work) when `sinfo` answers, not available otherwise.
+/// The slurm run environment's availability here: available (the broker,
+/// its clients, and `session` / `build --run-environment slurm`) when
+/// `sinfo` answers, not available otherwise.
 pub fn availability() -> crate::environment::Availability {
     use crate::environment::Availability;
     match cluster_nodes() {
-        Ok(nodes) if !nodes.is_empty() => Availability::Partial {
-            works: "sinfo answers; vibesys broker serve|job|gate run trusted gates and confined agent jobs as Slurm jobs (session and build do not start the broker yet)",
-        },
+        Ok(nodes) if !nodes.is_empty() => Availability::Available,
         _ => Availability::NotAvailable {
-            reason: "sinfo does not answer here (Slurm's client tools missing or no controller reachable); see docs/slurm.md",
+            reason: "sinfo does not answer here (Slurm's client tools missing or no controller reachable); see docs/slurm.md"
+                .to_owned(),
         },
     }
 }

@@ -69,6 +69,21 @@ pub struct DockerOptions {
     /// `None`: `execute` goes through the Engine's exec API (slower: one
     /// exec create, start and inspect per command).
     pub command_server: Option<PathBuf>,
+    /// Operator-owned host paths mounted beside the policy's (the Slurm
+    /// broker's agent socket, a private copy of a provider's file): never a
+    /// path of the workspace, each verified in the started container.
+    pub extra_mounts: Vec<ExtraMount>,
+}
+
+/// An operator-owned host path mounted into the container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExtraMount {
+    /// The host path (absolute, operator-owned).
+    pub source: PathBuf,
+    /// The path in the container (absolute).
+    pub target: PathBuf,
+    /// Mounted read-only.
+    pub read_only: bool,
 }
 
 impl DockerOptions {
@@ -89,6 +104,7 @@ impl DockerOptions {
             helper: helper.into(),
             chdir: None,
             command_server: None,
+            extra_mounts: Vec::new(),
         }
     }
 }
@@ -138,6 +154,8 @@ pub enum MountRole {
     MaskFile,
     /// The static vibesys that serves `execute`, read-only.
     CommandServer,
+    /// An operator-owned path of [`DockerOptions::extra_mounts`].
+    Extra,
 }
 
 /// One bind mount of the container.
@@ -259,6 +277,17 @@ impl DockerPlan {
                 source: server.clone(),
                 target: PathBuf::from(SERVER_PATH),
                 read_only: true,
+            });
+        }
+        for extra in &options.extra_mounts {
+            if !extra.source.is_absolute() || !extra.target.is_absolute() {
+                continue;
+            }
+            mounts.push(PlannedMount {
+                role: MountRole::Extra,
+                source: extra.source.clone(),
+                target: extra.target.clone(),
+                read_only: extra.read_only,
             });
         }
         let workdir = options

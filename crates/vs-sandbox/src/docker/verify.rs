@@ -47,9 +47,10 @@ pub(super) fn identify(
                     })?;
                 identify(root, rel, kind)?
             }
-            MountRole::MaskDir | MountRole::MaskFile | MountRole::CommandServer => {
-                identify_path(&m.source)?
-            }
+            MountRole::MaskDir
+            | MountRole::MaskFile
+            | MountRole::CommandServer
+            | MountRole::Extra => identify_path(&m.source)?,
         };
         binds.push((m.target.clone(), id));
     }

@@ -72,8 +72,11 @@ pub fn prepare(plan: &LandlockPlan) -> Result<(OwnedFd, LandlockOutcome), Sandbo
                 return Ok(created);
             }
         };
-        // Files only take file rights; directories take them all.
-        let access = if path.is_dir() {
+        // Files only take file rights; directories take them all. Asked
+        // of the descriptor just opened: no second lookup of the path.
+        let is_dir = rustix::fs::fstat(&fd)
+            .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_dir());
+        let access = if is_dir {
             access
         } else {
             access & AccessFs::from_file(TARGET_ABI)

@@ -6,8 +6,15 @@ use std::process::{Command, Stdio};
 
 use crate::controls::SandboxUnavailableError;
 
-/// The kernel's Landlock ABI version, or 0 when unsupported.
+/// The kernel's Landlock ABI version, or 0 when unsupported. Probed once
+/// per process (the report and the ruleset both ask; the kernel's answer
+/// cannot change while we run).
 pub fn landlock_abi() -> i32 {
+    static ABI: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    *ABI.get_or_init(probe_landlock_abi)
+}
+
+fn probe_landlock_abi() -> i32 {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
     // SAFETY: with the VERSION flag, landlock_create_ruleset takes no
     // attribute pointer and returns a number; it has no other effect.

@@ -1,0 +1,132 @@
+//! `vibesys run-env eval`: dispatch one candidate's trusted evaluation to
+//! Modal or SkyPilot through the service's own client, without the run
+//! command (the same library call `vibesys run` makes).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use vs_runtime::remote::{self, Clients, RemoteRequest, Service};
+use vs_runtime::{BuildCheckout, RunId, StateLayout};
+
+use crate::build_cmd::RunEnvArgs;
+use crate::output::{print_json, print_text};
+
+/// Exit status when the evaluation ran and the candidate failed it.
+const EXIT_EVALUATION_FAILED: u8 = 1;
+
+/// Arguments of `vibesys run-env eval`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Checks out --commit (any revision of the project) in a fresh worktree and dispatches its
+trusted evaluation to the service: [check] argv (exit 0 = correct), then, when it passed,
+[measure] argv (prints one JSON object of metrics), each with its timeout_secs, from the
+project's own vibesys.toml. [skypilot] (cloud, region, accelerators, image, use_spot,
+launcher) and [modal] (gpu, image, python_version, timeout_secs) configure where it runs;
+unknown keys and invalid values are refused naming the key before any client is called.
+
+The clients are the host's `sky` and `modal` from $VIBESYS_TOOLS/remote-clients
+(scripts/remote-clients.sh installs them); the services' credentials stay on the host.
+Written below .vibesys/state/runs/RUN/remote/N/: task.yaml (SkyPilot) or evaluate.py (Modal),
+client.log, and result.json once the service reported. Ctrl-C stops the client and tears
+down the SkyPilot cluster. See docs/remote.md.
+
+Exit status: 0 the candidate passed (check 0, measure 0 with a JSON object); 1 it failed
+the evaluation (result.json says how); 125 vibesys or the client failed (e.g. no login:
+the message names the credential and the command that fixes it; nothing recorded).")]
+pub struct EvalArgs {
+    #[command(flatten)]
+    env: RunEnvArgs,
+    /// The project directory (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    project: Option<PathBuf>,
+    /// The run id (^[a-z0-9][a-z0-9._-]{0,127}$).
+    #[arg(long, value_name = "RUN_ID")]
+    run: String,
+    /// The candidate number.
+    #[arg(long, value_name = "N")]
+    candidate: u32,
+    /// The candidate's measured commit (any git revision).
+    #[arg(long, value_name = "REV")]
+    commit: String,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `vibesys run-env eval`.
+pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
+    let service: Service = match args.env.resolve()? {
+        Some(env) => match env.remote_service() {
+            Some(s) => s,
+            None => bail!(
+                "vibesys run-env eval dispatches to a service: --run-environment modal or skypilot, not {env}"
+            ),
+        },
+        None => bail!("vibesys run-env eval needs --run-environment modal or skypilot"),
+    };
+    let run = RunId::new(&args.run)?;
+    let project = match &args.project {
+        Some(p) => p.clone(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let layout = StateLayout::open(&project)?;
+    layout.require_initialized()?;
+    // The operator's configuration is validated before anything runs.
+    let (evaluation, config) = remote::config::load(layout.project())?;
+    let clients = Clients::discover();
+    clients.require_outside(layout.project())?;
+    clients.require(service)?;
+    let checkout = BuildCheckout::create(&layout, &run, &args.commit)?;
+    let cancel = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&cancel))
+            .context("cannot install the SIGINT/SIGTERM handler")?;
+    }
+    let request = RemoteRequest {
+        project: layout.project(),
+        run: &run,
+        candidate: args.candidate,
+        commit: checkout.commit(),
+        workdir: checkout.path(),
+        evaluation: &evaluation,
+        config: &config,
+    };
+    let outcome = remote::dispatch(service, &request, &clients, &cancel, !args.json)?;
+    drop(checkout);
+    if args.json {
+        print_json(&serde_json::to_value(&outcome)?)?;
+    } else {
+        let check = &outcome.result.check;
+        let mut text = format!(
+            "{} candidate {} of run {} (commit {}): {}\n  check:   exit {:?}{}\n",
+            outcome.environment,
+            outcome.candidate,
+            outcome.run,
+            outcome.commit,
+            if outcome.passed { "passed" } else { "FAILED" },
+            check.exit_code,
+            if check.timed_out { " (timed out)" } else { "" },
+        );
+        match (&outcome.metrics, &outcome.metrics_error) {
+            (Some(m), _) => text.push_str(&format!(
+                "  metrics: {}\n",
+                serde_json::Value::Object(m.clone())
+            )),
+            (None, Some(e)) => text.push_str(&format!("  metrics: none ({e})\n")),
+            (None, None) => {}
+        }
+        text.push_str(&format!(
+            "  record:  {}\n",
+            outcome.record_dir.join("result.json").display()
+        ));
+        print_text(&text)?;
+    }
+    Ok(if outcome.passed {
+        0
+    } else {
+        EXIT_EVALUATION_FAILED
+    })
+}

@@ -1,0 +1,758 @@
+//! `vibesys run start|status|resume`: the run entry point. Parses, builds
+//! the run environment's [`RunHost`] (how the agent is confined, which
+//! runner evaluates) and calls `vs_runtime::run`, which does the rest.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use vs_agent::{ExecutionPolicy, confine, prepare_state_paths, session_env_allowlist};
+use vs_runtime::run::{
+    AgentOutcome, CandidateContext, CandidateState, Evaluator, HostError, ImageRecord, PhaseRecord,
+    PhaseStatus, RunHost, RunRecord, RunState, StartRequest,
+    status::{RunStatus, metric_value, run_status},
+};
+use vs_runtime::{RunEnvironment, RunId, StateLayout};
+use vs_sandbox::bwrap::find_bwrap;
+use vs_sandbox::controls::SANDBOX_ENV;
+use vs_sandbox::docker::{DockerOptions, EnvAllowList};
+use vs_sandbox::runner::CancellationToken;
+use vs_sandbox::{
+    CommandRunner, CommandSpec, ConfineMode, Confinement, DockerSandbox, Enforcement,
+    LocalShellRunner, Workspace,
+};
+
+use crate::build_cmd::RunEnvArgs;
+use crate::output::{print_json, print_text};
+use crate::project::{PolicyArgs, helper_exe};
+
+/// Succeeds when `$0` is an executable file: a path, or a name found in
+/// `PATH` (a shell's `command -v` also answers for builtins and, in
+/// busybox, for applets that have no file to execute).
+const PROBE_SCRIPT: &str = r#"case "$0" in */*) [ -f "$0" ] && [ -x "$0" ]; exit ;; esac
+IFS=:; for d in $PATH; do [ -f "$d/$0" ] && [ -x "$d/$0" ] && exit 0; done; exit 1"#;
+
+/// Exit status of a run stopped by Ctrl-C or SIGTERM (resumable).
+const EXIT_INTERRUPTED: u8 = 130;
+/// Most bytes of each of the agent's output streams kept in its log.
+const AGENT_LOG_CAP: usize = 256 * 1024;
+
+/// `vibesys run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(subcommand)]
+    command: RunCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum RunCommand {
+    /// Start a run: N candidates, each an agent's turn in its own worktree, then the gate, the trusted build, check and measure.
+    Start(StartArgs),
+    /// Show a run's candidates, best first (the newest run without ID).
+    Status {
+        /// The run id (default: the newest run).
+        #[arg(value_name = "ID")]
+        run: Option<String>,
+        /// The project directory (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        project: Option<PathBuf>,
+        /// Print run.json and every candidate record as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Continue a run's unfinished candidates in the environment it recorded.
+    Resume {
+        /// The run id.
+        #[arg(value_name = "ID")]
+        run: String,
+        /// The project directory (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        project: Option<PathBuf>,
+    },
+}
+
+/// Arguments of `vibesys run start`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+The task comes from the project's own vibesys.toml (never a candidate's copy):
+  [task]    objective = \"...\"  protected = [\"evaluator\", ...]  (read-only to the agent, gated)
+  [check]   argv = [...]  timeout_secs = 600      (trusted: exit 0 = correct)
+  [measure] argv = [...]  timeout_secs = 600  metric = \"NAME\"  goal = \"min\"|\"max\"
+            (trusted: prints one JSON object of metrics; optional)
+  [gate]    protect = [...]                       (gated only: changes fail the candidate)
+  [build]   argv = [...]  outputs = [...]         (optional: the trusted build)
+Unknown keys are an error. The run's record is .vibesys/state/runs/ID/ (run.json first,
+candidates/N.json, logs/); the agent reads the objective at
+.vibesys/state/agent-visible/ID/objective.md (also VIBESYS_OBJECTIVE; VIBESYS_RUN_ID and
+VIBESYS_CANDIDATE are set too). Each candidate works in its own worktree;
+the agent is confined with enforcement required (docker: a container from the pinned editor
+image; host: bubblewrap or Landlock). Then, outside confinement, vibesys commits its changes
+(hardened git; kept as refs/vibesys/runs/ID/N), checks the protected paths against the
+baseline, runs [build] confined, and runs check and measure in a fresh container through
+the command server (docker) or on the host (host). Ctrl-C stops every candidate; `vibesys
+run resume ID` continues. slurm, modal and skypilot are not available to `run` in this
+build.
+
+Exit status: 0 the run finished (see the table for each candidate); 130 interrupted
+(resumable); 125 vibesys could not run it.")]
+pub struct StartArgs {
+    /// codex, claude, gemini, or `custom` (the command after --).
+    #[arg(long, value_name = "NAME")]
+    provider: String,
+    /// How many candidates.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    candidates: u32,
+    /// How many candidates run at once.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    jobs: u32,
+    #[command(flatten)]
+    env: RunEnvArgs,
+    /// The prompt (default: read the objective file).
+    #[arg(long, value_name = "TEXT")]
+    prompt: Option<String>,
+    /// The editor image (a lock name, name:tag or pinned ID; default VIBESYS_DOCKER_IMAGE or vibesys-editor).
+    #[arg(long, value_name = "REF")]
+    image: Option<String>,
+    /// The project directory (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    project: Option<PathBuf>,
+    /// For `custom`: the agent command.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    command: Vec<OsString>,
+}
+
+/// Runs `vibesys run`.
+pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+    match args.command {
+        RunCommand::Start(a) => start(a),
+        RunCommand::Status { run, project, json } => status(run, project, json),
+        RunCommand::Resume { run, project } => resume(&run, project),
+    }
+}
+
+fn layout_of(project: Option<PathBuf>) -> anyhow::Result<StateLayout> {
+    let dir = match project {
+        Some(p) => p,
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    Ok(StateLayout::open(&dir)?)
+}
+
+fn start(args: StartArgs) -> anyhow::Result<u8> {
+    let environment = args.env.resolve()?.unwrap_or_default();
+    vs_runtime::run::dispatch::evaluation_route(environment)?;
+    let layout = layout_of(args.project.clone())?;
+    let is_custom = args.provider.trim().eq_ignore_ascii_case("custom");
+    if is_custom && args.command.is_empty() {
+        bail!("--provider custom needs the agent command after --");
+    }
+    if !is_custom && !args.command.is_empty() {
+        bail!(
+            "a command after -- is only for --provider custom; {} is launched by vibesys",
+            args.provider
+        );
+    }
+    let provider_name = if is_custom {
+        "custom".to_owned()
+    } else {
+        args.provider.parse::<agentshim::Provider>()?.name()
+    };
+    let agent_argv: Vec<String> = if is_custom {
+        args.command
+            .iter()
+            .map(|a| {
+                a.to_str()
+                    .map(str::to_owned)
+                    .with_context(|| format!("agent argument {a:?} is not UTF-8"))
+            })
+            .collect::<anyhow::Result<_>>()?
+    } else {
+        Vec::new()
+    };
+    // The host's confinement must work before anything is recorded.
+    let host_mode = match environment {
+        RunEnvironment::Host => Some(host_mode()?),
+        _ => None,
+    };
+    let (image, docker) = match environment {
+        RunEnvironment::Docker => {
+            let options = crate::docker_cmd::base_options(
+                args.image.as_deref(),
+                Some(layout.project()),
+                "probe".to_owned(),
+            )?;
+            (
+                Some(ImageRecord {
+                    name: options.image.name.clone(),
+                    config_digest: options.image.config_digest.clone(),
+                }),
+                Some(args.image.clone()),
+            )
+        }
+        _ => (None, None),
+    };
+    // The prompt's default names the objective by its path in the worktree.
+    let request = StartRequest {
+        environment,
+        image,
+        provider: provider_name,
+        agent_argv,
+        agent_env: BTreeMap::new(),
+        prompt: args.prompt.clone(),
+        candidates: args.candidates,
+        jobs: args.jobs,
+        cuda_visible_devices: std::env::var("CUDA_VISIBLE_DEVICES").ok(),
+    };
+    let request = finish_request(request)?;
+    let (store, mut record) = vs_runtime::run::prepare_run(&layout, request)?;
+    eprintln!(
+        "vibesys: run {} started: {} candidate(s) in the {} run environment, record in {}",
+        record.run_id,
+        record.candidates,
+        record.environment,
+        store.dir().display()
+    );
+    let host = CliHost::new(&layout, &record, docker.flatten(), host_mode)?;
+    execute(&layout, &store, &mut record, &host)
+}
+
+/// Fills in the agent's argv for a provider (custom keeps CMD); the
+/// launch is derived again, the same way, on resume.
+fn finish_request(mut request: StartRequest) -> anyhow::Result<StartRequest> {
+    if request.provider != "custom" {
+        // Validated here, derived per run id later: record a placeholder
+        // argv naming the provider.
+        request.agent_argv = vec![request.provider.clone()];
+    }
+    Ok(request)
+}
+
+/// The launch of a run's agent: for a provider, its one-shot command with
+/// the prompt (default: read the objective file); for custom, CMD (plus
+/// the prompt as its last argument when one is given).
+fn launch_of(record: &RunRecord) -> anyhow::Result<(agentshim::Provider, agentshim::Launch)> {
+    if record.provider == "custom" {
+        let provider = agentshim::Provider::custom(record.agent_argv.iter().map(OsString::from))?;
+        let launch = match &record.prompt {
+            Some(p) => provider.one_shot(p)?,
+            None => provider.interactive(&[]),
+        };
+        return Ok((provider, launch));
+    }
+    let provider: agentshim::Provider = record.provider.parse()?;
+    let prompt = record.prompt.clone().unwrap_or_else(|| {
+        format!(
+            "Read the objective in {}/objective.md and work on it in the current directory.",
+            vs_runtime::run::agent_visible_rel(&record.run_id).display()
+        )
+    });
+    let launch = provider.one_shot(&prompt)?;
+    Ok((provider, launch))
+}
+
+/// The host mechanism from VIBESYS_AGENT_SANDBOX; a run never runs its
+/// agent unconfined.
+fn host_mode() -> anyhow::Result<ConfineMode> {
+    let mode = ConfineMode::from_env_value(std::env::var_os(SANDBOX_ENV).as_deref())?;
+    match mode {
+        ConfineMode::Off => {
+            // SandboxUnavailableError: a run never launches an agent unconfined.
+            vs_sandbox::controls::allow_unconfined(mode, Enforcement::Required)?;
+            bail!("refusing to run: agent confinement is disabled ({SANDBOX_ENV}=off)")
+        }
+        ConfineMode::Docker => bail!(
+            "{SANDBOX_ENV}=docker does not apply to the host run environment; use --run-environment docker"
+        ),
+        m => Ok(m),
+    }
+}
+
+fn resume(run: &str, project: Option<PathBuf>) -> anyhow::Result<u8> {
+    let layout = layout_of(project)?;
+    let run = RunId::new(run)?;
+    let (store, mut record) = vs_runtime::run::open_for_resume(&layout, &run)?;
+    let host_mode = match record.environment {
+        RunEnvironment::Host => Some(host_mode()?),
+        _ => None,
+    };
+    let image = record.image.as_ref().map(|i| i.config_digest.clone());
+    eprintln!(
+        "vibesys: resuming run {} in the {} run environment (as recorded)",
+        record.run_id, record.environment
+    );
+    let host = CliHost::new(&layout, &record, image, host_mode)?;
+    execute(&layout, &store, &mut record, &host)
+}
+
+fn execute(
+    layout: &StateLayout,
+    store: &vs_runtime::run::RunStore,
+    record: &mut RunRecord,
+    host: &CliHost,
+) -> anyhow::Result<u8> {
+    let cancel = CancellationToken::new();
+    let signals = stop_on_signals(cancel.clone())?;
+    let outcome = vs_runtime::run::execute_run(store, record, host, &cancel);
+    signals.close();
+    let outcome = outcome?;
+    let status = run_status(layout, Some(&record.run_id))?;
+    print_text(&table(&status))?;
+    if outcome.state == RunState::Interrupted {
+        eprintln!(
+            "vibesys: run {} stopped; continue it with: vibesys run resume {}",
+            record.run_id, record.run_id
+        );
+        return Ok(EXIT_INTERRUPTED);
+    }
+    Ok(0)
+}
+
+/// Ctrl-C and SIGTERM cancel the run: every candidate's process tree and
+/// container is stopped and `run.json` stays resumable.
+fn stop_on_signals(cancel: CancellationToken) -> anyhow::Result<signal_hook::iterator::Handle> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        .context("cannot install the Ctrl-C handler")?;
+    let handle = signals.handle();
+    std::thread::spawn(move || {
+        if signals.forever().next().is_some() {
+            eprintln!("vibesys: stopping every candidate (the run stays resumable)");
+            cancel.cancel();
+        }
+    });
+    Ok(handle)
+}
+
+fn status(run: Option<String>, project: Option<PathBuf>, json: bool) -> anyhow::Result<u8> {
+    let layout = layout_of(project)?;
+    let run = run.map(|r| RunId::new(&r)).transpose()?;
+    let status = run_status(&layout, run.as_ref())?;
+    if json {
+        print_json(&serde_json::to_value(&status)?)?;
+    } else {
+        print_text(&table(&status))?;
+    }
+    Ok(0)
+}
+
+/// The status table, best first.
+fn table(status: &RunStatus) -> String {
+    let run = &status.run;
+    let state = match run.state {
+        RunState::Running => "running",
+        RunState::Interrupted => "interrupted",
+        RunState::Finished => "finished",
+    };
+    let mut out = format!(
+        "run {}  {}  environment {}  provider {}  {state}\n",
+        run.run_id, run.created_at, run.environment, run.provider
+    );
+    let _ = writeln!(
+        out,
+        "{:<3} {:<8} {:<6} {:<7} {:<7} {:<7} {:<8} {:>9}  metrics / error",
+        "#", "state", "agent", "gate", "build", "check", "measure", "time(s)"
+    );
+    for c in &status.candidates {
+        let phase = |name: &str| match c.phases.get(name).map(|p| p.status) {
+            Some(PhaseStatus::Passed) => "pass",
+            Some(PhaseStatus::Failed) => "FAIL",
+            Some(PhaseStatus::Skipped) => "-",
+            None => "",
+        };
+        let state = match c.state {
+            CandidateState::Passed => "passed",
+            CandidateState::Failed => "failed",
+            CandidateState::Running => "running",
+            CandidateState::Pending => "pending",
+        };
+        let secs: f64 = c.phases.values().map(|p| p.duration_secs).sum();
+        let agent = c.agent_exit.map(|e| e.to_string()).unwrap_or_default();
+        let tail = match (&c.error, &c.metrics) {
+            (Some(e), _) => e.chars().take(160).collect(),
+            (None, Some(m)) => {
+                let mut s = serde_json::Value::Object(m.clone()).to_string();
+                if let Some(v) = metric_value(run, c) {
+                    s = format!("{v} | {s}");
+                }
+                s.chars().take(160).collect()
+            }
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "{:<3} {:<8} {:<6} {:<7} {:<7} {:<7} {:<8} {:>9.2}  {}",
+            c.candidate,
+            state,
+            agent,
+            phase("gate"),
+            phase("build"),
+            phase("check"),
+            phase("measure"),
+            secs,
+            tail
+        );
+    }
+    out
+}
+
+/// The run environment's side of a run, as the CLI builds it.
+struct CliHost {
+    project: PathBuf,
+    environment: RunEnvironment,
+    /// docker: the image reference (a pinned ID on resume).
+    image: Option<String>,
+    /// host: the mechanism.
+    mode: Option<ConfineMode>,
+    provider: agentshim::Provider,
+    launch: agentshim::Launch,
+    protected: Vec<String>,
+    progress: Mutex<()>,
+}
+
+impl CliHost {
+    fn new(
+        layout: &StateLayout,
+        record: &RunRecord,
+        image: Option<String>,
+        mode: Option<ConfineMode>,
+    ) -> anyhow::Result<Self> {
+        let (provider, launch) = launch_of(record)?;
+        Ok(Self {
+            project: layout.project().to_path_buf(),
+            environment: record.environment,
+            image: image.or_else(|| record.image.as_ref().map(|i| i.config_digest.clone())),
+            mode,
+            provider,
+            launch,
+            protected: record.task.protected.clone(),
+            progress: Mutex::new(()),
+        })
+    }
+
+    /// The candidate's policy: the project's `[sandbox]` (from the
+    /// operator's vibesys.toml), the run-state paths, the defaults, and
+    /// the protected paths read-only.
+    ///
+    /// A `[sandbox]` path the candidate's checkout does not hold (an
+    /// untracked secret of the project) has nothing to protect there.
+    fn policy(&self, worktree: &Path) -> anyhow::Result<crate::project::ProjectPolicy> {
+        let mut config = vs_sandbox::config::PolicyConfig::load(&self.project)?;
+        let exists = |p: &PathBuf| worktree.join(p).symlink_metadata().is_ok();
+        config.read_only.retain(exists);
+        config.hidden.retain(exists);
+        let taken: Vec<&Path> = config
+            .read_only
+            .iter()
+            .chain(&config.hidden)
+            .map(PathBuf::as_path)
+            .collect();
+        let read_only: Vec<PathBuf> = self
+            .protected
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| worktree.join(p).symlink_metadata().is_ok())
+            .filter(|p| !taken.iter().any(|t| p.starts_with(t) || t.starts_with(p)))
+            .collect();
+        let args = PolicyArgs {
+            project: Some(worktree.to_path_buf()),
+            read_only,
+            hidden: Vec::new(),
+            allow: Vec::new(),
+            no_network: false,
+        };
+        args.resolve_in(Workspace::open(worktree)?, config)
+    }
+
+    fn docker_options(&self, container_run_id: String) -> anyhow::Result<DockerOptions> {
+        crate::docker_cmd::base_options(
+            self.image.as_deref(),
+            Some(&self.project),
+            container_run_id,
+        )
+    }
+
+    /// The agent's environment: the session allow-list, the provider's
+    /// launch variables, and where it stands (`VIBESYS_OBJECTIVE`,
+    /// `VIBESYS_RUN_ID`, `VIBESYS_CANDIDATE`).
+    fn agent_env(&self, c: &CandidateContext<'_>) -> anyhow::Result<Vec<(OsString, OsString)>> {
+        let env = session_env_allowlist(std::env::vars_os(), &self.provider, &[])?;
+        let mut vars = env.vars;
+        for (k, v) in &self.launch.env {
+            vars.push(((*k).into(), (*v).into()));
+        }
+        vars.push((
+            "VIBESYS_OBJECTIVE".into(),
+            c.objective.as_os_str().to_owned(),
+        ));
+        vars.push(("VIBESYS_RUN_ID".into(), c.run.run_id.as_str().into()));
+        vars.push(("VIBESYS_CANDIDATE".into(), c.number.to_string().into()));
+        Ok(vars)
+    }
+
+    fn turn_in_docker(
+        &self,
+        c: &CandidateContext<'_>,
+        cancel: &CancellationToken,
+    ) -> anyhow::Result<AgentOutcome> {
+        const HOST_ONLY: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR"];
+        let project = self.policy(c.worktree)?;
+        let mut options = self.docker_options(format!("{}-{}", c.run.run_id, c.number))?;
+        options.network = project.network;
+        options.chdir = Some(c.worktree.to_path_buf());
+        let vars = self.agent_env(c)?;
+        let names: Vec<String> = vars
+            .iter()
+            .filter_map(|(k, _)| k.to_str())
+            .filter(|k| !HOST_ONLY.contains(k))
+            .map(str::to_owned)
+            .collect();
+        options.env = EnvAllowList::default().with(names);
+        let sandbox = DockerSandbox::start(&project.resolved, &options)?;
+        let program = self
+            .launch
+            .argv
+            .first()
+            .cloned()
+            .context("the agent command is empty")?;
+        // A provider missing from the image is named, not a bare 127
+        // (an executable file: a shell builtin cannot be executed).
+        let mut probe = CommandSpec::new(
+            [
+                OsString::from("sh"),
+                "-c".into(),
+                PROBE_SCRIPT.into(),
+                program.clone(),
+            ],
+            c.worktree,
+        );
+        probe.env.insert(
+            "PATH".into(),
+            vs_sandbox::runner::DEFAULT_SEARCH_PATH.into(),
+        );
+        let found = sandbox.execute(&probe)?;
+        if !found.success() {
+            bail!(
+                "the agent command {:?} is not on PATH in the image {} ({})",
+                program,
+                options.image.name,
+                options.image.config_digest
+            );
+        }
+        let argv = sandbox.wrap(&self.launch.argv)?;
+        let result = run_turn(&argv, c.worktree, &vars, cancel);
+        drop(sandbox);
+        result
+    }
+
+    fn turn_on_host(
+        &self,
+        c: &CandidateContext<'_>,
+        cancel: &CancellationToken,
+    ) -> anyhow::Result<AgentOutcome> {
+        let mode = self.mode.context("no host confinement mechanism")?;
+        let project = self.policy(c.worktree)?;
+        let program = self
+            .launch
+            .argv
+            .first()
+            .cloned()
+            .context("the agent command is empty")?;
+        let path_var = std::env::var_os("PATH").unwrap_or_default();
+        let on_path = Path::new(&program).components().count() > 1
+            || std::env::split_paths(&path_var).any(|d| d.join(&program).is_file());
+        if !on_path {
+            bail!(
+                "the agent command {:?} is not on PATH on this host ({})",
+                program,
+                path_var.to_string_lossy()
+            );
+        }
+        let state = match std::env::var_os("HOME") {
+            Some(home) => {
+                prepare_state_paths(&self.provider, Path::new(&home), |v| std::env::var_os(v))?
+            }
+            None => vs_agent::StateBinds::default(),
+        };
+        let exec = ExecutionPolicy {
+            policy: project.resolved.clone(),
+            resources: project.resources(&program, &[]),
+            mode,
+            enforcement: Enforcement::Required,
+            network: project.network,
+            max_processes: project.config.max_processes(),
+        };
+        let bwrap = match mode {
+            ConfineMode::Landlock => PathBuf::from("bwrap"),
+            _ => find_bwrap(std::env::var_os("PATH").as_deref())?,
+        };
+        let confinement = confine(&exec, &helper_exe()?, &bwrap, state)?
+            .context("refusing to run the agent: no confinement was set up")?;
+        let vars = self.agent_env(c)?;
+        let argv = confinement.wrap(&self.launch.argv)?;
+        run_turn(&argv, c.worktree, &vars, cancel)
+    }
+}
+
+/// Runs a wrapped agent argv with exactly `env`, its whole tree killed on
+/// cancel; output bounded into the log.
+fn run_turn(
+    argv: &[OsString],
+    cwd: &Path,
+    env: &[(OsString, OsString)],
+    cancel: &CancellationToken,
+) -> anyhow::Result<AgentOutcome> {
+    let mut spec = CommandSpec::new(argv.iter().cloned(), cwd).cancel_token(cancel.clone());
+    spec.env = env.iter().cloned().collect();
+    let runner = LocalShellRunner::new().with_output_cap(AGENT_LOG_CAP);
+    let r = runner.run(&spec)?;
+    let mut log = Vec::new();
+    for (name, s) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
+        log.extend_from_slice(format!("== {name} ({} bytes)\n", s.total_bytes()).as_bytes());
+        log.extend_from_slice(s.bytes());
+        if !s.bytes().ends_with(b"\n") {
+            log.push(b'\n');
+        }
+    }
+    Ok(AgentOutcome {
+        exit_code: r.exit_code,
+        cancelled: r.cancelled,
+        log,
+    })
+}
+
+fn host_err(e: anyhow::Error) -> HostError {
+    format!("{e:#}").into()
+}
+
+impl RunHost for CliHost {
+    fn agent_turn(
+        &self,
+        c: &CandidateContext<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<AgentOutcome, HostError> {
+        match self.environment {
+            RunEnvironment::Docker => self.turn_in_docker(c, cancel),
+            RunEnvironment::Host => self.turn_on_host(c, cancel),
+            other => Err(anyhow::anyhow!(
+                "the {other} run environment does not run agents in this build"
+            )),
+        }
+        .map_err(host_err)
+    }
+
+    fn build_confinement(
+        &self,
+        c: &CandidateContext<'_>,
+        checkout: &Path,
+    ) -> Result<Box<dyn Confinement>, HostError> {
+        (|| -> anyhow::Result<Box<dyn Confinement>> {
+            let layout = StateLayout::open(&self.project)?;
+            let config = vs_sandbox::config::PolicyConfig::load(&self.project)?;
+            let workspace = Workspace::open(checkout)?;
+            let policy = crate::build_cmd::checkout_policy(&workspace, &config)?;
+            let resolved = policy.resolve(&workspace)?;
+            match self.environment {
+                RunEnvironment::Docker => {
+                    let mut options = crate::build_cmd::docker_options_with_id(
+                        &layout,
+                        &config,
+                        format!("{}-{}-build", c.run.run_id, c.number),
+                    )?;
+                    if let Some(image) = &self.image {
+                        let lock = crate::docker_cmd::find_lock(Some(&self.project))?;
+                        options.image = crate::docker_cmd::pin_for(image, &lock)?;
+                    }
+                    Ok(Box::new(DockerSandbox::start(&resolved, &options)?))
+                }
+                _ => {
+                    let spec = vs_runtime::BuildSpec::load(&layout)?;
+                    let mode = self.mode.context("no host confinement mechanism")?;
+                    crate::build_cmd::host_confinement(
+                        mode,
+                        &workspace,
+                        resolved,
+                        &config,
+                        &spec.argv()[0],
+                    )
+                }
+            }
+        })()
+        .map_err(host_err)
+    }
+
+    fn evaluator(&self, c: &CandidateContext<'_>) -> Result<Evaluator, HostError> {
+        (|| -> anyhow::Result<Evaluator> {
+            match self.environment {
+                RunEnvironment::Docker => {
+                    // A fresh container: nothing the agent left running
+                    // survives into the evaluation.
+                    let project = self.policy(c.worktree)?;
+                    let mut options =
+                        self.docker_options(format!("{}-{}-eval", c.run.run_id, c.number))?;
+                    options.network = project.network;
+                    let sandbox = DockerSandbox::start(&project.resolved, &options)?;
+                    let location = format!(
+                        "container {} via {}",
+                        sandbox.container_id(),
+                        sandbox.execute_via()
+                    );
+                    Ok(Evaluator {
+                        runner: Box::new(ExecuteRunner(sandbox)),
+                        location,
+                        path_var: vs_sandbox::runner::DEFAULT_SEARCH_PATH.into(),
+                    })
+                }
+                _ => Ok(Evaluator {
+                    runner: Box::new(LocalShellRunner::default()),
+                    location: "host".to_owned(),
+                    path_var: std::env::var_os("PATH")
+                        .unwrap_or_else(|| vs_sandbox::runner::DEFAULT_SEARCH_PATH.into()),
+                }),
+            }
+        })()
+        .map_err(host_err)
+    }
+
+    fn progress(&self, candidate: u32, phase: &str, record: &PhaseRecord) {
+        let _guard = self.progress.lock();
+        let status = match record.status {
+            PhaseStatus::Passed => "passed",
+            PhaseStatus::Failed => "FAILED",
+            PhaseStatus::Skipped => "skipped",
+        };
+        let detail = record
+            .detail
+            .as_deref()
+            .map(|d| format!(": {}", d.chars().take(300).collect::<String>()))
+            .unwrap_or_default();
+        eprintln!(
+            "vibesys: candidate {candidate}: {phase} {status} ({:.2} s){detail}",
+            record.duration_secs
+        );
+    }
+}
+
+/// `check` and `measure` in the run's container go through
+/// `DockerSandbox::execute` (the command server).
+struct ExecuteRunner(DockerSandbox);
+
+impl CommandRunner for ExecuteRunner {
+    fn run(
+        &self,
+        command: &CommandSpec,
+    ) -> Result<vs_sandbox::CommandResult, vs_sandbox::RunnerError> {
+        self.0
+            .execute(command)
+            .map_err(|e| vs_sandbox::RunnerError::InContainer {
+                message: e.to_string(),
+            })
+    }
+}

@@ -1,0 +1,164 @@
+//! The slurm run environment in the CLI: the run's host command broker (a
+//! `vibesys broker serve` child of this process) and the local editor
+//! container it serves. The container is a control plane: no devices
+//! (the Docker plan never passes any: attach_accelerator = false), only
+//! the broker's AGENT socket mounted (never the framework socket), the
+//! workspace at its host path, and the static vibesys that serves its
+//! commands doubling as the client (`/.vibesys/vibesys broker job`).
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use vs_sandbox::docker::{DockerOptions, ExtraMount};
+
+/// Where the agent socket appears in the editor container.
+pub const AGENT_SOCKET_IN_CONTAINER: &str = "/run/vibesys/agent.sock";
+
+/// The variable naming the agent socket inside the editor container.
+pub const BROKER_SOCKET_ENV: &str = "VIBESYS_BROKER_SOCKET";
+
+/// How long a stopping broker may take to cancel the run's jobs before it
+/// is killed (its successor would cancel what is left).
+const STOP_GRACE: Duration = Duration::from_secs(60);
+
+/// A running `vibesys broker serve`: SIGTERM on drop (it cancels every
+/// job it submitted), and SIGTERM from the kernel if this process dies
+/// first (`PR_SET_PDEATHSIG`). It runs in a process group of its own, so
+/// a Ctrl-C meant for the agent's CLI does not stop it.
+#[derive(Debug)]
+pub struct BrokerChild {
+    child: Option<Child>,
+    agent: PathBuf,
+    _stdout: BufReader<ChildStdout>,
+}
+
+impl BrokerChild {
+    /// Starts the broker of run `run` for `project` and waits for its two
+    /// socket lines; `agent_gpu` adds `--agent-gpu` (the deprecated
+    /// `slurm-gpu`). Fails, naming the broker's status, when it exits
+    /// first (its own messages are on stderr).
+    pub fn start(project: &Path, run: &str, agent_gpu: bool) -> anyhow::Result<Self> {
+        let mut cmd = Command::new(crate::project::helper_exe()?);
+        cmd.arg("broker")
+            .arg("serve")
+            .arg("--project")
+            .arg(project)
+            .args(["--run", run]);
+        if agent_gpu {
+            cmd.arg("--agent-gpu");
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        vs_sandbox::launch::terminate_with_parent(&mut cmd);
+        let mut child = cmd
+            .spawn()
+            .context("cannot start the slurm run environment's broker")?;
+        let Some(stdout) = child.stdout.take() else {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("the broker's output is not readable");
+        };
+        let mut reader = BufReader::new(stdout);
+        let mut agent = None;
+        let mut framework = None;
+        let mut line = String::new();
+        while agent.is_none() || framework.is_none() {
+            line.clear();
+            let read = reader.by_ref().take(8192).read_line(&mut line);
+            match read {
+                Ok(n) if n > 0 => {
+                    let l = line.trim_end();
+                    if let Some(a) = l.strip_prefix("agent: ") {
+                        agent = Some(PathBuf::from(a));
+                    } else if let Some(f) = l.strip_prefix("framework: ") {
+                        framework = Some(PathBuf::from(f));
+                    }
+                }
+                _ => {
+                    let status = child.wait().context("cannot wait for the broker")?;
+                    bail!(
+                        "the slurm run environment's broker did not start ({status}); see its messages above"
+                    );
+                }
+            }
+        }
+        // The framework socket stays on the host: never mounted.
+        let (Some(agent), Some(framework)) = (agent, framework) else {
+            bail!("the broker named no sockets");
+        };
+        tracing::info!(agent = %agent.display(), framework = %framework.display(), "slurm: broker started");
+        Ok(Self {
+            child: Some(child),
+            agent,
+            _stdout: reader,
+        })
+    }
+
+    /// The agent socket on the host.
+    pub fn agent_socket(&self) -> &Path {
+        &self.agent
+    }
+
+    /// Stops the broker (SIGTERM: it cancels the run's jobs) and waits for
+    /// it; killed after a grace period.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        if let Ok(pid) = i32::try_from(child.id())
+            && let Some(pid) = rustix::process::Pid::from_raw(pid)
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        let start = Instant::now();
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) | Err(_) => return,
+                Ok(None) if start.elapsed() > STOP_GRACE => {
+                    tracing::warn!("the broker did not stop in time; killing it");
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+}
+
+impl Drop for BrokerChild {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Turns Docker options into the editor container's: the agent socket
+/// mounted at [`AGENT_SOCKET_IN_CONTAINER`], and a static vibesys to serve
+/// as the client (refused without one: the agent would have no way to
+/// reach the broker).
+pub fn editor_options(options: &mut DockerOptions, broker: &BrokerChild) -> anyhow::Result<()> {
+    if options.command_server.is_none() {
+        bail!(
+            "the slurm run environment needs a static vibesys in the editor container (the broker client): set VIBESYS_COMMAND_SERVER to one (scripts/build-static.sh builds it)"
+        );
+    }
+    options.env = std::mem::take(&mut options.env).with([BROKER_SOCKET_ENV]);
+    options.extra_mounts.push(ExtraMount {
+        source: broker.agent_socket().to_path_buf(),
+        target: PathBuf::from(AGENT_SOCKET_IN_CONTAINER),
+        read_only: false,
+    });
+    Ok(())
+}
+
+/// The log line of the deprecated `slurm-gpu`.
+pub fn warn_slurm_gpu_alias() {
+    tracing::warn!(
+        "--run-environment slurm-gpu is deprecated: it means slurm with agent GPU jobs on ([vibesys.agent_gpu] enabled = true, or vibesys broker serve --agent-gpu)"
+    );
+}

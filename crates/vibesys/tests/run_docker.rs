@@ -1,0 +1,226 @@
+//! `vibesys run` in the default docker run environment, end to end on the
+//! real Engine with an image vs-image built: two candidates (one honest,
+//! one cheating) each in its own container; check and measure run in the
+//! candidate's evaluation container through `DockerSandbox::execute`
+//! (they see the container's hostname); `kill -9` leaves no container and
+//! `run resume` finishes in docker; a provider missing from the image is
+//! named; Ctrl-C stops every container and the run resumes.
+//!
+//! `execute` goes through the in-container command server when
+//! `VIBESYS_STATIC_BIN` names a static vibesys (CI), else through the
+//! Engine's exec API (a dynamically linked test binary cannot serve).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod docker_support;
+mod run_support;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use docker_support::{TestImage, containers_of_run};
+use run_support::*;
+
+fn docker_run(p: &Path, img: &TestImage) -> Command {
+    let mut c = vibesys_in(p);
+    c.args(["run", "start"]);
+    for (k, v) in env_of(img) {
+        c.env(k, v);
+    }
+    c
+}
+
+fn env_of(img: &TestImage) -> Vec<(String, String)> {
+    let mut env = vec![
+        (
+            "VIBESYS_IMAGES_LOCK".to_owned(),
+            img.lock.display().to_string(),
+        ),
+        ("VIBESYS_DOCKER_IMAGE".to_owned(), img.name.clone()),
+    ];
+    if let Some(bin) = std::env::var_os("VIBESYS_STATIC_BIN") {
+        env.push((
+            "VIBESYS_COMMAND_SERVER".to_owned(),
+            bin.to_string_lossy().into_owned(),
+        ));
+    }
+    env
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn two_candidates_in_docker_evaluated_in_their_containers() {
+    let img = TestImage::new();
+    let (_d, p) = project(TASK);
+    let table = ok(docker_run(&p, &img)
+        .args(["--provider", "custom", "--candidates", "2", "--jobs", "2"])
+        .args(["--", "sh", "-c", AGENT])
+        .output()
+        .unwrap());
+    assert!(table.contains("environment docker"), "{table}");
+    let run = only_run(&p);
+    let env: Vec<(String, String)> = env_of(&img);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let status = status_json(&p, &run, &env);
+    assert_eq!(status["run"]["environment"], "docker");
+    assert_eq!(status["run"]["image"]["name"], img.name.as_str());
+    assert_eq!(
+        status["run"]["image"]["config_digest"],
+        img.config_digest.as_str()
+    );
+    assert_honest_and_cheater(&p, &status);
+    // measure ran in the candidate's container, through execute: it saw
+    // that container's hostname (its ID's first 12 digits), not the host's.
+    let honest = candidate(&status, 1);
+    let place: Vec<&str> = honest["evaluated_in"]
+        .as_str()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(place[0], "container", "{honest:#}");
+    let container = place[1].to_owned();
+    let via = if std::env::var_os("VIBESYS_STATIC_BIN").is_some() {
+        "command-server"
+    } else {
+        "engine-exec"
+    };
+    assert_eq!(place[3], via, "{honest:#}");
+    let seen = honest["metrics"]["host"].as_str().unwrap();
+    assert_eq!(seen, &container[..12], "{honest:#}");
+    assert_ne!(seen, hostname());
+    // Every container of the run is gone.
+    for suffix in ["1", "2", "1-eval", "2-eval"] {
+        assert!(containers_of_run(&format!("{run}-{suffix}")).is_empty());
+    }
+}
+
+#[test]
+fn kill_9_leaves_no_container_and_resume_finishes_in_docker() {
+    let img = TestImage::new();
+    let (_d, p) = project(TASK);
+    let agent = "touch speed-started; sleep 3; echo 7 > speed.txt; rm speed-started";
+    let mut child = docker_run(&p, &img)
+        .args(["--provider", "custom", "--candidates", "2", "--jobs", "2"])
+        .args(["--", "sh", "-c", agent])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let runs = p.join(".vibesys/state/runs");
+    let mut run = String::new();
+    wait_for(30, "the run's record", || {
+        if let Some(Ok(e)) = std::fs::read_dir(&runs).unwrap().next() {
+            run = e.file_name().into_string().unwrap();
+            true
+        } else {
+            false
+        }
+    });
+    let started = p.join(format!(
+        ".vibesys/state/local/candidates/{run}/1/speed-started"
+    ));
+    wait_for(30, "the agent's turn", || started.exists());
+    assert!(!containers_of_run(&format!("{run}-1")).is_empty());
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    wait_for(20, "the Engine to remove the dead run's containers", || {
+        ["1", "2", "1-eval", "2-eval"]
+            .iter()
+            .all(|suffix| containers_of_run(&format!("{run}-{suffix}")).is_empty())
+    });
+    let mut resume = vibesys_in(&p);
+    resume.args(["run", "resume", &run]);
+    for (k, v) in env_of(&img) {
+        // The image comes from the record, the lock from the environment.
+        if k != "VIBESYS_DOCKER_IMAGE" {
+            resume.env(k, v);
+        }
+    }
+    let out = resume.output().unwrap();
+    let table = ok(out);
+    assert!(table.contains("environment docker"), "{table}");
+    let status: serde_json::Value = serde_json::from_str(&ok(vibesys_in(&p)
+        .args(["run", "status", &run, "--json"])
+        .output()
+        .unwrap()))
+    .unwrap();
+    assert_eq!(status["run"]["state"], "finished");
+    for n in [1, 2] {
+        assert_eq!(candidate(&status, n)["state"], "passed");
+        assert_eq!(candidate(&status, n)["attempts"], 2);
+    }
+}
+
+#[test]
+fn a_provider_missing_from_the_image_is_named() {
+    let img = TestImage::new();
+    let (_d, p) = project(TASK);
+    ok(docker_run(&p, &img)
+        .args(["--provider", "custom", "--", "no-such-agent-xyz"])
+        .output()
+        .unwrap());
+    let run = only_run(&p);
+    let status = status_json(&p, &run, &[]);
+    let c = candidate(&status, 1);
+    let err = c["error"].as_str().unwrap();
+    assert!(
+        err.contains("\"no-such-agent-xyz\" is not on PATH in the image")
+            && err.contains(&img.name),
+        "{err}"
+    );
+    assert!(containers_of_run(&format!("{run}-1")).is_empty());
+}
+
+#[test]
+fn ctrl_c_stops_every_container_and_the_run_resumes_in_docker() {
+    let img = TestImage::new();
+    let (_d, p) = project(TASK);
+    let agent = "touch speed-started; sleep 3; echo 7 > speed.txt; rm speed-started";
+    let child = docker_run(&p, &img)
+        .args(["--provider", "custom", "--candidates", "2", "--jobs", "2"])
+        .args(["--", "sh", "-c", agent])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let runs = p.join(".vibesys/state/runs");
+    let mut run = String::new();
+    wait_for(30, "the run's record", || {
+        if let Some(Ok(e)) = std::fs::read_dir(&runs).unwrap().next() {
+            run = e.file_name().into_string().unwrap();
+            true
+        } else {
+            false
+        }
+    });
+    let started = p.join(format!(
+        ".vibesys/state/local/candidates/{run}/1/speed-started"
+    ));
+    wait_for(30, "the agent's turn", || started.exists());
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    // Every container is gone when vibesys returns.
+    for suffix in ["1", "2", "1-eval", "2-eval"] {
+        assert!(containers_of_run(&format!("{run}-{suffix}")).is_empty());
+    }
+    let status = status_json(&p, &run, &[]);
+    assert_eq!(status["run"]["state"], "interrupted");
+    let mut resume = vibesys_in(&p);
+    resume.args(["run", "resume", &run]);
+    for (k, v) in env_of(&img) {
+        resume.env(k, v);
+    }
+    ok(resume.output().unwrap());
+    let status = status_json(&p, &run, &[]);
+    assert_eq!(status["run"]["state"], "finished");
+    assert_eq!(candidate(&status, 1)["state"], "passed");
+}

@@ -1,0 +1,286 @@
+//! The `skypilot` run environment: a candidate's evaluation as a SkyPilot
+//! task. The task is built from typed values and written as JSON (a YAML
+//! subset `sky.Task.from_yaml` reads); its `run` is a bash script that
+//! runs the trusted `check` then `measure` argv in the synced workdir and
+//! reports their exit statuses and measure's stdout on marked lines.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::config::{EvalCommand, SkypilotConfig, SkypilotLauncher, TrustedEvaluation};
+use super::error::RemoteError;
+use super::{CommandResult, EvalResult, MAX_MEASURE_BYTES};
+
+/// The task name and cluster name of one candidate's evaluation:
+/// `vs-<run>-c<n>`, lowercase letters, digits and `-` only, at most 40
+/// characters, starting with a letter and ending with a letter or digit.
+pub fn cluster_name(run: &str, candidate: u32) -> String {
+    let suffix = format!("-c{candidate}");
+    let mut base: String = format!("vs-{run}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    base.truncate(40usize.saturating_sub(suffix.len()));
+    let base = base.trim_end_matches('-');
+    format!("{base}{suffix}")
+}
+
+/// Quotes `s` for bash: single quotes, `'` as `'\''`.
+pub fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+fn quoted_argv(cmd: &EvalCommand) -> String {
+    cmd.argv
+        .iter()
+        .map(|a| shell_quote(a))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The task's `run` script. `nonce` marks the lines vibesys reads back.
+pub fn run_script(eval: &TrustedEvaluation, nonce: &str) -> String {
+    format!(
+        "set -u\n\
+         n={nonce}\n\
+         echo \"$n check-begin\"\n\
+         timeout -k 10 {ct} {check}\n\
+         rc=$?\n\
+         echo\n\
+         echo \"$n check-exit $rc\"\n\
+         if [ \"$rc\" -eq 0 ]; then\n\
+         \x20 out=$(mktemp)\n\
+         \x20 timeout -k 10 {mt} {measure} > \"$out\"\n\
+         \x20 mrc=$?\n\
+         \x20 echo \"$n measure-exit $mrc\"\n\
+         \x20 echo \"$n measure-stdout $(head -c {limit} \"$out\" | od -An -v -tx1 | tr -d ' \\n')\"\n\
+         \x20 rm -f \"$out\"\n\
+         fi\n\
+         echo \"$n done\"\n",
+        ct = eval.check.timeout_secs,
+        mt = eval.measure.timeout_secs,
+        check = quoted_argv(&eval.check),
+        measure = quoted_argv(&eval.measure),
+        limit = MAX_MEASURE_BYTES,
+    )
+}
+
+/// The task as a JSON value: name, workdir (the candidate's checkout of
+/// the measured commit), resources from `[skypilot]`, the run id,
+/// candidate and commit as `envs`, and the run script.
+pub fn task(
+    config: &SkypilotConfig,
+    name: &str,
+    workdir: &Path,
+    run: &str,
+    candidate: u32,
+    commit: &str,
+    script: &str,
+) -> Value {
+    let mut resources = serde_json::Map::new();
+    if let Some(c) = &config.cloud {
+        resources.insert("cloud".into(), json!(c));
+    }
+    if let Some(r) = &config.region {
+        resources.insert("region".into(), json!(r));
+    }
+    if let Some(a) = &config.accelerators {
+        resources.insert("accelerators".into(), json!(a));
+    }
+    if let Some(i) = &config.image {
+        resources.insert("image_id".into(), json!(i));
+    }
+    if let Some(s) = config.use_spot {
+        resources.insert("use_spot".into(), json!(s));
+    }
+    json!({
+        "name": name,
+        "workdir": workdir.to_string_lossy(),
+        "resources": Value::Object(resources),
+        "envs": {
+            "VIBESYS_RUN": run,
+            "VIBESYS_CANDIDATE": candidate.to_string(),
+            "VIBESYS_COMMIT": commit,
+        },
+        "run": script,
+    })
+}
+
+/// The `sky` arguments that launch `task_file`.
+pub fn launch_args(config: &SkypilotConfig, name: &str, task_file: &Path) -> Vec<OsString> {
+    let mut args: Vec<OsString> = match config.launcher.unwrap_or_default() {
+        SkypilotLauncher::Launch => vec![
+            "launch".into(),
+            "--yes".into(),
+            "--down".into(),
+            "--cluster".into(),
+            name.into(),
+        ],
+        SkypilotLauncher::Jobs => vec![
+            "jobs".into(),
+            "launch".into(),
+            "--yes".into(),
+            "--name".into(),
+            name.into(),
+        ],
+    };
+    args.push(task_file.as_os_str().to_owned());
+    args
+}
+
+/// The `sky` arguments that tear down what [`launch_args`] started.
+pub fn teardown_args(config: &SkypilotConfig, name: &str) -> Vec<OsString> {
+    match config.launcher.unwrap_or_default() {
+        SkypilotLauncher::Launch => vec!["down".into(), "--yes".into(), name.into()],
+        SkypilotLauncher::Jobs => vec![
+            "jobs".into(),
+            "cancel".into(),
+            "--yes".into(),
+            "--name".into(),
+            name.into(),
+        ],
+    }
+}
+
+/// A refusal of `sky` that names a missing credential or the network.
+pub fn classify_refusal(text: &str, sky: &Path) -> Option<RemoteError> {
+    for needle in [
+        "NoCloudAccessError",
+        "Cloud access is not set up",
+        "is not enabled",
+    ] {
+        if let Some(line) = super::client::line_with(text, needle) {
+            return Some(RemoteError::NotLoggedIn {
+                service: "SkyPilot",
+                missing: "credentials of a cloud SkyPilot can use (no cloud is enabled)",
+                fix: format!("{} check", sky.display()),
+                said: line,
+            });
+        }
+    }
+    for needle in [
+        "NameResolutionError",
+        "Failed to resolve",
+        "Max retries exceeded",
+        "Temporary failure in name resolution",
+    ] {
+        if let Some(line) = super::client::line_with(text, needle) {
+            return Some(RemoteError::Unreachable {
+                service: "SkyPilot",
+                said: line,
+            });
+        }
+    }
+    None
+}
+
+/// Reads the marked lines of the task's output back into a result.
+pub fn parse_output(text: &str, nonce: &str) -> Result<EvalResult, RemoteError> {
+    let bad = |reason: String| RemoteError::InvalidResult {
+        service: "SkyPilot",
+        reason,
+    };
+    let marker = |key: &str| -> Option<&str> {
+        let needle = format!("{nonce} {key}");
+        text.lines().rev().find_map(|l| {
+            let at = l.find(&needle)?;
+            Some(l[at + needle.len()..].trim())
+        })
+    };
+    let code = |v: &str| -> Result<i32, RemoteError> {
+        v.parse()
+            .map_err(|_| bad(format!("exit status {v:?} is not a number")))
+    };
+    if marker("done").is_none() {
+        return Err(bad("the task did not report completion".into()));
+    }
+    let check_exit = code(marker("check-exit").ok_or_else(|| bad("no check status".into()))?)?;
+    let check = CommandResult::from_exit(check_exit, String::new());
+    let measure = match marker("measure-exit") {
+        None => None,
+        Some(v) => {
+            let exit = code(v)?;
+            let hex_out = marker("measure-stdout").unwrap_or("");
+            if hex_out.len() > 2 * MAX_MEASURE_BYTES {
+                return Err(bad("measure printed more than the limit".into()));
+            }
+            let bytes = hex::decode(hex_out).map_err(|e| bad(format!("measure output: {e}")))?;
+            Some(CommandResult::from_exit(
+                exit,
+                String::from_utf8_lossy(&bytes).into_owned(),
+            ))
+        }
+    };
+    Ok(EvalResult { check, measure })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn cluster_names_are_valid() {
+        assert_eq!(cluster_name("r1", 3), "vs-r1-c3");
+        let long = cluster_name(&"a.b_".repeat(40), 12);
+        assert!(long.len() <= 40 && long.ends_with("-c12"), "{long}");
+        assert!(!long.contains("--c"), "{long}");
+    }
+
+    #[test]
+    fn quotes_survive_the_shell() {
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
+
+    /// The run script under the real bash and coreutils, in a directory
+    /// standing for the synced workdir, read back by the parser.
+    #[test]
+    fn the_run_script_reports_through_its_markers() {
+        use crate::remote::config::TrustedEvaluation;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("main.txt"), "x").unwrap();
+        let task = r#"
+[check]
+argv = ["sh", "-c", "test -f main.txt && echo \"it's fine\""]
+[measure]
+argv = ["sh", "-c", "echo '{\"s\": 1.5}'; echo noise >&2"]
+"#;
+        let eval = TrustedEvaluation::parse(task, Path::new("vibesys.toml")).unwrap();
+        let run = |nonce: &str| {
+            let out = std::process::Command::new("bash")
+                .arg("-c")
+                .arg(run_script(&eval, nonce))
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            assert!(out.status.success());
+            parse_output(&String::from_utf8_lossy(&out.stdout), nonce).unwrap()
+        };
+        let r = run("N1");
+        assert_eq!(r.check.exit_code, Some(0));
+        let m = r.measure.unwrap();
+        assert_eq!((m.exit_code, m.stdout.trim()), (Some(0), "{\"s\": 1.5}"));
+        std::fs::remove_file(dir.path().join("main.txt")).unwrap();
+        let r = run("N2");
+        assert_eq!(r.check.exit_code, Some(1));
+        assert!(r.measure.is_none());
+    }
+
+    #[test]
+    fn markers_are_read_back() {
+        let out = "(t, pid=1) N check-begin\n(t, pid=1) hi\n(t, pid=1) N check-exit 0\n\
+                   (t, pid=1) N measure-exit 0\n(t, pid=1) N measure-stdout 7b7d\n(t, pid=1) N done\n";
+        let r = parse_output(out, "N").unwrap();
+        assert_eq!(r.check.exit_code, Some(0));
+        assert_eq!(r.measure.unwrap().stdout, "{}");
+        assert!(parse_output("N check-exit 0\n", "N").is_err());
+    }
+}

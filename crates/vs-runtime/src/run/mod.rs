@@ -1,0 +1,854 @@
+//! `vibesys run`: one command that runs a task's candidates end to end
+//! (DESIGN.md sections 6 and 7).
+//!
+//! A run is prepared here ([`prepare_run`]): the task is read from the
+//! operator's `vibesys.toml`, the gate baseline of the protected paths is
+//! recorded and `runs/<id>/run.json` is written before anything runs.
+//! [`execute_run`] then runs every unfinished candidate, up to `jobs` at a
+//! time, each in its own worktree:
+//!
+//! 1. the agent's turn, confined by the run environment ([`RunHost`]);
+//! 2. outside confinement, the framework commits the candidate's changes
+//!    with the hardened git ([`crate::git`]) and keeps the commit as
+//!    `refs/vibesys/runs/<run>/<n>`;
+//! 3. the accuracy gate: a changed, added or removed protected path fails
+//!    the candidate, naming each;
+//! 4. the trusted build (`[build]`, when the task has one);
+//! 5. `check` and `measure` through the environment's trusted command
+//!    runner.
+//!
+//! Every phase is recorded in `runs/<id>/candidates/<n>.json` as it ends.
+//! One candidate's failure never stops another; a cancelled run (Ctrl-C)
+//! leaves the unfinished candidates `running`, and [`open_for_resume`]
+//! with [`execute_run`] restarts them in the recorded environment.
+//!
+//! What differs between environments (how the agent is confined, which
+//! runner evaluates) is the [`RunHost`] the caller supplies; where a
+//! run's evaluation is dispatched to a remote service is decided in one
+//! place, [`dispatch::evaluation_route`].
+
+pub mod accelerator;
+pub mod dispatch;
+pub mod record;
+pub mod status;
+pub mod task;
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use vs_sandbox::runner::CancellationToken;
+use vs_sandbox::{CommandResult, CommandRunner, CommandSpec, Confinement};
+
+use crate::build::{BuildCheckout, BuildSpec};
+use crate::environment::RunEnvironment;
+use crate::error::{Result, RuntimeError};
+use crate::fsutil::{ensure_dir_chain, random_bytes, write_atomic};
+use crate::gate::{self, GateBaseline, GateEntry, ProtectedSet};
+use crate::id::{CandidateId, RunId};
+use crate::state::{STATE_DIR, StateLayout};
+use crate::worktree::CandidateWorktree;
+use crate::{git, time};
+
+pub use record::{
+    CandidateRecord, CandidateState, ImageRecord, PhaseRecord, PhaseStatus, RunRecord, RunState,
+    RunStore,
+};
+pub use task::{EvalCommand, Goal, MeasureSpec, TaskSpec};
+
+/// Most candidates one run may have.
+pub const MAX_CANDIDATES: u32 = 64;
+/// Most bytes of one JSON object `measure` may print.
+pub const MAX_METRICS_BYTES: u64 = 1024 * 1024;
+/// Most bytes of each output stream kept in a log.
+const LOG_BYTES: usize = 256 * 1024;
+
+/// An error of the caller's environment (starting a container, building
+/// a confinement), carried through the run as text in the record.
+pub type HostError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A candidate, as the [`RunHost`] sees it.
+#[derive(Debug, Clone)]
+pub struct CandidateContext<'a> {
+    /// The run.
+    pub run: &'a RunRecord,
+    /// The candidate's number, 1-based.
+    pub number: u32,
+    /// Its worktree (the agent's workspace).
+    pub worktree: &'a Path,
+    /// `objective.md` in the worktree's `agent-visible/<run>/`.
+    pub objective: &'a Path,
+}
+
+/// The agent's turn as it ended.
+#[derive(Debug, Clone)]
+pub struct AgentOutcome {
+    /// Its exit status (128 + N when killed by signal N).
+    pub exit_code: i32,
+    /// Whether the run was cancelled while it ran.
+    pub cancelled: bool,
+    /// What it printed, bounded (kept as `logs/<n>-agent.log`).
+    pub log: Vec<u8>,
+}
+
+/// The trusted command runner `check` and `measure` go through.
+pub struct Evaluator {
+    /// The runner (`DockerSandbox::execute` in the run's container,
+    /// `LocalShellRunner` on the host).
+    pub runner: Box<dyn CommandRunner + Send>,
+    /// Where it runs, for the record (a container ID, `host`).
+    pub location: String,
+    /// `PATH` of the commands.
+    pub path_var: OsString,
+}
+
+/// What a run environment supplies: the agent's confined turn, the
+/// confinement of a trusted build, and the trusted command runner.
+pub trait RunHost: Sync {
+    /// Runs the agent's turn in `candidate.worktree`, confined with
+    /// enforcement required; kills it (tree and container) when `cancel`
+    /// fires.
+    fn agent_turn(
+        &self,
+        candidate: &CandidateContext<'_>,
+        cancel: &CancellationToken,
+    ) -> std::result::Result<AgentOutcome, HostError>;
+
+    /// The confinement of the trusted build in `checkout`.
+    fn build_confinement(
+        &self,
+        candidate: &CandidateContext<'_>,
+        checkout: &Path,
+    ) -> std::result::Result<Box<dyn Confinement>, HostError>;
+
+    /// The runner for `check` and `measure` in `candidate.worktree`. It is
+    /// opened while the agent works (a container of its own, which nothing
+    /// of the agent's can reach) and used after the agent's processes are
+    /// gone.
+    fn evaluator(
+        &self,
+        candidate: &CandidateContext<'_>,
+    ) -> std::result::Result<Evaluator, HostError>;
+
+    /// One line of progress: a candidate's phase ended.
+    fn progress(&self, candidate: u32, phase: &str, record: &PhaseRecord);
+}
+
+/// What `run start` asks for.
+#[derive(Debug, Clone)]
+pub struct StartRequest {
+    /// Where it runs.
+    pub environment: RunEnvironment,
+    /// The pinned image (container environments).
+    pub image: Option<ImageRecord>,
+    /// The provider's name.
+    pub provider: String,
+    /// The agent's argv.
+    pub agent_argv: Vec<String>,
+    /// Variables the provider's launch sets.
+    pub agent_env: BTreeMap<String, String>,
+    /// The prompt.
+    pub prompt: Option<String>,
+    /// How many candidates.
+    pub candidates: u32,
+    /// How many at once.
+    pub jobs: u32,
+    /// The operator's `CUDA_VISIBLE_DEVICES`.
+    pub cuda_visible_devices: Option<String>,
+}
+
+/// A new run id: `run-YYYYMMDD-HHMMSS-<6 hex>` (short enough for the
+/// container names of its candidates).
+pub fn fresh_run_id() -> Result<RunId> {
+    let mut nonce = [0u8; 3];
+    random_bytes(&mut nonce)?;
+    let stamp: String = time::now_rfc3339()
+        .chars()
+        .filter(char::is_ascii_digit)
+        .collect();
+    let (date, clock) = stamp.split_at(stamp.len().min(8));
+    RunId::new(&format!("run-{date}-{clock}-{}", hex::encode(nonce)))
+}
+
+/// Prepares a run: reads the task, resolves the base commit, records the
+/// gate baseline and writes `run.json` and a pending record per
+/// candidate, before anything runs.
+pub fn prepare_run(layout: &StateLayout, request: StartRequest) -> Result<(RunStore, RunRecord)> {
+    dispatch::evaluation_route(request.environment)?;
+    if request.candidates == 0 || request.candidates > MAX_CANDIDATES {
+        return Err(RuntimeError::InvalidRunRequest {
+            reason: format!(
+                "--candidates must be between 1 and {MAX_CANDIDATES} (got {})",
+                request.candidates
+            ),
+        });
+    }
+    if request.jobs == 0 || request.jobs > MAX_CANDIDATES {
+        return Err(RuntimeError::InvalidRunRequest {
+            reason: format!(
+                "--jobs must be between 1 and {MAX_CANDIDATES} (got {})",
+                request.jobs
+            ),
+        });
+    }
+    if request.agent_argv.is_empty() {
+        return Err(RuntimeError::InvalidRunRequest {
+            reason: "the agent command is empty".to_owned(),
+        });
+    }
+    layout.require_initialized()?;
+    let task = TaskSpec::load(layout)?;
+    // A [build] that is present must be valid before anything runs.
+    match BuildSpec::load(layout) {
+        Ok(_) | Err(RuntimeError::BuildNotConfigured { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    let base = git::run(
+        layout.project(),
+        &[
+            OsStr::new("rev-parse"),
+            OsStr::new("--verify"),
+            OsStr::new("HEAD^{commit}"),
+        ],
+    )?;
+    let base_commit = String::from_utf8_lossy(&base).trim().to_owned();
+    let mut protect: Vec<PathBuf> = task.protected_paths();
+    for p in ProtectedSet::configured(layout)? {
+        if !protect.contains(&p) {
+            protect.push(p);
+        }
+    }
+    let accelerators = accelerator::plan(
+        request.environment,
+        attach_accelerator(layout)?,
+        request.cuda_visible_devices.as_deref(),
+        &[],
+        &accelerator::HostAccelerators::probe(),
+    )?;
+    if !accelerators.is_empty() {
+        tracing::warn!(
+            plan = ?accelerators,
+            "accelerators are planned for this run (recorded in run.json) but this build does not attach them yet: the agent sees no device"
+        );
+    }
+    let run = fresh_run_id()?;
+    let store = RunStore::create(layout, &run)?;
+    let protected = if protect.is_empty() {
+        Vec::new()
+    } else {
+        let set = ProtectedSet::resolve(layout, &protect)?;
+        GateBaseline::record(layout, &run, &set)?.protect().to_vec()
+    };
+    let record = RunRecord {
+        schema_version: record::RUN_SCHEMA_VERSION,
+        run_id: run,
+        created_at: time::now_rfc3339(),
+        environment: request.environment,
+        image: request.image,
+        provider: request.provider,
+        agent_argv: request.agent_argv,
+        agent_env: request.agent_env,
+        prompt: request.prompt,
+        candidates: request.candidates,
+        jobs: request.jobs,
+        base_commit,
+        task,
+        protected,
+        accelerators,
+        state: RunState::Running,
+    };
+    store.save_run(&record)?;
+    for n in 1..=record.candidates {
+        store.save_candidate(&CandidateRecord::pending(n))?;
+    }
+    write_objective(layout.project(), &record)?;
+    Ok((store, record))
+}
+
+/// `[vibesys] attach_accelerator` of the project's own `vibesys.toml`
+/// (default false).
+fn attach_accelerator(layout: &StateLayout) -> Result<bool> {
+    let path = layout.project().join(crate::gate::CONFIG_FILE);
+    let Some(bytes) = crate::fsutil::read_bounded(&path, 1024 * 1024)? else {
+        return Ok(false);
+    };
+    let invalid = |reason: String| RuntimeError::InvalidTask {
+        path: path.clone(),
+        reason,
+    };
+    let text = String::from_utf8(bytes).map_err(|_| invalid("not UTF-8".to_owned()))?;
+    let table: toml::Table = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+    match table
+        .get("vibesys")
+        .and_then(|v| v.get("attach_accelerator"))
+    {
+        None => Ok(false),
+        Some(toml::Value::Boolean(b)) => Ok(*b),
+        Some(_) => Err(invalid(
+            "vibesys.attach_accelerator must be true or false".to_owned(),
+        )),
+    }
+}
+
+/// Opens a run to resume it: the record must exist, the task must be the
+/// one it started with, and its environment is kept.
+pub fn open_for_resume(layout: &StateLayout, run: &RunId) -> Result<(RunStore, RunRecord)> {
+    let store = RunStore::open(layout, run)?;
+    let record = store.load_run()?;
+    dispatch::evaluation_route(record.environment)?;
+    let current = TaskSpec::load(layout)?;
+    if current.digest != record.task.digest {
+        return Err(RuntimeError::TaskChanged {
+            run: run.to_string(),
+            recorded: record.task.digest.clone(),
+            current: current.digest,
+        });
+    }
+    Ok((store, record))
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// The run's state afterwards.
+    pub state: RunState,
+    /// Every candidate's record.
+    pub candidates: Vec<CandidateRecord>,
+}
+
+/// Runs every unfinished candidate of the run, up to `record.jobs` at a
+/// time; one candidate's failure never stops another. Holds the run's
+/// lock throughout (a second `run resume` of the same run is refused).
+pub fn execute_run(
+    store: &RunStore,
+    record: &mut RunRecord,
+    host: &dyn RunHost,
+    cancel: &CancellationToken,
+) -> Result<RunOutcome> {
+    let _lock = lock_run(store)?;
+    let mut todo = Vec::new();
+    for n in 1..=record.candidates {
+        if store.load_candidate(n)?.unfinished() {
+            todo.push(n);
+        }
+    }
+    record.state = RunState::Running;
+    store.save_run(record)?;
+    let next = AtomicUsize::new(0);
+    let failures: Mutex<Vec<RuntimeError>> = Mutex::new(Vec::new());
+    let jobs = (record.jobs as usize).clamp(1, todo.len().max(1));
+    let shared: &RunRecord = record;
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| {
+                loop {
+                    if cancel.is_cancelled() {
+                        break;
+                    }
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(&n) = todo.get(i) else { break };
+                    if let Err(e) = run_candidate(store, shared, n, host, cancel) {
+                        // The record could not be written: nothing else
+                        // of this candidate can be trusted.
+                        if let Ok(mut f) = failures.lock() {
+                            f.push(e);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = failures.into_inner().ok().and_then(|mut f| f.pop()) {
+        record.state = RunState::Interrupted;
+        store.save_run(record)?;
+        return Err(e);
+    }
+    let mut candidates = Vec::new();
+    for n in 1..=record.candidates {
+        candidates.push(store.load_candidate(n)?);
+    }
+    record.state = if candidates.iter().any(CandidateRecord::unfinished) {
+        RunState::Interrupted
+    } else {
+        RunState::Finished
+    };
+    store.save_run(record)?;
+    Ok(RunOutcome {
+        state: record.state,
+        candidates,
+    })
+}
+
+/// `runs/<id>/lock`, held (flock) while candidates run.
+fn lock_run(store: &RunStore) -> Result<File> {
+    let path = store.dir().join("lock");
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| RuntimeError::io("open", &path, e))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
+        |_| RuntimeError::RunInProgress {
+            run: store.run_id().to_string(),
+        },
+    )?;
+    Ok(file)
+}
+
+/// The workspace-relative directory of a run's agent-visible documents.
+pub fn agent_visible_rel(run: &RunId) -> PathBuf {
+    Path::new(STATE_DIR)
+        .join("agent-visible")
+        .join(run.as_str())
+}
+
+/// Writes `agent-visible/<run>/objective.md` below `root` (the project, or
+/// a candidate's worktree, where the policy makes it read-only).
+fn write_objective(root: &Path, record: &RunRecord) -> Result<PathBuf> {
+    let dir = ensure_dir_chain(root, &agent_visible_rel(&record.run_id))?;
+    let path = dir.join("objective.md");
+    write_atomic(&path, record.task.objective_markdown().as_bytes())?;
+    Ok(path)
+}
+
+/// One candidate, every phase; errors of a phase go into its record.
+/// Returns an error only when the record itself cannot be written.
+fn run_candidate(
+    store: &RunStore,
+    run: &RunRecord,
+    n: u32,
+    host: &dyn RunHost,
+    cancel: &CancellationToken,
+) -> Result<()> {
+    let mut rec = store.load_candidate(n)?;
+    rec.state = CandidateState::Running;
+    rec.attempts = rec.attempts.saturating_add(1);
+    rec.started_at = Some(time::now_rfc3339());
+    rec.finished_at = None;
+    rec.phases.clear();
+    rec.error = None;
+    rec.agent_exit = None;
+    rec.commit = None;
+    rec.evaluated_in = None;
+    rec.metrics = None;
+    store.save_candidate(&rec)?;
+    let mut phases = Phases {
+        store,
+        host,
+        rec,
+        cancelled: false,
+    };
+    let result = candidate_phases(&mut phases, run, n, cancel);
+    let mut rec = phases.rec;
+    match result {
+        Ok(()) if !phases.cancelled => rec.state = CandidateState::Passed,
+        Ok(()) => {}
+        Err(e) => {
+            rec.state = CandidateState::Failed;
+            rec.error = Some(e);
+        }
+    }
+    if cancel.is_cancelled() && rec.state != CandidateState::Passed {
+        // Stopped, not failed: resume restarts it.
+        rec.state = CandidateState::Running;
+        rec.error = None;
+    } else {
+        rec.finished_at = Some(time::now_rfc3339());
+    }
+    store.save_candidate(&rec)
+}
+
+struct Phases<'a> {
+    store: &'a RunStore,
+    host: &'a dyn RunHost,
+    rec: CandidateRecord,
+    cancelled: bool,
+}
+
+impl Phases<'_> {
+    /// Records one phase; a failure becomes the candidate's error.
+    fn done(
+        &mut self,
+        phase: &str,
+        started: Instant,
+        outcome: std::result::Result<PhaseStatus, String>,
+    ) -> std::result::Result<(), String> {
+        let (status, detail) = match &outcome {
+            Ok(s) => (*s, None),
+            Err(e) => (PhaseStatus::Failed, Some(e.clone())),
+        };
+        let record = PhaseRecord {
+            status,
+            duration_secs: round_ms(started.elapsed()),
+            detail,
+        };
+        self.host.progress(self.rec.candidate, phase, &record);
+        self.rec.phases.insert(phase.to_owned(), record);
+        // A record that cannot be written is reported by the caller.
+        let _ = self.store.save_candidate(&self.rec);
+        outcome.map(drop).map_err(|e| format!("{phase}: {e}"))
+    }
+}
+
+fn round_ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1000.0).round() / 1000.0
+}
+
+fn candidate_phases(
+    p: &mut Phases<'_>,
+    run: &RunRecord,
+    n: u32,
+    cancel: &CancellationToken,
+) -> std::result::Result<(), String> {
+    let layout = p.store.layout().clone();
+    let id = CandidateId::new(&n.to_string()).map_err(|e| e.to_string())?;
+
+    // Prepare: a fresh worktree (a resumed candidate starts over).
+    let t = Instant::now();
+    let prepared = prepare_worktree(&layout, run, &id);
+    let (worktree, objective) = match prepared {
+        Ok(v) => v,
+        Err(e) => return p.done("prepare", t, Err(e)),
+    };
+    p.done("prepare", t, Ok(PhaseStatus::Passed))?;
+    let ctx = CandidateContext {
+        run,
+        number: n,
+        worktree: worktree.path(),
+        objective: &objective,
+    };
+
+    // The agent's turn, confined; the evaluation runner opens meanwhile.
+    let t = Instant::now();
+    let host = p.host;
+    let (outcome, opened) = std::thread::scope(|scope| {
+        let opening = scope.spawn(|| host.evaluator(&ctx));
+        let outcome = host.agent_turn(&ctx, cancel);
+        let opened = opening
+            .join()
+            .unwrap_or_else(|_| Err("opening the evaluation runner panicked".into()));
+        (outcome, opened)
+    });
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => return p.done("agent", t, Err(format!("{e}"))),
+    };
+    let _ = p.store.save_log(n, "agent", &outcome.log);
+    p.rec.agent_exit = Some(outcome.exit_code);
+    if outcome.cancelled || cancel.is_cancelled() {
+        p.cancelled = true;
+        return Ok(());
+    }
+    let agent = if outcome.exit_code == 0 {
+        Ok(PhaseStatus::Passed)
+    } else {
+        Err(format!(
+            "the agent exited with status {} (its output: {})",
+            outcome.exit_code,
+            p.store.log_path(n, "agent").display()
+        ))
+    };
+    p.done("agent", t, agent)?;
+
+    // Outside confinement: the framework commits, with the hardened git.
+    let t = Instant::now();
+    let commit = commit_candidate(&layout, run, n, worktree.path());
+    let commit = match commit {
+        Ok(c) => c,
+        Err(e) => return p.done("commit", t, Err(e.to_string())),
+    };
+    p.rec.commit = Some(commit.clone());
+    p.done("commit", t, Ok(PhaseStatus::Passed))?;
+
+    // The accuracy gate.
+    let t = Instant::now();
+    let gate = gate_candidate(&layout, run, worktree.path());
+    p.done("gate", t, gate)?;
+
+    // The trusted build.
+    let t = Instant::now();
+    let build = build_candidate(p.host, &ctx, &layout, &commit);
+    p.done("build", t, build)?;
+    if cancel.is_cancelled() {
+        p.cancelled = true;
+        return Ok(());
+    }
+
+    // check and measure through the trusted command runner.
+    let t = Instant::now();
+    let evaluator = match opened {
+        Ok(e) => e,
+        Err(e) => return p.done("check", t, Err(format!("{e}"))),
+    };
+    p.rec.evaluated_in = Some(evaluator.location.clone());
+    let result = evaluate(&evaluator, worktree.path(), &run.task.check, cancel);
+    let check = match &result {
+        Ok(r) => {
+            let _ = p.store.save_log(n, "check", &log_bytes(r));
+            if r.cancelled {
+                p.cancelled = true;
+                return Ok(());
+            }
+            if r.success() {
+                Ok(PhaseStatus::Passed)
+            } else if r.timed_out {
+                Err(format!("timed out after {} s", run.task.check.timeout_secs))
+            } else {
+                Err(format!(
+                    "exited with status {}: the candidate is not correct (output: {})",
+                    r.exit_code,
+                    p.store.log_path(n, "check").display()
+                ))
+            }
+        }
+        Err(e) => Err(e.clone()),
+    };
+    p.done("check", t, check)?;
+
+    let Some(measure) = &run.task.measure else {
+        return p.done("measure", Instant::now(), Ok(PhaseStatus::Skipped));
+    };
+    let t = Instant::now();
+    let result = evaluate(&evaluator, worktree.path(), &measure.command, cancel);
+    let metrics = match result {
+        Ok(r) => {
+            let _ = p.store.save_log(n, "measure", &log_bytes(&r));
+            if r.cancelled {
+                p.cancelled = true;
+                return Ok(());
+            }
+            parse_metrics(&r, measure)
+        }
+        Err(e) => Err(e),
+    };
+    match metrics {
+        Ok(m) => {
+            p.rec.metrics = Some(m);
+            p.done("measure", t, Ok(PhaseStatus::Passed))
+        }
+        Err(e) => p.done("measure", t, Err(e)),
+    }
+}
+
+/// A fresh worktree for candidate `id` at the base commit, checked against
+/// the gate baseline before anything runs, with `objective.md` in it.
+fn prepare_worktree(
+    layout: &StateLayout,
+    run: &RunRecord,
+    id: &CandidateId,
+) -> std::result::Result<(CandidateWorktree, PathBuf), String> {
+    CandidateWorktree::discard(layout, &run.run_id, id).map_err(|e| e.to_string())?;
+    let wt = CandidateWorktree::create(layout, &run.run_id, id, &run.base_commit)
+        .map_err(|e| e.to_string())?;
+    if !run.protected.is_empty() {
+        let differences = gate_differences(layout, run, wt.path()).map_err(|e| e.to_string())?;
+        if !differences.is_empty() {
+            return Err(format!(
+                "the protected paths of the project's working tree differ from the base commit {} ({}): commit them before the run",
+                run.base_commit,
+                gate::describe_differences(&differences)
+            ));
+        }
+    }
+    let objective = write_objective(wt.path(), run).map_err(|e| e.to_string())?;
+    Ok((wt, objective))
+}
+
+fn gate_differences(
+    layout: &StateLayout,
+    run: &RunRecord,
+    root: &Path,
+) -> Result<Vec<gate::GateDifference>> {
+    let baseline = GateBaseline::load(layout, &run.run_id)?;
+    let set = ProtectedSet::for_build(layout, &run.run_id)?;
+    let current: BTreeMap<String, GateEntry> = match set {
+        Some(set) => set.snapshot(root, &run.run_id)?,
+        None => BTreeMap::new(),
+    };
+    Ok(gate::diff(baseline.entries(), &current))
+}
+
+fn gate_candidate(
+    layout: &StateLayout,
+    run: &RunRecord,
+    worktree: &Path,
+) -> std::result::Result<PhaseStatus, String> {
+    if run.protected.is_empty() {
+        return Ok(PhaseStatus::Skipped);
+    }
+    let differences = gate_differences(layout, run, worktree).map_err(|e| e.to_string())?;
+    if differences.is_empty() {
+        Ok(PhaseStatus::Passed)
+    } else {
+        Err(format!(
+            "protected paths differ from the baseline: {}",
+            gate::describe_differences(&differences)
+        ))
+    }
+}
+
+/// Commits everything the agent changed (never the run state) with the
+/// hardened git, and keeps the commit as `refs/vibesys/runs/<run>/<n>`.
+fn commit_candidate(
+    layout: &StateLayout,
+    run: &RunRecord,
+    n: u32,
+    worktree: &Path,
+) -> Result<String> {
+    let os = OsStr::new;
+    let exclude = format!(":(exclude){STATE_DIR}");
+    git::run(
+        worktree,
+        &[os("add"), os("-A"), os("--"), os("."), os(&exclude)],
+    )?;
+    let message = format!("vibesys run {} candidate {n}", run.run_id);
+    git::run(
+        worktree,
+        &[
+            os("-c"),
+            os("user.name=vibesys"),
+            os("-c"),
+            os("user.email=vibesys@localhost"),
+            os("commit"),
+            os("--quiet"),
+            os("--no-verify"),
+            os("--no-gpg-sign"),
+            os("--allow-empty"),
+            os("-m"),
+            os(&message),
+        ],
+    )?;
+    let out = git::run(
+        worktree,
+        &[os("rev-parse"), os("--verify"), os("HEAD^{commit}")],
+    )?;
+    let commit = String::from_utf8_lossy(&out).trim().to_owned();
+    let name = format!("refs/vibesys/runs/{}/{n}", run.run_id);
+    git::run(
+        layout.project(),
+        &[os("update-ref"), os(&name), os(&commit)],
+    )?;
+    Ok(commit)
+}
+
+fn build_candidate(
+    host: &dyn RunHost,
+    ctx: &CandidateContext<'_>,
+    layout: &StateLayout,
+    commit: &str,
+) -> std::result::Result<PhaseStatus, String> {
+    let spec = match BuildSpec::load(layout) {
+        Ok(s) => s,
+        Err(RuntimeError::BuildNotConfigured { .. }) => return Ok(PhaseStatus::Skipped),
+        Err(e) => return Err(e.to_string()),
+    };
+    let checkout =
+        BuildCheckout::create(layout, &ctx.run.run_id, commit).map_err(|e| e.to_string())?;
+    let confinement = host
+        .build_confinement(ctx, checkout.path())
+        .map_err(|e| format!("{e}"))?;
+    let path_var =
+        std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let env = vec![
+        (OsString::from("PATH"), path_var),
+        (
+            OsString::from("HOME"),
+            checkout.path().as_os_str().to_owned(),
+        ),
+        (OsString::from("LANG"), OsString::from("C.UTF-8")),
+    ];
+    checkout
+        .build(&spec, confinement.as_ref(), &env)
+        .map(|_| PhaseStatus::Passed)
+        .map_err(|e| e.to_string())
+}
+
+fn evaluate(
+    evaluator: &Evaluator,
+    worktree: &Path,
+    command: &EvalCommand,
+    cancel: &CancellationToken,
+) -> std::result::Result<CommandResult, String> {
+    let mut spec = CommandSpec::new(command.argv.iter().map(OsString::from), worktree)
+        .timeout(Duration::from_secs(command.timeout_secs))
+        .cancel_token(cancel.clone());
+    spec.env.insert("PATH".into(), evaluator.path_var.clone());
+    spec.env
+        .insert("HOME".into(), worktree.as_os_str().to_owned());
+    spec.env.insert("LANG".into(), "C.UTF-8".into());
+    evaluator.runner.run(&spec).map_err(|e| {
+        format!(
+            "cannot run {:?} in {}: {e}",
+            command.argv.first().map(String::as_str).unwrap_or(""),
+            evaluator.location
+        )
+    })
+}
+
+/// stdout and stderr of a result, each bounded, for a log.
+fn log_bytes(r: &CommandResult) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (name, stream) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
+        let bytes = stream.bytes();
+        out.extend_from_slice(format!("== {name} ({} bytes)\n", stream.total_bytes()).as_bytes());
+        out.extend_from_slice(&bytes[..bytes.len().min(LOG_BYTES)]);
+        if !bytes.ends_with(b"\n") {
+            out.push(b'\n');
+        }
+    }
+    out
+}
+
+/// The metrics `measure` printed: it must succeed and print exactly one
+/// JSON object of at most [`MAX_METRICS_BYTES`]; the ranking metric, when
+/// the task names one, must be a number in it.
+fn parse_metrics(
+    r: &CommandResult,
+    measure: &MeasureSpec,
+) -> std::result::Result<serde_json::Map<String, serde_json::Value>, String> {
+    if r.timed_out {
+        return Err(format!(
+            "timed out after {} s",
+            measure.command.timeout_secs
+        ));
+    }
+    if !r.success() {
+        return Err(format!("exited with status {}", r.exit_code));
+    }
+    let total = r.stdout.total_bytes();
+    if total > MAX_METRICS_BYTES || r.stdout.is_truncated() {
+        return Err(format!(
+            "printed {total} bytes; at most {MAX_METRICS_BYTES} bytes of one JSON object are accepted"
+        ));
+    }
+    let text = String::from_utf8_lossy(r.stdout.bytes());
+    let value: serde_json::Value = serde_json::from_str(text.trim()).map_err(|e| {
+        if text.trim().is_empty() {
+            "printed nothing; it must print one JSON object of metrics".to_owned()
+        } else {
+            format!("did not print one JSON object of metrics: {e}")
+        }
+    })?;
+    let serde_json::Value::Object(map) = value else {
+        return Err(
+            "printed JSON that is not an object; it must print one JSON object of metrics"
+                .to_owned(),
+        );
+    };
+    if let Some(metric) = &measure.metric
+        && !map.get(metric).is_some_and(serde_json::Value::is_number)
+    {
+        return Err(format!(
+            "the metric {metric:?} ([measure] metric) is missing or not a number"
+        ));
+    }
+    Ok(map)
+}
