@@ -225,3 +225,87 @@ fn missing_client_or_measure_is_refused_before_anything_is_recorded() {
         );
     }
 }
+
+/// Ctrl-C while the client runs stops it (tearing down what it started),
+/// leaves the candidate `running` and the run resumable (exit 130); the
+/// resume continues in skypilot, as recorded.
+#[test]
+fn ctrl_c_during_dispatch_leaves_the_run_resumable() {
+    let img = TestImage::new();
+    let tools = real_tools();
+    let home = tempfile::tempdir().unwrap();
+    let (_d, p) = project(TASK);
+    let child = remote_run(&p, &img, "skypilot", &tools, home.path())
+        .args([
+            "--provider",
+            "custom",
+            "--",
+            "sh",
+            "-c",
+            "echo 7 > speed.txt",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let runs = p.join(".vibesys/state/runs");
+    let mut run = String::new();
+    wait_for(60, "the run's record", || {
+        match std::fs::read_dir(&runs).unwrap().next() {
+            Some(Ok(e)) => {
+                run = e.file_name().into_string().unwrap();
+                true
+            }
+            _ => false,
+        }
+    });
+    let task = runs.join(&run).join("remote/1/task.yaml");
+    wait_for(120, "the dispatch", || task.exists());
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains(&format!("vibesys run resume {run}")),
+        "{stderr}"
+    );
+    let status = status_json(&p, &run, &[]);
+    assert_eq!(status["run"]["state"], "interrupted", "{status:#}");
+    let c = candidate(&status, 1);
+    assert_eq!(c["state"], "running", "{c:#}");
+    assert!(c["error"].is_null(), "{c:#}");
+    // The resume runs in skypilot again and ends at the same refusal.
+    let mut resume = vibesys_in(&p);
+    resume
+        .args(["run", "resume", &run])
+        .env("VIBESYS_IMAGES_LOCK", &img.lock)
+        .env("VIBESYS_TOOLS", &tools)
+        .env("HOME", home.path());
+    if let Some(bin) = std::env::var_os("VIBESYS_STATIC_BIN") {
+        resume.env("VIBESYS_COMMAND_SERVER", bin);
+    }
+    let out = resume.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("in the skypilot run environment (as recorded)"),
+        "{stderr}"
+    );
+    let status = status_json(&p, &run, &[]);
+    assert_eq!(status["run"]["state"], "finished", "{status:#}");
+    let c = candidate(&status, 1);
+    assert_eq!(c["attempts"], 2, "{c:#}");
+    assert!(
+        c["error"].as_str().unwrap().contains("SkyPilot refused"),
+        "{c:#}"
+    );
+    let _ = Command::new(tools.join("remote-clients/bin/sky"))
+        .args(["api", "stop"])
+        .env("HOME", home.path())
+        .output();
+}
