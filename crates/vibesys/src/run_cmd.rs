@@ -89,13 +89,16 @@ Unknown keys are an error. The run's record is .vibesys/state/runs/ID/ (run.json
 candidates/N.json, logs/); the agent reads the objective at
 .vibesys/state/agent-visible/ID/objective.md (also VIBESYS_OBJECTIVE; VIBESYS_RUN_ID and
 VIBESYS_CANDIDATE are set too). Each candidate works in its own worktree;
-the agent is confined with enforcement required (docker: a container from the pinned editor
-image; host: bubblewrap or Landlock). Then, outside confinement, vibesys commits its changes
-(hardened git; kept as refs/vibesys/runs/ID/N), checks the protected paths against the
-baseline, runs [build] confined, and runs check and measure in a fresh container through
-the command server (docker) or on the host (host). Ctrl-C stops every candidate; `vibesys
-run resume ID` continues. slurm, modal and skypilot are not available to `run` in this
-build.
+the agent is confined with enforcement required (docker, modal, skypilot: a container from
+the pinned editor image, never with devices for modal and skypilot; host: bubblewrap or
+Landlock). Then, outside confinement, vibesys commits its changes (hardened git; kept as
+refs/vibesys/runs/ID/N), checks the protected paths against the baseline, runs [build]
+confined, and runs check and measure in a fresh container through the command server
+(docker), on the host (host), or on the service with the candidate's commit (modal,
+skypilot: the client from scripts/remote-clients.sh, [modal]/[skypilot] of vibesys.toml,
+[measure] required; its record in runs/ID/remote/N/; a refusal such as a missing login
+fails that candidate, naming it). Ctrl-C stops every candidate; `vibesys run resume ID`
+continues. slurm is not available to `run` in this build.
 
 Exit status: 0 the run finished (see the table for each candidate); 130 interrupted
 (resumable); 125 vibesys could not run it.")]
@@ -150,6 +153,7 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
     let environment = args.env.resolve()?.unwrap_or_default();
     vs_runtime::run::dispatch::evaluation_route(environment)?;
     let layout = layout_of(args.project.clone())?;
+    vs_runtime::run::preflight(&layout, environment)?;
     let is_custom = args.provider.trim().eq_ignore_ascii_case("custom");
     if is_custom && args.command.is_empty() {
         bail!("--provider custom needs the agent command after --");
@@ -182,8 +186,10 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
         RunEnvironment::Host => Some(host_mode()?),
         _ => None,
     };
+    // modal and skypilot: the agent works in the local editor container
+    // (never with devices); only the evaluation goes to the service.
     let (image, docker) = match environment {
-        RunEnvironment::Docker => {
+        RunEnvironment::Docker | RunEnvironment::Modal | RunEnvironment::Skypilot => {
             let options = crate::docker_cmd::base_options(
                 args.image.as_deref(),
                 Some(layout.project()),
@@ -639,7 +645,9 @@ impl RunHost for CliHost {
         cancel: &CancellationToken,
     ) -> Result<AgentOutcome, HostError> {
         match self.environment {
-            RunEnvironment::Docker => self.turn_in_docker(c, cancel),
+            RunEnvironment::Docker | RunEnvironment::Modal | RunEnvironment::Skypilot => {
+                self.turn_in_docker(c, cancel)
+            }
             RunEnvironment::Host => self.turn_on_host(c, cancel),
             other => Err(anyhow::anyhow!(
                 "the {other} run environment does not run agents in this build"
@@ -660,7 +668,7 @@ impl RunHost for CliHost {
             let policy = crate::build_cmd::checkout_policy(&workspace, &config)?;
             let resolved = policy.resolve(&workspace)?;
             match self.environment {
-                RunEnvironment::Docker => {
+                RunEnvironment::Docker | RunEnvironment::Modal | RunEnvironment::Skypilot => {
                     let mut options = crate::build_cmd::docker_options_with_id(
                         &layout,
                         &config,
@@ -710,7 +718,13 @@ impl RunHost for CliHost {
                         path_var: vs_sandbox::runner::DEFAULT_SEARCH_PATH.into(),
                     })
                 }
-                _ => Ok(Evaluator {
+                RunEnvironment::Modal | RunEnvironment::Skypilot | RunEnvironment::Slurm => {
+                    bail!(
+                        "the {} run environment evaluates through its service, not a local runner",
+                        self.environment
+                    )
+                }
+                RunEnvironment::Host => Ok(Evaluator {
                     runner: Box::new(LocalShellRunner::default()),
                     location: "host".to_owned(),
                     path_var: std::env::var_os("PATH")

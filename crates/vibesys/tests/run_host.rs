@@ -311,9 +311,17 @@ fn a_host_run_never_starts_an_unconfined_agent() {
             .unwrap(),
     );
     assert!(err.contains("sandbox unavailable"), "{err}");
-    for env in ["slurm", "modal", "skypilot"] {
+    // slurm is refused by name; modal and skypilot without their client
+    // name it (tests/run_remote.rs runs them up to the network).
+    let no_tools = tempfile::tempdir().unwrap();
+    for (env, needle) in [
+        ("slurm", "the slurm run environment is not available"),
+        ("modal", "the Modal client is not installed"),
+        ("skypilot", "the SkyPilot client is not installed"),
+    ] {
         let err = fails(
             vibesys_in(&p)
+                .env("VIBESYS_TOOLS", no_tools.path())
                 .args([
                     "run",
                     "start",
@@ -327,8 +335,15 @@ fn a_host_run_never_starts_an_unconfined_agent() {
                 .output()
                 .unwrap(),
         );
-        assert!(err.contains(env) && err.contains("not available"), "{err}");
+        assert!(err.contains(needle), "{err}");
     }
+    assert_eq!(
+        std::fs::read_dir(p.join(".vibesys/state/runs"))
+            .unwrap()
+            .count(),
+        0,
+        "a refused run records nothing"
+    );
     let err = fails(
         vibesys_in(&p)
             .args([

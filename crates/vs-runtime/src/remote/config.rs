@@ -220,6 +220,37 @@ impl TrustedEvaluation {
     }
 }
 
+impl TrustedEvaluation {
+    /// The trusted commands of a run's task, as `vibesys run` parsed them
+    /// from the operator's `vibesys.toml` (one parser of `[check]` and
+    /// `[measure]`, [`crate::run::TaskSpec`]); validated again here for
+    /// what a service accepts: a `[measure]` is required and each time
+    /// limit is at most [`MAX_TIMEOUT_SECS`]. `path` names the file in
+    /// messages.
+    pub fn from_task(task: &crate::run::TaskSpec, path: &Path) -> Result<Self, RemoteError> {
+        let Some(measure) = &task.measure else {
+            return Err(RemoteError::EvaluationNotConfigured {
+                path: path.to_path_buf(),
+                table: "measure",
+            });
+        };
+        let command = |c: &crate::run::EvalCommand, name: &str| {
+            validate_command(
+                RawCommand {
+                    argv: c.argv.clone(),
+                    timeout_secs: Some(c.timeout_secs),
+                },
+                name,
+                path,
+            )
+        };
+        Ok(Self {
+            check: command(&task.check, "check")?,
+            measure: command(&measure.command, "measure")?,
+        })
+    }
+}
+
 fn validate_command(raw: RawCommand, name: &str, path: &Path) -> Result<EvalCommand, RemoteError> {
     let key = format!("{name}.argv");
     if raw.argv.is_empty() || raw.argv[0].is_empty() {
@@ -434,6 +465,21 @@ const CONFIG_LIMIT: u64 = 4 * 1024 * 1024;
 /// the project's own `vibesys.toml` (bounded, a regular file, never
 /// through a final symlink). Nothing is called before this succeeds.
 pub fn load(project: &Path) -> crate::Result<(TrustedEvaluation, RemoteConfig)> {
+    let (text, path) = read_config(project)?;
+    let remote = RemoteConfig::parse(&text, &path)?;
+    let eval = TrustedEvaluation::parse(&text, &path)?;
+    Ok((eval, remote))
+}
+
+/// Reads and validates only `[skypilot]` and `[modal]` of the project's
+/// own `vibesys.toml` (`vibesys run` takes the trusted commands from its
+/// task: [`TrustedEvaluation::from_task`]).
+pub fn load_remote(project: &Path) -> crate::Result<RemoteConfig> {
+    let (text, path) = read_config(project)?;
+    Ok(RemoteConfig::parse(&text, &path)?)
+}
+
+fn read_config(project: &Path) -> crate::Result<(String, PathBuf)> {
     let path = config_path(project);
     let Some(bytes) = crate::fsutil::read_bounded(&path, CONFIG_LIMIT)? else {
         return Err(RemoteError::EvaluationNotConfigured {
@@ -447,9 +493,7 @@ pub fn load(project: &Path) -> crate::Result<(TrustedEvaluation, RemoteConfig)> 
         key: "vibesys.toml".to_owned(),
         reason: "not UTF-8".to_owned(),
     })?;
-    let remote = RemoteConfig::parse(&text, &path)?;
-    let eval = TrustedEvaluation::parse(&text, &path)?;
-    Ok((eval, remote))
+    Ok((text, path))
 }
 
 #[cfg(test)]
@@ -496,5 +540,40 @@ mod tests {
         .unwrap();
         assert_eq!(t.check.timeout_secs, DEFAULT_TIMEOUT_SECS);
         assert_eq!(t.measure.timeout_secs, 5);
+    }
+
+    #[test]
+    fn a_runs_task_is_the_one_source_of_its_commands() {
+        let p = Path::new("vibesys.toml");
+        let task = |extra: &str| {
+            crate::run::TaskSpec::parse(
+                &format!(
+                    "[task]\nobjective = \"o\"\n[check]\nargv = [\"c\"]\n{extra}[modal]\ngpu = \"T4\"\n"
+                ),
+                p,
+            )
+            .unwrap()
+        };
+        let t = TrustedEvaluation::from_task(
+            &task("[measure]\nargv = [\"m\"]\ntimeout_secs = 5\nmetric = \"s\"\n"),
+            p,
+        )
+        .unwrap();
+        assert_eq!(t.check.argv, ["c"]);
+        assert_eq!(t.check.timeout_secs, DEFAULT_TIMEOUT_SECS);
+        assert_eq!(t.measure.argv, ["m"]);
+        assert_eq!(t.measure.timeout_secs, 5);
+        let e = TrustedEvaluation::from_task(&task(""), p)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("[measure]"), "{e}");
+        // A week is a run's limit, a day a service's.
+        let e = TrustedEvaluation::from_task(
+            &task("[measure]\nargv = [\"m\"]\ntimeout_secs = 90000\n"),
+            p,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("measure.timeout_secs"), "{e}");
     }
 }

@@ -25,11 +25,14 @@
 //! What differs between environments (how the agent is confined, which
 //! runner evaluates) is the [`RunHost`] the caller supplies; where a
 //! run's evaluation is dispatched to a remote service is decided in one
-//! place, [`dispatch::evaluation_route`].
+//! place, [`dispatch::evaluation_route`]: `modal` and `skypilot` send the
+//! candidate's commit to their service ([`crate::remote::dispatch`])
+//! instead of asking the host for a runner.
 
 pub mod accelerator;
 pub mod dispatch;
 pub mod record;
+mod remote_eval;
 pub mod status;
 pub mod task;
 
@@ -162,6 +165,18 @@ pub struct StartRequest {
     pub cuda_visible_devices: Option<String>,
 }
 
+/// Whether a run can start in `environment`, checked before anything
+/// else (no container, no record): its evaluation route exists and, for
+/// `modal` and `skypilot`, the task has `[measure]`, the operator's
+/// `[modal]`/`[skypilot]` is valid and the client is installed.
+pub fn preflight(layout: &StateLayout, environment: RunEnvironment) -> Result<()> {
+    if let dispatch::EvaluationRoute::Remote(service) = dispatch::evaluation_route(environment)? {
+        layout.require_initialized()?;
+        remote_eval::plan(layout, &TaskSpec::load(layout)?, service)?;
+    }
+    Ok(())
+}
+
 /// A new run id: `run-YYYYMMDD-HHMMSS-<6 hex>` (short enough for the
 /// container names of its candidates).
 pub fn fresh_run_id() -> Result<RunId> {
@@ -179,7 +194,7 @@ pub fn fresh_run_id() -> Result<RunId> {
 /// gate baseline and writes `run.json` and a pending record per
 /// candidate, before anything runs.
 pub fn prepare_run(layout: &StateLayout, request: StartRequest) -> Result<(RunStore, RunRecord)> {
-    dispatch::evaluation_route(request.environment)?;
+    let route = dispatch::evaluation_route(request.environment)?;
     if request.candidates == 0 || request.candidates > MAX_CANDIDATES {
         return Err(RuntimeError::InvalidRunRequest {
             reason: format!(
@@ -203,6 +218,11 @@ pub fn prepare_run(layout: &StateLayout, request: StartRequest) -> Result<(RunSt
     }
     layout.require_initialized()?;
     let task = TaskSpec::load(layout)?;
+    // A remote evaluation's commands, configuration and client must be
+    // valid and present before anything is recorded.
+    if let dispatch::EvaluationRoute::Remote(service) = route {
+        remote_eval::plan(layout, &task, service)?;
+    }
     // A [build] that is present must be valid before anything runs.
     match BuildSpec::load(layout) {
         Ok(_) | Err(RuntimeError::BuildNotConfigured { .. }) => {}
@@ -527,14 +547,18 @@ fn candidate_phases(
     };
 
     // The agent's turn, confined; the evaluation runner opens meanwhile.
+    let route = dispatch::evaluation_route(run.environment).map_err(|e| e.to_string())?;
     let t = Instant::now();
     let host = p.host;
     let (outcome, opened) = std::thread::scope(|scope| {
-        let opening = scope.spawn(|| host.evaluator(&ctx));
+        // A remote route asks the host for no runner: the service evaluates.
+        let opening = (route == dispatch::EvaluationRoute::Local)
+            .then(|| scope.spawn(|| host.evaluator(&ctx)));
         let outcome = host.agent_turn(&ctx, cancel);
-        let opened = opening
-            .join()
-            .unwrap_or_else(|_| Err("opening the evaluation runner panicked".into()));
+        let opened = opening.map(|o| {
+            o.join()
+                .unwrap_or_else(|_| Err("opening the evaluation runner panicked".into()))
+        });
         (outcome, opened)
     });
     let outcome = match outcome {
@@ -582,11 +606,22 @@ fn candidate_phases(
         return Ok(());
     }
 
-    // check and measure through the trusted command runner.
+    // check and measure through the trusted command runner, or on the
+    // service.
+    if let dispatch::EvaluationRoute::Remote(service) = route {
+        return remote_eval::evaluate(p, run, n, &commit, service, cancel);
+    }
     let t = Instant::now();
     let evaluator = match opened {
-        Ok(e) => e,
-        Err(e) => return p.done("check", t, Err(format!("{e}"))),
+        Some(Ok(e)) => e,
+        Some(Err(e)) => return p.done("check", t, Err(format!("{e}"))),
+        None => {
+            return p.done(
+                "check",
+                t,
+                Err("no evaluation runner was opened".to_owned()),
+            );
+        }
     };
     p.rec.evaluated_in = Some(evaluator.location.clone());
     let result = evaluate(&evaluator, worktree.path(), &run.task.check, cancel);
@@ -823,13 +858,29 @@ fn parse_metrics(
     if !r.success() {
         return Err(format!("exited with status {}", r.exit_code));
     }
-    let total = r.stdout.total_bytes();
-    if total > MAX_METRICS_BYTES || r.stdout.is_truncated() {
+    metrics_from_stdout(
+        r.stdout.bytes(),
+        r.stdout.total_bytes(),
+        r.stdout.is_truncated(),
+        measure,
+    )
+}
+
+/// The one JSON object of metrics a succeeded `measure` printed (`total`
+/// bytes, of which `stdout` was kept); the ranking metric, when the task
+/// names one, must be a number in it. Both routes go through this.
+fn metrics_from_stdout(
+    stdout: &[u8],
+    total: u64,
+    truncated: bool,
+    measure: &MeasureSpec,
+) -> std::result::Result<serde_json::Map<String, serde_json::Value>, String> {
+    if total > MAX_METRICS_BYTES || truncated {
         return Err(format!(
             "printed {total} bytes; at most {MAX_METRICS_BYTES} bytes of one JSON object are accepted"
         ));
     }
-    let text = String::from_utf8_lossy(r.stdout.bytes());
+    let text = String::from_utf8_lossy(stdout);
     let value: serde_json::Value = serde_json::from_str(text.trim()).map_err(|e| {
         if text.trim().is_empty() {
             "printed nothing; it must print one JSON object of metrics".to_owned()

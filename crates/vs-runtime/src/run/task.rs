@@ -30,7 +30,7 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 600;
 
 /// The top-level tables `vibesys.toml` may hold; anything else is a typo.
 pub const KNOWN_TABLES: &[&str] = &[
-    "task", "check", "measure", "build", "gate", "gates", "sandbox", "vibesys",
+    "task", "check", "measure", "build", "gate", "gates", "sandbox", "vibesys", "skypilot", "modal",
 ];
 
 #[derive(Deserialize)]

@@ -1,0 +1,185 @@
+//! `check` and `measure` of a `modal` or `skypilot` run: the candidate's
+//! committed commit, checked out fresh, goes to the service through
+//! [`crate::remote::dispatch`]; its outcome lands in the candidate's
+//! record as the local route's does (the same phases, logs and metrics
+//! rules). The commands are the run's task ([`TrustedEvaluation::from_task`]):
+//! one parser of `[check]` and `[measure]`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use vs_sandbox::runner::CancellationToken;
+
+use super::{PhaseStatus, Phases, RunRecord, TaskSpec, metrics_from_stdout};
+use crate::build::BuildCheckout;
+use crate::error::{Result, RuntimeError};
+use crate::remote::{
+    self, Clients, CommandResult, RemoteConfig, RemoteRequest, Service, TrustedEvaluation,
+};
+use crate::state::StateLayout;
+
+/// What a remote evaluation needs, validated: the trusted commands, the
+/// operator's `[skypilot]`/`[modal]`, and the installed client (outside
+/// the project). Called before a run is recorded and again per candidate.
+pub(super) fn plan(
+    layout: &StateLayout,
+    task: &TaskSpec,
+    service: Service,
+) -> Result<(TrustedEvaluation, RemoteConfig, Clients)> {
+    let path = remote::config::config_path(layout.project());
+    let remote = |e| RuntimeError::Remote { source: e };
+    let evaluation = TrustedEvaluation::from_task(task, &path).map_err(remote)?;
+    let config = remote::config::load_remote(layout.project())?;
+    let clients = Clients::discover();
+    clients.require_outside(layout.project()).map_err(remote)?;
+    clients.require(service).map_err(remote)?;
+    Ok((evaluation, config, clients))
+}
+
+/// Dispatches candidate `n`'s `commit` and records check and measure.
+pub(super) fn evaluate(
+    p: &mut Phases<'_>,
+    run: &RunRecord,
+    n: u32,
+    commit: &str,
+    service: Service,
+    cancel: &CancellationToken,
+) -> std::result::Result<(), String> {
+    let t = Instant::now();
+    let layout = p.store.layout().clone();
+    let record_dir = p.store.dir().join("remote").join(n.to_string());
+    p.rec.evaluated_in = Some(format!(
+        "{} (record {})",
+        service.title(),
+        record_dir.display()
+    ));
+    let outcome = (|| -> Result<remote::RemoteOutcome> {
+        let (evaluation, config, clients) = plan(&layout, &run.task, service)?;
+        let checkout = BuildCheckout::create(&layout, &run.run_id, commit)?;
+        let request = RemoteRequest {
+            project: layout.project(),
+            run: &run.run_id,
+            candidate: n,
+            commit: checkout.commit(),
+            workdir: checkout.path(),
+            evaluation: &evaluation,
+            config: &config,
+        };
+        // The run's token stops the client (and tears down what it
+        // started) through the flag dispatch polls.
+        let stop = AtomicBool::new(false);
+        let finished = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                while !finished.load(Ordering::SeqCst) {
+                    if cancel.is_cancelled() {
+                        stop.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            });
+            let result = remote::dispatch(service, &request, &clients, &stop, false);
+            finished.store(true, Ordering::SeqCst);
+            result
+        })
+    })();
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(_) if cancel.is_cancelled() => {
+            p.cancelled = true;
+            return Ok(());
+        }
+        Err(e) => {
+            return p.done(
+                "check",
+                t,
+                Err(format!("{} evaluation: {e}", service.title())),
+            );
+        }
+    };
+    let client_log = outcome.record_dir.join("client.log");
+    let check = &outcome.result.check;
+    let _ = p
+        .store
+        .save_log(n, "check", &log_bytes(check, &outcome.output_tail));
+    let status = verdict(check, run.task.check.timeout_secs, service).map_err(|e| {
+        if check.error.is_some() || check.timed_out {
+            e
+        } else {
+            format!(
+                "{e}: the candidate is not correct (output: {})",
+                client_log.display()
+            )
+        }
+    });
+    p.done("check", t, status.map(|()| PhaseStatus::Passed))?;
+
+    let Some(measure) = &run.task.measure else {
+        return p.done("measure", Instant::now(), Ok(PhaseStatus::Skipped));
+    };
+    let t = Instant::now();
+    let metrics = match &outcome.result.measure {
+        None => Err(format!(
+            "{} reported no result of measure (see {})",
+            service.title(),
+            client_log.display()
+        )),
+        Some(m) => {
+            let _ = p.store.save_log(n, "measure", &log_bytes(m, ""));
+            verdict(m, measure.command.timeout_secs, service).and_then(|()| {
+                metrics_from_stdout(m.stdout.as_bytes(), m.stdout.len() as u64, false, measure)
+            })
+        }
+    };
+    match metrics {
+        Ok(m) => {
+            p.rec.metrics = Some(m);
+            p.done("measure", t, Ok(PhaseStatus::Passed))
+        }
+        Err(e) => p.done("measure", t, Err(e)),
+    }
+}
+
+/// A command's result on the service: exit 0 in time, or why not.
+fn verdict(
+    r: &CommandResult,
+    timeout_secs: u64,
+    service: Service,
+) -> std::result::Result<(), String> {
+    let on = service.title();
+    if let Some(e) = &r.error {
+        return Err(format!("could not start on {on}: {e}"));
+    }
+    if r.timed_out {
+        return Err(format!("timed out after {timeout_secs} s on {on}"));
+    }
+    match r.exit_code {
+        Some(0) => Ok(()),
+        Some(code) => Err(format!("exited with status {code} on {on}")),
+        None => Err(format!("was killed on {on}")),
+    }
+}
+
+/// The log of a remote command: its stdout as reported, then the end of
+/// the client's output.
+fn log_bytes(r: &CommandResult, client_tail: &str) -> Vec<u8> {
+    let mut out = format!(
+        "== exit {:?}{}\n== stdout ({} bytes)\n{}",
+        r.exit_code,
+        if r.timed_out { " (timed out)" } else { "" },
+        r.stdout.len(),
+        r.stdout
+    );
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    if !client_tail.is_empty() {
+        out.push_str("== the client's output (its end)\n");
+        out.push_str(client_tail);
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    out.into_bytes()
+}
