@@ -31,7 +31,7 @@ if [ ${#targets[@]} -eq 0 ]; then
   mapfile -t targets < <(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | grep -v '^vibesys-fuzz$')
 fi
 echo "fuzz: building ${#targets[@]} targets (nightly, sanitizer coverage)" >&2
-cargo +nightly build --locked --release --target "$triple" $(printf -- '--bin %s ' "${targets[@]}")
+cargo +nightly build --release --target "$triple" $(printf -- '--bin %s ' "${targets[@]}")
 bin=$CARGO_TARGET_DIR/$triple/release
 summary=$(mktemp)
 trap 'rm -f "$summary"' EXIT
