@@ -18,6 +18,12 @@ status=0
 cargo test --workspace --no-fail-fast 2>&1 | tee "$log" || status=$?
 # One closing line for the whole suite (cargo's last line is a crate's
 # doc-tests, often "0 passed"): the sums over every test binary.
+# Every fuzz target builds and runs on its seed corpus for a short smoke
+# period: a target that stops building or crashes fails CI (long runs:
+# scripts/fuzz.sh 600; docs/fuzzing.md).
+fuzz_status=0
+FUZZ_JOBS=2 scripts/fuzz.sh "${VIBESYS_FUZZ_SECONDS:-10}" || fuzz_status=$?
+[ "$fuzz_status" -eq 0 ] || { echo "fuzz smoke run failed" >&2; status=$fuzz_status; }
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;/) p += $i; if ($(i+1) ~ /^failed;/) f += $i } }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
 exit "$status"
