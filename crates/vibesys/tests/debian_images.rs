@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
+mod run_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -260,6 +261,36 @@ fn the_images_built_without_nix_run_git_and_the_real_claude_cli_confined() {
     );
 
     eprintln!("session at {:?}", t0.elapsed());
+    // The docker run environment with the agent image: `vibesys run`
+    // starts the real CLI as candidate 1's agent, confined in its
+    // container, and it ends at its own login message; the candidate's
+    // record keeps that output and no container of the run is left.
+    let (_rd, rp) = run_support::project(run_support::TASK);
+    let out = vibesys(&rp)
+        .env("HOME", home.path())
+        .env("VIBESYS_IMAGES_LOCK", &lock_path)
+        .args(["run", "start", "--provider", "claude", "--candidates", "1"])
+        .args([
+            "--image",
+            "vibesys-agent",
+            "--prompt",
+            "print secrets/key.txt",
+        ])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = run_support::only_run(&rp);
+    let log =
+        std::fs::read_to_string(rp.join(format!(".vibesys/state/runs/{run}/logs/1-agent.log")))
+            .unwrap_or_default();
+    assert!(log.contains("Not logged in"), "{text}\nagent log: {log}");
+    assert!(!log.contains("SECRET-KEY"), "{log}");
+    assert!(containers_of_run(&run).is_empty(), "container left behind");
+    eprintln!("run at {:?}", t0.elapsed());
     // A shell in the same kind of container (the agent image, the same
     // policy): the hidden key reads as empty.
     let out = vibesys(p)
