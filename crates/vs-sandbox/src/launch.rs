@@ -203,10 +203,12 @@ pub fn run_with_fds(
 /// returns its exit code (128+N for signal N).
 ///
 /// This process becomes a subreaper, bounds the tree with `limit` and
-/// forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT. Its child is a small
-/// supervisor (joins the run's pids cgroup, kills the tree when the
-/// command exits or when vibesys dies, exits with the command's status);
-/// the supervisor's child, between fork and exec: takes SIGKILL as its
+/// forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT. With a pids cgroup as
+/// the limit, the command is its child and a watchdog beside it kills the
+/// cgroup if vibesys dies; otherwise its child is a small supervisor
+/// (kills the tree when the command exits or when vibesys dies, exits
+/// with the command's status). The command, between fork and exec: joins
+/// the run's pids cgroup, takes SIGKILL as its
 /// parent-death signal, starts a new session, enters a user namespace of
 /// its own when not root (so its bounding set can be dropped and
 /// `RLIMIT_NPROC` counts only the tree), locks the securebits, drops the
@@ -235,7 +237,12 @@ pub fn run_landlock(
         );
     }
     let setup = ChildSetup {
-        supervise: true,
+        // A cgroup holds the whole tree, so vibesys (the subreaper) can
+        // be the command's parent, with a watchdog beside the command for
+        // the case of vibesys being SIGKILLed: one fork on the launch
+        // path instead of two. Otherwise only a supervisor between them
+        // can find what the command leaves behind.
+        supervise: !matches!(limit, ProcessLimit::Cgroup { .. }),
         new_session: true,
         user_namespace: wants_user_namespace(),
         nproc: None,

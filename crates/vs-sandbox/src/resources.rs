@@ -323,8 +323,11 @@ impl HostResources {
     pub fn retain_safe_for(&mut self, workspace: &Workspace) -> Vec<PathBuf> {
         let root = workspace.root();
         let mut refused = Vec::new();
+        let mut real_paths = crate::realpath::RealPaths::new();
         self.entries.retain(|path, res| {
-            let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+            let real = real_paths
+                .canonicalize(path)
+                .unwrap_or_else(|_| path.clone());
             if root.starts_with(&real) || root.starts_with(path) {
                 tracing::warn!(
                     resource = %path.display(),
@@ -372,6 +375,7 @@ impl HostResources {
             .map(|r| r.path.as_path())
             .collect();
         let mut creds: Option<Creds> = None;
+        let mut real_paths = crate::realpath::RealPaths::new();
         for pattern in HOST_SECRETS {
             for path in expand_secret(Path::new(pattern)) {
                 let Ok(meta) = std::fs::metadata(&path) else {
@@ -384,7 +388,9 @@ impl HostResources {
                 if !creds.may_read(&path) {
                     continue;
                 }
-                let real = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+                let real = real_paths
+                    .canonicalize(&path)
+                    .unwrap_or_else(|_| path.clone());
                 let kind = if meta.is_dir() {
                     crate::policy::PathKind::Directory
                 } else {

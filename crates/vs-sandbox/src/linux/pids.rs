@@ -208,6 +208,11 @@ impl PidsCgroup {
         Ok(cg)
     }
 
+    /// The cgroup hierarchy's version (1 or 2).
+    pub fn version(&self) -> u8 {
+        self.version
+    }
+
     /// The run's cgroup directory.
     pub fn dir(&self) -> &Path {
         &self.dir

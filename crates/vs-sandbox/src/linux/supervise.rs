@@ -93,7 +93,9 @@ pub struct ChildSetup {
     /// Fork once more: the launched process stays as the tree's
     /// supervisor (a subreaper that forwards signals, kills the tree when
     /// the command exits or when vibesys dies, and exits with the
-    /// command's status) and its child becomes the command.
+    /// command's status) and its child becomes the command. Without it,
+    /// the command is vibesys's child; with a pids cgroup, a watchdog
+    /// then kills the cgroup if vibesys dies.
     pub supervise: bool,
     /// Start a new session (no controlling terminal).
     pub new_session: bool,
@@ -232,6 +234,8 @@ pub struct Prepared {
     /// that outlives vibesys to leave and remove it.
     cgroup_paths: Option<(CString, CString)>,
     report: (std::io::PipeReader, Option<std::io::PipeWriter>),
+    /// Kills the run's cgroup if vibesys dies (runs without a supervisor).
+    watchdog: Option<Watchdog>,
 }
 
 /// Moves `fd` to a number of at least 256 (close-on-exec), clear of the
@@ -294,6 +298,12 @@ impl Prepared {
             let parent = cg.dir().parent()?.join("cgroup.procs");
             Some((dir, CString::new(parent.as_os_str().as_bytes()).ok()?))
         });
+        // Without a supervisor, what kills the tree when vibesys is
+        // SIGKILLed is a watchdog beside the command, off its launch path.
+        let watchdog = match (&cgroup, setup.supervise) {
+            (Some(cg), false) => Some(Watchdog::start(cg)?),
+            _ => None,
+        };
         Ok(Self {
             signals,
             backend,
@@ -311,6 +321,7 @@ impl Prepared {
             ],
             report: (reader, Some(writer)),
             cgroup_paths,
+            watchdog,
         })
     }
 
@@ -418,6 +429,7 @@ impl Prepared {
     /// After the command exited: kills everything it left behind and
     /// removes the run's cgroup.
     pub fn finish(mut self) {
+        self.watchdog = None;
         self.procs = None;
         if let Some(cg) = self.cgroup.take() {
             cg.kill_and_remove();
@@ -730,17 +742,23 @@ fn reap(command: libc::pid_t, status: &mut Option<libc::c_int>, flags: libc::c_i
     }
 }
 
-/// SIGKILLs every child listed in /proc/thread-self/children, parsing with
-/// a stack buffer (async-signal-safe).
+/// SIGKILLs every child listed in /proc/thread-self/children (see
+/// [`kill_listed`]).
 fn kill_children() {
-    // SAFETY: open/read/close/kill on a stack buffer and a C literal.
+    kill_listed(c"/proc/thread-self/children".as_ptr());
+}
+
+/// SIGKILLs every pid listed (whitespace-separated) in the file at
+/// `path`, parsing with a stack buffer (async-signal-safe); returns how
+/// many were listed.
+fn kill_listed(path: *const libc::c_char) -> usize {
+    let mut listed = 0;
+    // SAFETY: open/read/close/kill on a stack buffer and a NUL-terminated
+    // path the caller keeps alive.
     unsafe {
-        let fd = libc::open(
-            c"/proc/thread-self/children".as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        );
+        let fd = libc::open(path, libc::O_RDONLY | libc::O_CLOEXEC);
         if fd < 0 {
-            return;
+            return 0;
         }
         let mut buf = [0u8; 512];
         let mut pid: libc::pid_t = 0;
@@ -757,6 +775,7 @@ fn kill_children() {
                 } else {
                     if pid > 0 {
                         libc::kill(pid, libc::SIGKILL);
+                        listed += 1;
                     }
                     pid = 0;
                 }
@@ -764,7 +783,178 @@ fn kill_children() {
         }
         if pid > 0 {
             libc::kill(pid, libc::SIGKILL);
+            listed += 1;
         }
         libc::close(fd);
+    }
+    listed
+}
+
+/// What the watchdog needs, prepared by vibesys: plain data that stays
+/// put (boxed) for the watchdog's whole life.
+struct WatchdogPlan {
+    /// The read end of a pipe whose only writer is vibesys: EOF means
+    /// vibesys is gone.
+    alive: RawFd,
+    vibesys: libc::pid_t,
+    /// The run cgroup's `cgroup.procs`, `cgroup.kill` (v2) and directory.
+    procs: CString,
+    kill: Option<CString>,
+    dir: CString,
+}
+
+/// A process beside the command (a child of vibesys, in a process group
+/// of its own, outside the run's cgroup) that kills everything in the
+/// run's cgroup and removes it when vibesys dies without doing so
+/// (SIGKILL). It shares vibesys's memory (`CLONE_VM`, like
+/// `posix_spawn`): starting it copies no page tables, so it costs the
+/// launch next to nothing, and while vibesys lives it only blocks in
+/// `read`. vibesys kills and reaps it when the run ends.
+struct Watchdog {
+    pid: libc::pid_t,
+    stack: *mut libc::c_void,
+    /// vibesys's end of the pipe, held until the watchdog is dead.
+    _alive: OwnedFd,
+    plan: Box<WatchdogPlan>,
+}
+
+const WATCHDOG_STACK: usize = 256 * 1024;
+
+impl Watchdog {
+    fn start(cg: &PidsCgroup) -> Result<Self, SandboxError> {
+        use std::os::unix::ffi::OsStrExt;
+        let path = |p: std::path::PathBuf| {
+            CString::new(p.as_os_str().as_bytes()).map_err(|_| SandboxError::Os {
+                what: "naming the run's cgroup".into(),
+                source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+            })
+        };
+        let (reader, writer) = std::io::pipe().map_err(|source| SandboxError::Os {
+            what: "creating the watchdog's pipe".into(),
+            source,
+        })?;
+        let reader = OwnedFd::from(reader);
+        let plan = Box::new(WatchdogPlan {
+            alive: reader.as_raw_fd(),
+            // SAFETY: getpid has no arguments and cannot fail.
+            vibesys: unsafe { libc::getpid() },
+            procs: path(cg.dir().join("cgroup.procs"))?,
+            kill: if cg.version() == 2 {
+                Some(path(cg.dir().join("cgroup.kill"))?)
+            } else {
+                None
+            },
+            dir: path(cg.dir().to_path_buf())?,
+        });
+        let os = |what: &str| SandboxError::Os {
+            what: what.into(),
+            source: std::io::Error::last_os_error(),
+        };
+        // SAFETY: an anonymous private mapping of our own.
+        let stack = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                WATCHDOG_STACK,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if stack == libc::MAP_FAILED {
+            return Err(os("allocating the watchdog's stack"));
+        }
+        // SAFETY: the child runs `watchdog_main` on its own stack (the top
+        // of the mapping above, which outlives it: Drop kills and reaps
+        // it before unmapping), reading only `plan`, which is boxed and
+        // outlives it too; it makes raw system calls only. Its descriptor
+        // table is a copy (no CLONE_FILES).
+        let pid = unsafe {
+            libc::clone(
+                watchdog_main,
+                stack.cast::<u8>().add(WATCHDOG_STACK).cast(),
+                libc::CLONE_VM | libc::SIGCHLD,
+                std::ptr::from_ref::<WatchdogPlan>(&plan).cast_mut().cast(),
+            )
+        };
+        if pid < 0 {
+            let e = os("starting the watchdog of the run");
+            // SAFETY: no child uses the mapping.
+            unsafe { libc::munmap(stack, WATCHDOG_STACK) };
+            return Err(e);
+        }
+        drop(reader);
+        Ok(Self {
+            pid,
+            stack,
+            _alive: writer.into(),
+            plan,
+        })
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        // SAFETY: the pid is our unreaped child; once it is reaped nothing
+        // runs on the stack any more.
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            let mut status = 0;
+            while libc::waitpid(self.pid, &mut status, libc::__WALL) < 0 && errno() == libc::EINTR {
+            }
+            libc::munmap(self.stack, WATCHDOG_STACK);
+        }
+        let _ = &self.plan;
+    }
+}
+
+/// The watchdog (see [`Watchdog`]): waits for vibesys to die, then kills
+/// the run's cgroup and removes it. Raw system calls only.
+extern "C" fn watchdog_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the boxed plan, alive for this process's life;
+    // plain system calls on it and on stack memory.
+    unsafe {
+        let plan = &*arg.cast::<WatchdogPlan>();
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
+        // Keep only the pipe: nothing of vibesys's (its terminal, its
+        // output pipes, the write end) stays open through us.
+        let fd = plan.alive as libc::c_uint;
+        if fd > 0 {
+            libc::syscall(libc::SYS_close_range, 0u32, fd - 1, 0u32);
+        }
+        libc::syscall(libc::SYS_close_range, fd + 1, u32::MAX, 0u32);
+        // A group of our own: a kill aimed at vibesys's group spares us.
+        libc::setpgid(0, 0);
+        let mut byte = 0u8;
+        loop {
+            let n = libc::read(plan.alive, (&raw mut byte).cast(), 1);
+            if n <= 0 && libc::getppid() != plan.vibesys {
+                break;
+            }
+        }
+        if let Some(kill) = &plan.kill {
+            let fd = libc::open(kill.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd >= 0 {
+                libc::write(fd, b"1".as_ptr().cast(), 1);
+                libc::close(fd);
+            }
+        }
+        // Bounded like the supervisor's rounds: ~5 s.
+        for _ in 0..5000 {
+            kill_listed(plan.procs.as_ptr());
+            if libc::rmdir(plan.dir.as_ptr()) == 0 {
+                break;
+            }
+            // The killed wait to be reaped (by whoever reaps vibesys's
+            // orphans) before the cgroup can go.
+            let pause = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 1_000_000,
+            };
+            libc::nanosleep(&pause, std::ptr::null_mut());
+        }
+        libc::_exit(0)
     }
 }
