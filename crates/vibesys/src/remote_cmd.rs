@@ -75,7 +75,8 @@ pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
     let layout = StateLayout::open(&project)?;
     layout.require_initialized()?;
     // The operator's configuration is validated before anything runs.
-    let (evaluation, config) = remote::config::load(layout.project())?;
+    let (mut evaluation, config) = remote::config::load(layout.project())?;
+    evaluation.build = remote::config::load_build(layout.project(), &config, service)?;
     let clients = Clients::discover();
     clients.require_outside(layout.project())?;
     clients.require(service)?;
@@ -99,17 +100,32 @@ pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
     if args.json {
         print_json(&serde_json::to_value(&outcome)?)?;
     } else {
-        let check = &outcome.result.check;
         let mut text = format!(
-            "{} candidate {} of run {} (commit {}): {}\n  check:   exit {:?}{}\n",
+            "{} candidate {} of run {} (commit {}): {}\n",
             outcome.environment,
             outcome.candidate,
             outcome.run,
             outcome.commit,
             if outcome.passed { "passed" } else { "FAILED" },
-            check.exit_code,
-            if check.timed_out { " (timed out)" } else { "" },
         );
+        if let Some(build) = &outcome.result.build {
+            match &outcome.build_error {
+                None => text.push_str(&format!(
+                    "  build:   passed, {} outputs verified on the service (record {})\n",
+                    build.outputs.len(),
+                    outcome.record_dir.join("build.json").display()
+                )),
+                Some(e) => text.push_str(&format!("  build:   FAILED: {e}\n")),
+            }
+        }
+        match &outcome.result.check {
+            Some(check) => text.push_str(&format!(
+                "  check:   exit {:?}{}\n",
+                check.exit_code,
+                if check.timed_out { " (timed out)" } else { "" },
+            )),
+            None => text.push_str("  check:   not run\n"),
+        }
         match (&outcome.metrics, &outcome.metrics_error) {
             (Some(m), _) => text.push_str(&format!(
                 "  metrics: {}\n",
