@@ -305,3 +305,21 @@ pub fn parse_result(bytes: &[u8]) -> Result<EvalResult, RemoteError> {
         reason: e.to_string(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// A result written before remote builds existed still parses.
+    #[test]
+    fn results_without_a_build_still_parse() {
+        let r = parse_result(
+            br#"{"check": {"exit_code": 0, "timed_out": false, "stdout": ""}, "measure": null}"#,
+        )
+        .unwrap();
+        assert!(r.build.is_none());
+        assert_eq!(r.build_failure(None, "Modal").unwrap(), None);
+        assert_eq!(r.check.unwrap().exit_code, Some(0));
+    }
+}

@@ -297,7 +297,15 @@ pub fn parse_output(text: &str, nonce: &str) -> Result<EvalResult, RemoteError> 
                     },
                     _ => return Err(bad("a build output line is malformed".into())),
                 };
-                outputs.push(report);
+                // A log streamed twice reports an output twice: the last
+                // report of a path stands, in the order first seen.
+                match outputs
+                    .iter_mut()
+                    .find(|o: &&mut OutputReport| o.path == report.path)
+                {
+                    Some(seen) => *seen = report,
+                    None => outputs.push(report),
+                }
             }
             let timed_out = exit == 124 || exit == 137;
             Some(BuildResult {
@@ -479,5 +487,16 @@ argv = ["sh", "-c", "echo '{\"s\": 2}'"]
         assert_eq!(r.check.unwrap().exit_code, Some(0));
         assert_eq!(r.measure.unwrap().stdout, "{}");
         assert!(parse_output("N check-exit 0\n", "N").is_err());
+        // A build's markers, streamed twice: each output once.
+        let sha = "a".repeat(64);
+        let line = format!("N build-output {} 3 {sha}\n", hex::encode("out/a b"));
+        let out = format!("N build-exit 0\nN build-log 6f6b\n{line}{line}N check-exit 0\nN done\n");
+        let r = parse_output(&out, "N").unwrap();
+        let b = r.build.unwrap();
+        assert_eq!((b.log.as_str(), b.outputs.len()), ("ok", 1));
+        assert_eq!(b.outputs[0].path, "out/a b");
+        // A failed build: no check status is expected.
+        let r = parse_output("N build-exit 2\nN done\n", "N").unwrap();
+        assert!(r.check.is_none() && r.build.unwrap().exit_code == Some(2));
     }
 }
