@@ -18,6 +18,9 @@ fuzz_target!(|data: &[u8]| {
         if let Some(m) = &r.measure {
             assert!(m.stdout.len() <= text.len(), "measure output from nowhere");
         }
+        if let Some(b) = &r.build {
+            assert!(b.log.len() <= text.len(), "build output from nowhere");
+        }
     }
     if let Ok(r) = modal::parse_result(data) {
         let again = serde_json::to_vec(&r).expect("a result encodes");

@@ -104,8 +104,10 @@ Run environments: docker (default) confines the build in a container of its own 
 pinned editor image (VIBESYS_DOCKER_IMAGE, VIBESYS_IMAGES_LOCK); host uses bubblewrap or
 Landlock (--confine); slurm starts the run's broker and builds in the editor container as
 docker does, with the broker's agent socket at /run/vibesys/agent.sock (no devices; jobs run
-confined on compute nodes, see docs/slurm.md); modal and skypilot do not run trusted builds in
-this build.
+confined on compute nodes, see docs/slurm.md); modal and skypilot: this command does not
+dispatch a build; with [modal] build = true or [skypilot] build = true in vibesys.toml the
+build runs on the service before check and measure, in `vibesys run` and `vibesys run-env
+eval` (see docs/remote.md).
 A build never runs unconfined: with VIBESYS_AGENT_SANDBOX=off it refuses (exit 125), even
 with --no-require-enforcement.
 

@@ -24,17 +24,20 @@ Checks out --commit (any revision of the project) in a fresh worktree and dispat
 trusted evaluation to the service: [check] argv (exit 0 = correct), then, when it passed,
 [measure] argv (prints one JSON object of metrics), each with its timeout_secs, from the
 project's own vibesys.toml. [skypilot] (cloud, region, accelerators, image, use_spot,
-launcher) and [modal] (gpu, image, python_version, timeout_secs) configure where it runs;
-unknown keys and invalid values are refused naming the key before any client is called.
+launcher, build) and [modal] (gpu, image, python_version, timeout_secs, build) configure where
+it runs; unknown keys and invalid values are refused naming the key before any client is
+called. With build = true the task's [build] argv runs first on the service, its declared
+outputs are verified there (regular file, size, sha256; recorded in build.json), and a
+failed build stops the evaluation before check.
 
 The clients are the host's `sky` and `modal` from $VIBESYS_TOOLS/remote-clients
 (scripts/remote-clients.sh installs them); the services' credentials stay on the host.
 Written below .vibesys/state/runs/RUN/remote/N/: task.yaml (SkyPilot) or evaluate.py (Modal),
-client.log, and result.json once the service reported. Ctrl-C stops the client and tears
+client.log, result.json once the service reported (and build.json with a build). Ctrl-C stops the client and tears
 down the SkyPilot cluster. See docs/remote.md.
 
-Exit status: 0 the candidate passed (check 0, measure 0 with a JSON object); 1 it failed
-the evaluation (result.json says how); 125 vibesys or the client failed (e.g. no login:
+Exit status: 0 the candidate passed (build when asked, check 0, measure 0 with a JSON
+object); 1 it failed the evaluation (result.json says how); 125 vibesys or the client failed (e.g. no login:
 the message names the credential and the command that fixes it; nothing recorded).")]
 pub struct EvalArgs {
     #[command(flatten)]
@@ -75,7 +78,8 @@ pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
     let layout = StateLayout::open(&project)?;
     layout.require_initialized()?;
     // The operator's configuration is validated before anything runs.
-    let (evaluation, config) = remote::config::load(layout.project())?;
+    let (mut evaluation, config) = remote::config::load(layout.project())?;
+    evaluation.build = remote::config::load_build(layout.project(), &config, service)?;
     let clients = Clients::discover();
     clients.require_outside(layout.project())?;
     clients.require(service)?;
@@ -99,17 +103,32 @@ pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
     if args.json {
         print_json(&serde_json::to_value(&outcome)?)?;
     } else {
-        let check = &outcome.result.check;
         let mut text = format!(
-            "{} candidate {} of run {} (commit {}): {}\n  check:   exit {:?}{}\n",
+            "{} candidate {} of run {} (commit {}): {}\n",
             outcome.environment,
             outcome.candidate,
             outcome.run,
             outcome.commit,
             if outcome.passed { "passed" } else { "FAILED" },
-            check.exit_code,
-            if check.timed_out { " (timed out)" } else { "" },
         );
+        if let Some(build) = &outcome.result.build {
+            match &outcome.build_error {
+                None => text.push_str(&format!(
+                    "  build:   passed, {} outputs verified on the service (record {})\n",
+                    build.outputs.len(),
+                    outcome.record_dir.join("build.json").display()
+                )),
+                Some(e) => text.push_str(&format!("  build:   FAILED: {e}\n")),
+            }
+        }
+        match &outcome.result.check {
+            Some(check) => text.push_str(&format!(
+                "  check:   exit {:?}{}\n",
+                check.exit_code,
+                if check.timed_out { " (timed out)" } else { "" },
+            )),
+            None => text.push_str("  check:   not run\n"),
+        }
         match (&outcome.metrics, &outcome.metrics_error) {
             (Some(m), _) => text.push_str(&format!(
                 "  metrics: {}\n",

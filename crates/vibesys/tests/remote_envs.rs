@@ -29,7 +29,7 @@ fn fails_after_client(out: Output) -> String {
 }
 use serde_json::{Value, json};
 use vs_runtime::remote::config::SKYPILOT_CLOUDS;
-use vs_runtime::remote::{RemoteConfig, TrustedEvaluation, skypilot};
+use vs_runtime::remote::{RemoteBuild, RemoteConfig, TrustedEvaluation, modal, skypilot};
 
 /// The real clients, where vibesys itself looks (`$VIBESYS_TOOLS`, else
 /// `${XDG_DATA_HOME:-$HOME/.local/share}/vibesys/tools`; scripts/test.sh
@@ -220,8 +220,16 @@ impl Project {
 #[test]
 fn skypilot_tasks_load_in_the_real_client_for_every_combination() {
     let dir = tempfile::tempdir().unwrap();
-    let eval = TrustedEvaluation::parse(TASK, Path::new("vibesys.toml")).unwrap();
-    let script = skypilot::run_script(&eval, "vibesys-0123");
+    let mut eval = TrustedEvaluation::parse(TASK, Path::new("vibesys.toml")).unwrap();
+    let plain = skypilot::run_script(&eval, "vibesys-0123");
+    // Every other task also builds on the service (`[skypilot] build`).
+    eval.build = Some(RemoteBuild {
+        argv: vec!["make".into(), "it's".into()],
+        timeout_secs: 99,
+        outputs: vec!["out/app".into(), "lib/a b.so".into()],
+    });
+    let with_build = skypilot::run_script(&eval, "vibesys-0123");
+    assert!(with_build.contains("build-begin") && !plain.contains("build-begin"));
     let mut clouds: Vec<Option<&str>> = vec![None];
     clouds.extend(SKYPILOT_CLOUDS.iter().map(|c| Some(*c)));
     let mut manifest = Vec::new();
@@ -255,6 +263,7 @@ fn skypilot_tasks_load_in_the_real_client_for_every_combination() {
                             }
                         };
                         let n = manifest.len();
+                        let script = if n % 2 == 0 { &plain } else { &with_build };
                         let name = skypilot::cluster_name("r1", n as u32);
                         let workdir = dir.path().join("work");
                         let task = skypilot::task(
@@ -264,7 +273,7 @@ fn skypilot_tasks_load_in_the_real_client_for_every_combination() {
                             "r1",
                             n as u32,
                             "ab",
-                            &script,
+                            script,
                         );
                         let file = dir.path().join(format!("task-{n}.yaml"));
                         std::fs::write(&file, serde_json::to_string_pretty(&task).unwrap())
@@ -346,6 +355,13 @@ fn invalid_operator_config_is_refused_before_the_client_runs() {
         ),
         ("modal", "[modal]\nsecret = \"x\"\n", "modal.secret"),
         ("modal", "[check]\n", "check"),
+        ("modal", "[modal]\nbuild = \"yes\"\n", "modal.build"),
+        ("skypilot", "[skypilot]\nbuild = true\n", "skypilot.build"),
+        (
+            "modal",
+            "[modal]\nbuild = true\n[build]\nargv = [\"make\"]\noutputs = [\"a\"]\ntimeout_secs = 90000\n",
+            "build.timeout_secs",
+        ),
     ];
     for (env, extra, key) in cases {
         let project = Project::new(extra);
@@ -382,6 +398,7 @@ fn modal_dispatch_up_to_the_network_boundary() {
             Some("registry.example/evaluator-tool@sha256:0123"),
             777,
         ),
+        (BUILD_ON_MODAL, None, None, 60 + 30 + 40 + 300),
     ] {
         let project = Project::new(extra);
         let before = project.record();
@@ -444,10 +461,121 @@ fn modal_dispatch_up_to_the_network_boundary() {
         assert_eq!(local["measure"]["exit_code"], 0, "{local}");
         let result =
             vs_runtime::remote::modal::parse_result(&serde_json::to_vec(local).unwrap()).unwrap();
+        if extra == BUILD_ON_MODAL {
+            // The build ran first, in the checkout, and its output was
+            // hashed there.
+            let asked = RemoteBuild {
+                argv: vec![
+                    "sh".into(),
+                    "-c".into(),
+                    "mkdir -p out && echo built > out/app".into(),
+                ],
+                timeout_secs: 40,
+                outputs: vec!["out/app".into()],
+            };
+            assert_eq!(result.build_failure(Some(&asked), "Modal").unwrap(), None);
+            let out = &result.build.as_ref().unwrap().outputs[0];
+            assert_eq!(out.size, Some(6));
+            assert_eq!(
+                out.sha256.as_deref(),
+                Some(sha256sum(&project.path().join("out/app")).as_str())
+            );
+        } else {
+            assert!(result.build.is_none(), "{local}");
+        }
         assert_eq!(result.measure.unwrap().stdout.trim(), "{\"seconds\": 1.5}");
         // The trusted commands are data of the module, never its code.
         let source = std::fs::read_to_string(&module).unwrap();
         assert!(!source.contains("\ntest -f"), "{source}");
+    }
+}
+
+/// A `[modal] build = true` task: the build runs in the function first.
+const BUILD_ON_MODAL: &str = "[modal]\nbuild = true\n[build]\nargv = [\"sh\", \"-c\", \"mkdir -p out && echo built > out/app\"]\noutputs = [\"out/app\"]\ntimeout_secs = 40\n";
+
+/// The sha256 of `path` by coreutils' `sha256sum`.
+fn sha256sum(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout)
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+/// The Modal function's body with a build, run by modal's own `.local()`:
+/// a failing build or a missing output stops it before check and measure
+/// and is judged a build failure; a good build's output is hashed where
+/// it was built.
+#[test]
+fn modal_function_builds_before_check_and_measure() {
+    let mut eval = TrustedEvaluation::parse(TASK, Path::new("vibesys.toml")).unwrap();
+    for (argv, outputs, failure) in [
+        ("printf abc > app.bin", vec!["app.bin"], None),
+        ("echo broken; exit 4", vec!["app.bin"], Some("status 4")),
+        ("touch app.bin", vec!["app.bin", "lib.so"], Some("lib.so")),
+        ("ln -s main.txt app.bin", vec!["app.bin"], Some("symlink")),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("main.txt"), "hello\n").unwrap();
+        eval.build = Some(RemoteBuild {
+            argv: vec!["sh".into(), "-c".into(), argv.into()],
+            timeout_secs: 30,
+            outputs: outputs.iter().map(|o| (*o).to_owned()).collect(),
+        });
+        let spec = modal::ModalSpec::new(
+            &Default::default(),
+            "vs-r1-c1".into(),
+            "r1",
+            1,
+            "ab",
+            dir.path(),
+            &eval,
+        );
+        let module = dir.path().join("evaluate.py");
+        std::fs::write(&module, modal::module_source(&spec).unwrap()).unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let out = Command::new(venv_python())
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/remote/modal_spy.py"))
+            .arg(&module)
+            .arg(dir.path())
+            .env("HOME", home.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The function's prints (the build's output) come first; the
+        // spy's report is the last line.
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let seen: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+        let local = &seen["local_result"];
+        let result = modal::parse_result(&serde_json::to_vec(local).unwrap()).unwrap();
+        let why = result.build_failure(eval.build.as_ref(), "Modal").unwrap();
+        match failure {
+            None => {
+                assert_eq!(why, None, "{local}");
+                let o = &result.build.as_ref().unwrap().outputs[0];
+                assert_eq!(o.size, Some(3));
+                assert_eq!(
+                    o.sha256.as_deref(),
+                    Some("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+                );
+                assert_eq!(result.check.unwrap().exit_code, Some(0));
+                assert!(result.measure.is_some());
+            }
+            Some(needle) => {
+                let why = why.unwrap_or_default();
+                assert!(why.contains(needle), "{argv}: {why} {local}");
+                assert!(
+                    result.check.is_none() && result.measure.is_none(),
+                    "{local}"
+                );
+            }
+        }
     }
 }
 

@@ -74,11 +74,14 @@ fn devices_of(id: &str) -> String {
         .replace("[]", "null")
 }
 
-fn run_until_refused(env: &str, refusal: &[&str], title: &str) {
+fn run_until_refused(env: &str, refusal: &[&str], title: &str, extra: &str) {
     let img = TestImage::new();
     let tools = real_tools();
     let home = tempfile::tempdir().unwrap();
-    let (_d, p) = project(TASK);
+    let (_d, p) = project(&format!("{TASK}{extra}"));
+    // `[<env>] build = true`: the task's build runs on the service (the
+    // first phase there), never here.
+    let builds_remotely = !extra.is_empty();
     let agent = format!("{SLOW_AGENT}\n{AGENT}");
     let child = remote_run(&p, &img, env, &tools, home.path())
         .args(["--provider", "custom", "--candidates", "2", "--jobs", "2"])
@@ -123,13 +126,24 @@ fn run_until_refused(env: &str, refusal: &[&str], title: &str) {
     for phase in ["agent", "commit", "gate"] {
         assert_eq!(honest["phases"][phase]["status"], "passed", "{honest:#}");
     }
-    assert_eq!(honest["phases"]["check"]["status"], "failed", "{honest:#}");
+    let first = if builds_remotely { "build" } else { "check" };
+    assert_eq!(honest["phases"][first]["status"], "failed", "{honest:#}");
+    if builds_remotely {
+        assert!(honest["phases"].get("check").is_none(), "{honest:#}");
+        assert!(
+            honest["evaluated_in"]
+                .as_str()
+                .unwrap()
+                .contains("the local trusted build was skipped"),
+            "{honest:#}"
+        );
+    }
     let err = honest["error"].as_str().unwrap();
     for words in refusal {
         assert!(err.contains(words), "{words:?} in {err}");
     }
     assert!(
-        err.starts_with(&format!("check: {title} evaluation: ")),
+        err.starts_with(&format!("{first}: {title} evaluation: ")),
         "{err}"
     );
     let commit = honest["commit"].as_str().unwrap();
@@ -172,6 +186,7 @@ fn modal_run_dispatches_each_commit_and_names_the_missing_login() {
         "modal",
         &["Modal refused: missing a Modal API token", "MODAL_TOKEN_ID"],
         "Modal",
+        "[modal]\nbuild = true\n[build]\nargv = [\"sh\", \"-c\", \"echo built > app\"]\noutputs = [\"app\"]\n",
     );
 }
 
@@ -184,6 +199,7 @@ fn skypilot_run_dispatches_each_commit_and_names_the_missing_credentials() {
             "sky check",
         ],
         "SkyPilot",
+        "",
     );
 }
 

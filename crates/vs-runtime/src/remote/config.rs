@@ -81,6 +81,51 @@ pub struct TrustedEvaluation {
     pub check: EvalCommand,
     /// `[measure]`.
     pub measure: EvalCommand,
+    /// The task's `[build]`, when the operator's `[skypilot] build` or
+    /// `[modal] build` asks for it to run on the service
+    /// ([`load_build`]); `None`: the build (if any) stays local.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<RemoteBuild>,
+}
+
+/// Time limit of a `[build]` run on a service that declares none.
+pub const DEFAULT_BUILD_TIMEOUT_SECS: u64 = 3600;
+
+/// The task's trusted build as a service runs it: `[build] argv` in the
+/// candidate's checkout, then each of `[build] outputs` verified there
+/// (a regular file, no symlink on its way; its size and sha256 reported).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RemoteBuild {
+    /// `[build] argv`.
+    pub argv: Vec<String>,
+    /// `[build] timeout_secs` (at most [`MAX_TIMEOUT_SECS`]; default
+    /// [`DEFAULT_BUILD_TIMEOUT_SECS`]).
+    pub timeout_secs: u64,
+    /// `[build] outputs`, relative to the checkout.
+    pub outputs: Vec<String>,
+}
+
+impl RemoteBuild {
+    /// The build of `spec` for a service: its time limit must be one a
+    /// service accepts (`build.timeout_secs`, at most a day).
+    pub fn from_spec(spec: &crate::build::BuildSpec, path: &Path) -> Result<Self, RemoteError> {
+        let timeout_secs = match spec.timeout_secs() {
+            None => DEFAULT_BUILD_TIMEOUT_SECS,
+            Some(s) if (1..=MAX_TIMEOUT_SECS).contains(&s) => s,
+            Some(_) => {
+                return Err(invalid(
+                    path,
+                    "build.timeout_secs",
+                    format!("a build on a service must finish within {MAX_TIMEOUT_SECS} s"),
+                ));
+            }
+        };
+        Ok(Self {
+            argv: spec.argv().to_vec(),
+            timeout_secs,
+            outputs: spec.outputs().to_vec(),
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -115,6 +160,10 @@ pub struct SkypilotConfig {
     /// `jobs` (`sky jobs launch`, a managed job).
     #[serde(default)]
     pub launcher: Option<SkypilotLauncher>,
+    /// `true`: the task's `[build]` runs on the service, in the same task
+    /// before check and measure, and the local trusted build is skipped.
+    #[serde(default)]
+    pub build: Option<bool>,
 }
 
 /// How the SkyPilot task is launched.
@@ -144,9 +193,14 @@ pub struct ModalConfig {
     /// The Python of the default image (`3.9` to `3.13`; default `3.11`).
     #[serde(default)]
     pub python_version: Option<String>,
-    /// The function's `timeout=`; default: check + measure + 300 s.
+    /// The function's `timeout=`; default: build + check + measure +
+    /// 300 s (at most a day).
     #[serde(default)]
     pub timeout_secs: Option<u64>,
+    /// `true`: the task's `[build]` runs in the function before check and
+    /// measure, and the local trusted build is skipped.
+    #[serde(default)]
+    pub build: Option<bool>,
 }
 
 /// The remote sections of one `vibesys.toml`, validated.
@@ -216,6 +270,7 @@ impl TrustedEvaluation {
         Ok(Self {
             check: command("check")?,
             measure: command("measure")?,
+            build: None,
         })
     }
 }
@@ -247,6 +302,7 @@ impl TrustedEvaluation {
         Ok(Self {
             check: command(&task.check, "check")?,
             measure: command(&measure.command, "measure")?,
+            build: None,
         })
     }
 }
@@ -433,6 +489,20 @@ impl RemoteConfig {
     /// operator's `vibesys.toml`; absent tables take the defaults.
     pub fn parse(text: &str, path: &Path) -> Result<Self, RemoteError> {
         let root = parse_root(text, path)?;
+        for section in ["skypilot", "modal"] {
+            if let Some(v) = table(&root, section, path)?.and_then(|t| t.get("build"))
+                && !v.is_bool()
+            {
+                return Err(invalid(
+                    path,
+                    &format!("{section}.build"),
+                    format!(
+                        "must be true (run the task's [build] on the service) or false, not {}",
+                        v.to_string().chars().take(64).collect::<String>()
+                    ),
+                ));
+            }
+        }
         let skypilot: SkypilotConfig = match table(&root, "skypilot", path)? {
             Some(v) => v
                 .clone()
@@ -451,6 +521,50 @@ impl RemoteConfig {
         modal.validate(path)?;
         Ok(Self { skypilot, modal })
     }
+}
+
+impl RemoteConfig {
+    /// Whether the operator asks for the task's `[build]` to run on
+    /// `service` (`[skypilot] build = true` / `[modal] build = true`).
+    pub fn builds_on(&self, service: super::Service) -> bool {
+        match service {
+            super::Service::Skypilot => self.skypilot.build,
+            super::Service::Modal => self.modal.build,
+        }
+        .unwrap_or(false)
+    }
+}
+
+/// The build `service` runs for the project, when `config` asks for one:
+/// the task's `[build]` (read from the project's own `vibesys.toml`,
+/// validated by [`crate::build::BuildSpec`]). Refused naming
+/// `skypilot.build` / `modal.build` when the task has no `[build]`.
+pub fn load_build(
+    project: &Path,
+    config: &RemoteConfig,
+    service: super::Service,
+) -> crate::Result<Option<RemoteBuild>> {
+    if !config.builds_on(service) {
+        return Ok(None);
+    }
+    let (text, path) = read_config(project)?;
+    let spec = match crate::build::BuildSpec::parse(&text, &path) {
+        Ok(s) => s,
+        Err(crate::error::RuntimeError::BuildNotConfigured { .. }) => {
+            let key = match service {
+                super::Service::Skypilot => "skypilot.build",
+                super::Service::Modal => "modal.build",
+            };
+            return Err(invalid(
+                &path,
+                key,
+                "asks for the task's [build] on the service, but there is no [build] table",
+            )
+            .into());
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(Some(RemoteBuild::from_spec(&spec, &path)?))
 }
 
 /// The project's own `vibesys.toml`.
@@ -520,6 +634,50 @@ mod tests {
         assert!(err("[modal]\ntimeout_secs = 0\n").contains("modal.timeout_secs"));
         assert!(err("[modal]\nimage = \"x y\"\n").contains("modal.image"));
         assert!(err("modal = 3\n").contains("[modal] must be a table"));
+        assert!(err("[skypilot]\nbuild = \"service\"\n").contains("skypilot.build"));
+        assert!(err("[modal]\nbuild = 1\n").contains("modal.build"));
+    }
+
+    #[test]
+    fn a_build_on_the_service_needs_a_valid_build_table() {
+        use super::super::Service;
+        let dir = tempfile::tempdir().unwrap();
+        let write = |text: &str| {
+            std::fs::write(dir.path().join("vibesys.toml"), text).unwrap();
+            RemoteConfig::parse(text, Path::new("vibesys.toml")).unwrap()
+        };
+        let config = write("[modal]\nbuild = true\n");
+        assert!(config.builds_on(Service::Modal) && !config.builds_on(Service::Skypilot));
+        assert_eq!(
+            load_build(dir.path(), &config, Service::Skypilot).unwrap(),
+            None
+        );
+        let e = load_build(dir.path(), &config, Service::Modal)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("modal.build") && e.contains("no [build]"), "{e}");
+        let config = write(
+            "[skypilot]\nbuild = true\n[build]\nargv = [\"make\"]\noutputs = [\"out/app\"]\n",
+        );
+        let b = load_build(dir.path(), &config, Service::Skypilot)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (b.argv, b.outputs, b.timeout_secs),
+            (
+                vec!["make".to_owned()],
+                vec!["out/app".to_owned()],
+                DEFAULT_BUILD_TIMEOUT_SECS
+            )
+        );
+        // A week is a local build's limit, a day a service's.
+        let config = write(
+            "[skypilot]\nbuild = true\n[build]\nargv = [\"make\"]\noutputs = [\"a\"]\ntimeout_secs = 90000\n",
+        );
+        let e = load_build(dir.path(), &config, Service::Skypilot)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("build.timeout_secs"), "{e}");
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! The `modal` and `skypilot` run environments (DESIGN.md section 7): the
 //! agent works in the local editor container (no devices); a candidate's
 //! heavy evaluation, the trusted `check` then `measure` of its measured
-//! commit, is dispatched to the service through the service's own client
-//! (`sky`, `modal`), installed on the host by `scripts/remote-clients.sh`.
+//! commit (preceded by the task's trusted `[build]` when the operator
+//! asks for it: [`TrustedEvaluation::build`]), is dispatched to the
+//! service through the service's own client (`sky`, `modal`), installed
+//! on the host by `scripts/remote-clients.sh`.
 //!
 //! The API is one call, [`dispatch`]: input is the run, the candidate
 //! number, its measured commit and its checkout (the workdir sent to the
@@ -11,7 +13,8 @@
 //! ([`RemoteConfig`]). It writes below `runs/<run>/remote/<candidate>/`:
 //! the generated task (`task.yaml`) or module (`evaluate.py`), the
 //! client's bounded output (`client.log`) and, when the evaluation
-//! reported back, `result.json` (the returned [`RemoteOutcome`]). The
+//! reported back, `result.json` (the returned [`RemoteOutcome`]) and,
+//! when the build ran there, `build.json` ([`RemoteBuildRecord`]). The
 //! caller records the candidate's own result (`candidates/<n>.json`). A
 //! client that refuses (no login, no network) leaves no `result.json`
 //! and nothing else of the run changed.
@@ -29,7 +32,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use client::{ClientStatus, Clients, Missing, Service};
-pub use config::{EvalCommand, ModalConfig, RemoteConfig, SkypilotConfig, TrustedEvaluation};
+pub use config::{
+    EvalCommand, ModalConfig, RemoteBuild, RemoteConfig, SkypilotConfig, TrustedEvaluation,
+};
 pub use error::RemoteError;
 
 use crate::error::{Result, RuntimeError};
@@ -85,14 +90,165 @@ impl CommandResult {
     }
 }
 
-/// What the service reported for check and measure.
+/// One declared build output as the service reported it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputReport {
+    /// The declared path (`[build] outputs`), relative to the checkout.
+    pub path: String,
+    /// Its size in bytes, when it is a regular file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// Its sha256 (lowercase hex), when it is a regular file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Why it is not a verified output (missing, not a regular file, a
+    /// symlink on its way), when it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The trusted build's result on the service.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildResult {
+    /// Its exit status (`None` when it was killed at its time limit).
+    pub exit_code: Option<i32>,
+    /// Whether it ran past its time limit.
+    #[serde(default)]
+    pub timed_out: bool,
+    /// The end of its stdout and stderr (at most [`MAX_BUILD_LOG_BYTES`]).
+    #[serde(default)]
+    pub log: String,
+    /// Why it could not start, when it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The declared outputs, verified on the service (only after exit 0).
+    #[serde(default)]
+    pub outputs: Vec<OutputReport>,
+}
+
+/// Most bytes of the build's output brought back (its end).
+pub const MAX_BUILD_LOG_BYTES: usize = 64 * 1024;
+
+/// What the service reported for the build, check and measure. A result
+/// of a vibesys without remote builds (no `build`) still parses.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EvalResult {
-    /// `check`.
-    pub check: CommandResult,
+    /// The trusted build, when the evaluation asked for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildResult>,
+    /// `check` (`None` only when the build failed: it did not run).
+    #[serde(default)]
+    pub check: Option<CommandResult>,
     /// `measure` (run only when check succeeded).
     pub measure: Option<CommandResult>,
 }
+
+fn is_sha256(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+impl EvalResult {
+    /// Checks the result against what was asked (`build`) and returns
+    /// why the build failed, if it did: an exit status other than 0, its
+    /// time limit, or a declared output not reported as a verified
+    /// regular file. A result that does not fit what was asked (a build
+    /// reported that was not asked for or the reverse, check run after a
+    /// failed build, no check after a good one) is refused.
+    pub fn build_failure(
+        &self,
+        build: Option<&RemoteBuild>,
+        service: &'static str,
+    ) -> std::result::Result<Option<String>, RemoteError> {
+        let bad = |reason: &str| RemoteError::InvalidResult {
+            service,
+            reason: reason.to_owned(),
+        };
+        let failure = match (build, &self.build) {
+            (None, None) => None,
+            (None, Some(_)) => return Err(bad("it reported a build that was not asked for")),
+            (Some(_), None) => return Err(bad("it reported no result of the asked build")),
+            (Some(asked), Some(r)) => build_verdict(asked, r, service),
+        };
+        match (&failure, &self.check) {
+            (Some(_), Some(_)) => Err(bad("check ran after a failed build")),
+            (None, None) => Err(bad("it reported no result of check")),
+            _ => Ok(failure),
+        }
+    }
+}
+
+fn build_verdict(asked: &RemoteBuild, r: &BuildResult, service: &str) -> Option<String> {
+    if let Some(e) = &r.error {
+        return Some(format!("the build could not start on {service}: {e}"));
+    }
+    if r.timed_out {
+        return Some(format!(
+            "the build ran past its time limit ({} s) on {service}",
+            asked.timeout_secs
+        ));
+    }
+    match r.exit_code {
+        Some(0) => {}
+        Some(code) => return Some(format!("the build exited with status {code} on {service}")),
+        None => return Some(format!("the build was killed on {service}")),
+    }
+    if r.outputs.len() != asked.outputs.len() {
+        return Some(format!(
+            "{service} reported {} build outputs, {} are declared",
+            r.outputs.len(),
+            asked.outputs.len()
+        ));
+    }
+    for (want, got) in asked.outputs.iter().zip(&r.outputs) {
+        if &got.path != want {
+            return Some(format!(
+                "{service} reported build output {:?} where {want:?} is declared",
+                got.path.chars().take(200).collect::<String>()
+            ));
+        }
+        if let Some(e) = &got.error {
+            return Some(format!(
+                "declared build output {want:?} is not a regular file on {service}: {}",
+                e.chars().take(200).collect::<String>()
+            ));
+        }
+        if got.size.is_none() || !got.sha256.as_deref().is_some_and(is_sha256) {
+            return Some(format!(
+                "{service} reported no size and sha256 of build output {want:?}"
+            ));
+        }
+    }
+    None
+}
+
+/// `build.json` of a candidate's remote record: the build as the service
+/// reported it, with each output's size and sha256 computed there.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RemoteBuildRecord {
+    /// Version of this record ([`REMOTE_BUILD_SCHEMA_VERSION`]).
+    pub schema_version: u32,
+    /// `modal` or `skypilot`.
+    pub environment: &'static str,
+    /// The measured commit that was built.
+    pub commit: String,
+    /// `[build] argv`.
+    pub argv: Vec<String>,
+    /// Whether the build succeeded with every declared output verified.
+    pub passed: bool,
+    /// Why it failed, when it did.
+    pub error: Option<String>,
+    /// Its exit status.
+    pub exit_code: Option<i32>,
+    /// Whether it ran past its time limit.
+    pub timed_out: bool,
+    /// The outputs as verified on the service.
+    pub outputs: Vec<OutputReport>,
+    /// The local trusted build did not run for this candidate.
+    pub local_build_skipped: bool,
+}
+
+/// Version of [`RemoteBuildRecord`].
+pub const REMOTE_BUILD_SCHEMA_VERSION: u32 = 1;
 
 /// One candidate's evaluation to dispatch.
 #[derive(Clone, Copy, Debug)]
@@ -131,7 +287,12 @@ pub struct RemoteOutcome {
     pub metrics: Option<serde_json::Map<String, serde_json::Value>>,
     /// Why there are no metrics, when there are none.
     pub metrics_error: Option<String>,
-    /// check exited 0 and measure exited 0 with a JSON object.
+    /// Why the build on the service failed, when it was asked for and
+    /// failed (check and measure then did not run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build_error: Option<String>,
+    /// The build (when asked) succeeded with its outputs verified, check
+    /// exited 0 and measure exited 0 with a JSON object.
     pub passed: bool,
     /// The record directory (`runs/<run>/remote/<candidate>`).
     pub record_dir: PathBuf,
@@ -201,17 +362,24 @@ pub fn dispatch(
     )?;
     // A stale result of an earlier dispatch never stands for this one.
     let result_path = record_dir.join("result.json");
-    match std::fs::remove_file(&result_path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(RuntimeError::io("remove stale result", &result_path, e)),
+    let build_path = record_dir.join("build.json");
+    for stale in [&result_path, &build_path] {
+        match std::fs::remove_file(stale) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(RuntimeError::io("remove stale result", stale, e)),
+        }
     }
     let mut nonce = [0u8; 16];
     random_bytes(&mut nonce)?;
     let nonce = format!("vibesys-{}", hex::encode(nonce));
     let name = skypilot::cluster_name(request.run.as_str(), request.candidate);
     let eval = request.evaluation;
-    let commands = Duration::from_secs(eval.check.timeout_secs + eval.measure.timeout_secs);
+    let commands = Duration::from_secs(
+        eval.check.timeout_secs
+            + eval.measure.timeout_secs
+            + eval.build.as_ref().map_or(0, |b| b.timeout_secs),
+    );
     let env = client_env(clients);
     let log = record_dir.join("client.log");
     let started_at = crate::time::now_rfc3339();
@@ -348,6 +516,9 @@ pub fn dispatch(
             }));
         }
     };
+    let build_error = result
+        .build_failure(eval.build.as_ref(), service.title())
+        .map_err(remote)?;
     let (metrics, metrics_error) = match &result.measure {
         Some(m) if m.succeeded() => {
             match serde_json::from_str::<serde_json::Value>(m.stdout.trim()) {
@@ -364,17 +535,46 @@ pub fn dispatch(
         }
         Some(m) if m.timed_out => (None, Some("measure ran past its time limit".to_owned())),
         Some(m) => (None, Some(format!("measure exited with {:?}", m.exit_code))),
+        None if build_error.is_some() => (
+            None,
+            Some("the build failed, check and measure did not run".to_owned()),
+        ),
         None => (None, Some("check failed, measure did not run".to_owned())),
     };
+    let environment = match service {
+        Service::Skypilot => "skypilot",
+        Service::Modal => "modal",
+    };
+    if let (Some(asked), Some(built)) = (&eval.build, &result.build) {
+        let record = RemoteBuildRecord {
+            schema_version: REMOTE_BUILD_SCHEMA_VERSION,
+            environment,
+            commit: request.commit.to_owned(),
+            argv: asked.argv.clone(),
+            passed: build_error.is_none(),
+            error: build_error.clone(),
+            exit_code: built.exit_code,
+            timed_out: built.timed_out,
+            outputs: built.outputs.clone(),
+            local_build_skipped: true,
+        };
+        let bytes = serde_json::to_vec_pretty(&record).map_err(|e| {
+            remote(RemoteError::InvalidResult {
+                service: service.title(),
+                reason: format!("cannot encode the build record: {e}"),
+            })
+        })?;
+        write_atomic(&build_path, &bytes)?;
+    }
     let outcome = RemoteOutcome {
-        environment: match service {
-            Service::Skypilot => "skypilot",
-            Service::Modal => "modal",
-        },
+        environment,
         run: request.run.as_str().to_owned(),
         candidate: request.candidate,
         commit: request.commit.to_owned(),
-        passed: result.check.succeeded() && metrics.is_some(),
+        passed: build_error.is_none()
+            && result.check.as_ref().is_some_and(CommandResult::succeeded)
+            && metrics.is_some(),
+        build_error,
         result,
         metrics,
         metrics_error,

@@ -11,9 +11,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::config::{ModalConfig, TrustedEvaluation};
+use super::config::{MAX_TIMEOUT_SECS, ModalConfig, RemoteBuild, TrustedEvaluation};
 use super::error::RemoteError;
-use super::{EvalResult, MAX_MEASURE_BYTES};
+use super::{EvalResult, MAX_BUILD_LOG_BYTES, MAX_MEASURE_BYTES};
 
 /// The function the module defines.
 pub const FUNCTION: &str = "evaluate";
@@ -71,6 +71,11 @@ pub struct ModalSpec {
     pub measure_timeout_secs: u64,
     /// Most bytes of output returned per stream.
     pub output_limit: usize,
+    /// The task's `[build]`, run first when the operator asks for it
+    /// (`[modal] build = true`); `None`: no build in the function.
+    pub build: Option<RemoteBuild>,
+    /// Most bytes of the build's output returned (its end).
+    pub build_log_limit: usize,
 }
 
 impl ModalSpec {
@@ -95,9 +100,13 @@ impl ModalSpec {
                     .unwrap_or_else(|| DEFAULT_PYTHON.to_owned()),
             },
         };
-        let timeout_secs = config
-            .timeout_secs
-            .unwrap_or(eval.check.timeout_secs + eval.measure.timeout_secs + SLACK_SECS);
+        let timeout_secs = config.timeout_secs.unwrap_or(
+            (eval.check.timeout_secs
+                + eval.measure.timeout_secs
+                + eval.build.as_ref().map_or(0, |b| b.timeout_secs)
+                + SLACK_SECS)
+                .min(MAX_TIMEOUT_SECS),
+        );
         Self {
             app,
             run: run.to_owned(),
@@ -112,14 +121,18 @@ impl ModalSpec {
             measure: eval.measure.argv.clone(),
             measure_timeout_secs: eval.measure.timeout_secs,
             output_limit: MAX_MEASURE_BYTES,
+            build: eval.build.clone(),
+            build_log_limit: MAX_BUILD_LOG_BYTES,
         }
     }
 }
 
 /// The module's code; the spec is its only data.
 const MODULE_BODY: &str = r#"
+import hashlib
 import json
 import os
+import stat
 import subprocess
 
 import modal
@@ -129,7 +142,10 @@ if SPEC["image"]["kind"] == "registry":
     image = modal.Image.from_registry(SPEC["image"]["reference"])
 else:
     image = modal.Image.debian_slim(python_version=SPEC["image"]["python"])
-image = image.add_local_dir(SPEC["workdir"], remote_path=REMOTE_WORKDIR, ignore=[".git"])
+# A build writes into the checkout: then it is a layer of the image
+# (copy=True), not a mount.
+image = image.add_local_dir(SPEC["workdir"], remote_path=REMOTE_WORKDIR, ignore=[".git"],
+                            copy=SPEC["build"] is not None)
 
 
 def _run(argv, timeout):
@@ -146,13 +162,62 @@ def _run(argv, timeout):
             "stdout": p.stdout[:limit].decode("utf-8", "replace")}
 
 
+def _output(path):
+    # A declared output is a regular file reached without a symlink.
+    root = os.path.realpath(REMOTE_WORKDIR)
+    full = os.path.join(root, path)
+    try:
+        if os.path.realpath(full) != full:
+            return {"path": path, "error": "reached through a symlink"}
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as e:
+        return {"path": path, "error": str(e)[:1000]}
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            return {"path": path, "error": "not a regular file"}
+        h = hashlib.sha256()
+        size = 0
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+            size += len(chunk)
+    return {"path": path, "size": size, "sha256": h.hexdigest()}
+
+
+def _build(build):
+    limit = SPEC["build_log_limit"]
+    try:
+        p = subprocess.run(build["argv"], cwd=REMOTE_WORKDIR, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=build["timeout_secs"])
+    except subprocess.TimeoutExpired:
+        return {"exit_code": None, "timed_out": True, "log": "", "outputs": []}
+    except OSError as e:
+        return {"exit_code": 127, "timed_out": False, "log": "", "outputs": [],
+                "error": str(e)[:1000]}
+    log = p.stdout[-limit:].decode("utf-8", "replace")
+    print(log, flush=True)
+    outputs = []
+    if p.returncode == 0:
+        outputs = [_output(path) for path in build["outputs"]]
+    return {"exit_code": p.returncode, "timed_out": False, "log": log, "outputs": outputs}
+
+
 @app.function(image=image, gpu=SPEC["gpu"], timeout=SPEC["timeout_secs"])
 def evaluate() -> dict:
+    build = None
+    if SPEC["build"] is not None:
+        build = _build(SPEC["build"])
+        if build["exit_code"] != 0 or any("error" in o for o in build["outputs"]):
+            return {"build": build, "check": None, "measure": None}
     check = _run(SPEC["check"], SPEC["check_timeout_secs"])
     measure = None
     if check["exit_code"] == 0:
         measure = _run(SPEC["measure"], SPEC["measure_timeout_secs"])
-    return {"check": check, "measure": measure}
+    result = {"check": check, "measure": measure}
+    if build is not None:
+        result["build"] = build
+    return result
 
 
 @app.local_entrypoint()
@@ -239,4 +304,22 @@ pub fn parse_result(bytes: &[u8]) -> Result<EvalResult, RemoteError> {
         service: "Modal",
         reason: e.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// A result written before remote builds existed still parses.
+    #[test]
+    fn results_without_a_build_still_parse() {
+        let r = parse_result(
+            br#"{"check": {"exit_code": 0, "timed_out": false, "stdout": ""}, "measure": null}"#,
+        )
+        .unwrap();
+        assert!(r.build.is_none());
+        assert_eq!(r.build_failure(None, "Modal").unwrap(), None);
+        assert_eq!(r.check.unwrap().exit_code, Some(0));
+    }
 }

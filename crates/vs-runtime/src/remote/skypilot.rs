@@ -9,9 +9,13 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::config::{EvalCommand, SkypilotConfig, SkypilotLauncher, TrustedEvaluation};
+use super::config::{
+    EvalCommand, RemoteBuild, SkypilotConfig, SkypilotLauncher, TrustedEvaluation,
+};
 use super::error::RemoteError;
-use super::{CommandResult, EvalResult, MAX_MEASURE_BYTES};
+use super::{
+    BuildResult, CommandResult, EvalResult, MAX_BUILD_LOG_BYTES, MAX_MEASURE_BYTES, OutputReport,
+};
 
 /// The task name and cluster name of one candidate's evaluation:
 /// `vs-<run>-c<n>`, lowercase letters, digits and `-` only, at most 40
@@ -46,11 +50,60 @@ fn quoted_argv(cmd: &EvalCommand) -> String {
         .join(" ")
 }
 
+/// The build step of the run script (empty without a build): the build
+/// argv with its time limit, its exit status and the end of its output
+/// (hex) on marked lines, then each declared output checked on the
+/// service (a regular file reached without a symlink) with its size and
+/// sha256, or `missing`. `ok` is 0 when check and measure must not run.
+fn build_step(build: Option<&RemoteBuild>) -> String {
+    let Some(b) = build else {
+        return "ok=1\n".to_owned();
+    };
+    let mut s = format!(
+        "ok=1\n\
+         echo \"$n build-begin\"\n\
+         blog=$(mktemp)\n\
+         timeout -k 10 {bt} {argv} > \"$blog\" 2>&1 < /dev/null\n\
+         brc=$?\n\
+         echo \"$n build-exit $brc\"\n\
+         echo \"$n build-log $(tail -c {limit} \"$blog\" | od -An -v -tx1 | tr -d ' \\n')\"\n\
+         rm -f \"$blog\"\n\
+         if [ \"$brc\" -ne 0 ]; then ok=0; fi\n\
+         root=$(pwd -P)\n",
+        bt = b.timeout_secs,
+        argv = b
+            .argv
+            .iter()
+            .map(|a| shell_quote(a))
+            .collect::<Vec<_>>()
+            .join(" "),
+        limit = MAX_BUILD_LOG_BYTES,
+    );
+    for out in &b.outputs {
+        let q = shell_quote(out);
+        let h = hex::encode(out.as_bytes());
+        s.push_str(&format!(
+            "if [ \"$ok\" -eq 1 ]; then\n\
+             \x20 if [ -f {q} ] && [ ! -L {q} ] && [ \"$(readlink -f -- {q})\" = \"$root\"/{q} ]; then\n\
+             \x20   echo \"$n build-output {h} $(stat -c %s -- {q}) $(sha256sum -- {q} | cut -d ' ' -f 1)\"\n\
+             \x20 else\n\
+             \x20   echo \"$n build-output {h} missing\"; ok=0\n\
+             \x20 fi\n\
+             fi\n"
+        ));
+    }
+    s
+}
+
 /// The task's `run` script. `nonce` marks the lines vibesys reads back.
+/// With a build, check and measure run only after it succeeded with
+/// every declared output present.
 pub fn run_script(eval: &TrustedEvaluation, nonce: &str) -> String {
     format!(
         "set -u\n\
          n={nonce}\n\
+         {build}\
+         if [ \"$ok\" -eq 1 ]; then\n\
          echo \"$n check-begin\"\n\
          timeout -k 10 {ct} {check}\n\
          rc=$?\n\
@@ -64,7 +117,9 @@ pub fn run_script(eval: &TrustedEvaluation, nonce: &str) -> String {
          \x20 echo \"$n measure-stdout $(head -c {limit} \"$out\" | od -An -v -tx1 | tr -d ' \\n')\"\n\
          \x20 rm -f \"$out\"\n\
          fi\n\
+         fi\n\
          echo \"$n done\"\n",
+        build = build_step(eval.build.as_ref()),
         ct = eval.check.timeout_secs,
         mt = eval.measure.timeout_secs,
         check = quoted_argv(&eval.check),
@@ -202,8 +257,71 @@ pub fn parse_output(text: &str, nonce: &str) -> Result<EvalResult, RemoteError> 
     if marker("done").is_none() {
         return Err(bad("the task did not report completion".into()));
     }
-    let check_exit = code(marker("check-exit").ok_or_else(|| bad("no check status".into()))?)?;
-    let check = CommandResult::from_exit(check_exit, String::new());
+    let build = match marker("build-exit") {
+        None => None,
+        Some(v) => {
+            let exit = code(v)?;
+            let hex_log = marker("build-log").unwrap_or("");
+            if hex_log.len() > 2 * MAX_BUILD_LOG_BYTES {
+                return Err(bad("the build's output is longer than the limit".into()));
+            }
+            let log = hex::decode(hex_log).map_err(|e| bad(format!("build output: {e}")))?;
+            let needle = format!("{nonce} build-output ");
+            let mut outputs = Vec::new();
+            for line in text.lines() {
+                let Some(at) = line.find(&needle) else {
+                    continue;
+                };
+                let mut fields = line[at + needle.len()..].split_whitespace();
+                let path = fields
+                    .next()
+                    .and_then(|h| hex::decode(h).ok())
+                    .and_then(|p| String::from_utf8(p).ok())
+                    .ok_or_else(|| bad("a build output line names no path".into()))?;
+                let report = match (fields.next(), fields.next()) {
+                    (Some("missing"), None) => OutputReport {
+                        path,
+                        size: None,
+                        sha256: None,
+                        error: Some(
+                            "missing, not a regular file, or reached through a symlink".into(),
+                        ),
+                    },
+                    (Some(size), Some(sha)) => OutputReport {
+                        path,
+                        size: Some(size.parse().map_err(|_| {
+                            bad(format!("build output size {size:?} is not a number"))
+                        })?),
+                        sha256: Some(sha.to_owned()),
+                        error: None,
+                    },
+                    _ => return Err(bad("a build output line is malformed".into())),
+                };
+                // A log streamed twice reports an output twice: the last
+                // report of a path stands, in the order first seen.
+                match outputs
+                    .iter_mut()
+                    .find(|o: &&mut OutputReport| o.path == report.path)
+                {
+                    Some(seen) => *seen = report,
+                    None => outputs.push(report),
+                }
+            }
+            let timed_out = exit == 124 || exit == 137;
+            Some(BuildResult {
+                exit_code: Some(exit),
+                timed_out,
+                log: String::from_utf8_lossy(&log).into_owned(),
+                error: None,
+                outputs,
+            })
+        }
+    };
+    let check = match marker("check-exit") {
+        Some(v) => Some(CommandResult::from_exit(code(v)?, String::new())),
+        None if build.is_some() => None,
+        None => return Err(bad("no check status".into())),
+    };
     let measure = match marker("measure-exit") {
         None => None,
         Some(v) => {
@@ -219,7 +337,11 @@ pub fn parse_output(text: &str, nonce: &str) -> Result<EvalResult, RemoteError> 
             ))
         }
     };
-    Ok(EvalResult { check, measure })
+    Ok(EvalResult {
+        build,
+        check,
+        measure,
+    })
 }
 
 #[cfg(test)]
@@ -265,13 +387,96 @@ argv = ["sh", "-c", "echo '{\"s\": 1.5}'; echo noise >&2"]
             parse_output(&String::from_utf8_lossy(&out.stdout), nonce).unwrap()
         };
         let r = run("N1");
-        assert_eq!(r.check.exit_code, Some(0));
+        assert_eq!(r.check.unwrap().exit_code, Some(0));
         let m = r.measure.unwrap();
         assert_eq!((m.exit_code, m.stdout.trim()), (Some(0), "{\"s\": 1.5}"));
         std::fs::remove_file(dir.path().join("main.txt")).unwrap();
         let r = run("N2");
-        assert_eq!(r.check.exit_code, Some(1));
+        assert_eq!(r.check.unwrap().exit_code, Some(1));
         assert!(r.measure.is_none());
+    }
+
+    /// The build step under the real bash and coreutils: the build argv
+    /// runs first, its declared outputs are hashed where it ran, and a
+    /// failed build or a missing output keeps check and measure from
+    /// running; the markers are read back and judged.
+    #[test]
+    fn the_run_script_builds_first_and_verifies_its_outputs() {
+        use crate::remote::config::{RemoteBuild, TrustedEvaluation};
+        use sha2::Digest;
+        let task = r#"
+[check]
+argv = ["sh", "-c", "test -x out/app && ./out/app"]
+[measure]
+argv = ["sh", "-c", "echo '{\"s\": 2}'"]
+"#;
+        let mut eval = TrustedEvaluation::parse(task, Path::new("vibesys.toml")).unwrap();
+        let run = |eval: &TrustedEvaluation, nonce: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join("secret"), "s").unwrap();
+            let out = std::process::Command::new("bash")
+                .arg("-c")
+                .arg(run_script(eval, nonce))
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            assert!(out.status.success());
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let app = std::fs::read(dir.path().join("out/app")).ok();
+            (parse_output(&text, nonce).unwrap(), app)
+        };
+        let build = |argv: &str, outputs: &[&str]| RemoteBuild {
+            argv: vec!["sh".into(), "-c".into(), argv.into()],
+            timeout_secs: 30,
+            outputs: outputs.iter().map(|o| (*o).to_owned()).collect(),
+        };
+        // A good build: outputs hashed, then check and measure.
+        eval.build = Some(build(
+            "mkdir -p out && printf '#!/bin/sh\\necho built\\n' > out/app && chmod +x out/app && echo compiling; echo warn >&2",
+            &["out/app"],
+        ));
+        let (r, app) = run(&eval, "B1");
+        assert_eq!(
+            r.build_failure(eval.build.as_ref(), "SkyPilot").unwrap(),
+            None
+        );
+        let b = r.build.as_ref().unwrap();
+        assert_eq!(b.exit_code, Some(0));
+        assert!(
+            b.log.contains("compiling") && b.log.contains("warn"),
+            "{b:?}"
+        );
+        let app = app.unwrap();
+        assert_eq!(b.outputs[0].path, "out/app");
+        assert_eq!(b.outputs[0].size, Some(app.len() as u64));
+        assert_eq!(
+            b.outputs[0].sha256.as_deref(),
+            Some(hex::encode(sha2::Sha256::digest(&app)).as_str())
+        );
+        assert_eq!(r.check.as_ref().unwrap().exit_code, Some(0));
+        assert_eq!(r.measure.unwrap().stdout.trim(), "{\"s\": 2}");
+        // A failing build: check and measure do not run.
+        eval.build = Some(build("echo broken; exit 3", &["out/app"]));
+        let (r, _) = run(&eval, "B2");
+        let why = r.build_failure(eval.build.as_ref(), "SkyPilot").unwrap();
+        assert!(why.unwrap().contains("status 3"));
+        assert!(r.build.unwrap().log.contains("broken"));
+        assert!(r.check.is_none() && r.measure.is_none());
+        // A declared output missing, or a symlink out of the checkout.
+        for (argv, outputs) in [
+            ("mkdir -p out && touch out/app", &["out/app", "out/lib"][..]),
+            ("mkdir -p out && ln -s ../secret out/app", &["out/app"][..]),
+        ] {
+            eval.build = Some(build(argv, outputs));
+            let (r, _) = run(&eval, "B3");
+            let why = r.build_failure(eval.build.as_ref(), "SkyPilot").unwrap();
+            assert!(why.unwrap().contains("not a regular file"), "{argv}");
+            assert!(r.check.is_none() && r.measure.is_none(), "{argv}");
+        }
+        // A result that does not fit what was asked is refused.
+        eval.build = Some(build("true", &["x"]));
+        let (r, _) = run(&eval, "B4");
+        assert!(r.build_failure(None, "SkyPilot").is_err());
     }
 
     #[test]
@@ -279,8 +484,19 @@ argv = ["sh", "-c", "echo '{\"s\": 1.5}'; echo noise >&2"]
         let out = "(t, pid=1) N check-begin\n(t, pid=1) hi\n(t, pid=1) N check-exit 0\n\
                    (t, pid=1) N measure-exit 0\n(t, pid=1) N measure-stdout 7b7d\n(t, pid=1) N done\n";
         let r = parse_output(out, "N").unwrap();
-        assert_eq!(r.check.exit_code, Some(0));
+        assert_eq!(r.check.unwrap().exit_code, Some(0));
         assert_eq!(r.measure.unwrap().stdout, "{}");
         assert!(parse_output("N check-exit 0\n", "N").is_err());
+        // A build's markers, streamed twice: each output once.
+        let sha = "a".repeat(64);
+        let line = format!("N build-output {} 3 {sha}\n", hex::encode("out/a b"));
+        let out = format!("N build-exit 0\nN build-log 6f6b\n{line}{line}N check-exit 0\nN done\n");
+        let r = parse_output(&out, "N").unwrap();
+        let b = r.build.unwrap();
+        assert_eq!((b.log.as_str(), b.outputs.len()), ("ok", 1));
+        assert_eq!(b.outputs[0].path, "out/a b");
+        // A failed build: no check status is expected.
+        let r = parse_output("N build-exit 2\nN done\n", "N").unwrap();
+        assert!(r.check.is_none() && r.build.unwrap().exit_code == Some(2));
     }
 }

@@ -597,10 +597,19 @@ fn candidate_phases(
     let gate = gate_candidate(&layout, run, worktree.path());
     p.done("gate", t, gate)?;
 
-    // The trusted build.
-    let t = Instant::now();
-    let build = build_candidate(p.host, &ctx, &layout, &commit);
-    p.done("build", t, build)?;
+    // The trusted build, here or (when the operator asks for it) on the
+    // service, recorded by the remote evaluation.
+    let remote_build = match route {
+        dispatch::EvaluationRoute::Remote(service) => {
+            remote_eval::builds_remotely(&layout, service)
+        }
+        _ => false,
+    };
+    if !remote_build {
+        let t = Instant::now();
+        let build = build_candidate(p.host, &ctx, &layout, &commit);
+        p.done("build", t, build)?;
+    }
     if cancel.is_cancelled() {
         p.cancelled = true;
         return Ok(());

@@ -28,15 +28,24 @@ pub(super) fn plan(
 ) -> Result<(TrustedEvaluation, RemoteConfig, Clients)> {
     let path = remote::config::config_path(layout.project());
     let remote = |e| RuntimeError::Remote { source: e };
-    let evaluation = TrustedEvaluation::from_task(task, &path).map_err(remote)?;
+    let mut evaluation = TrustedEvaluation::from_task(task, &path).map_err(remote)?;
     let config = remote::config::load_remote(layout.project())?;
+    evaluation.build = remote::config::load_build(layout.project(), &config, service)?;
     let clients = Clients::discover();
     clients.require_outside(layout.project()).map_err(remote)?;
     clients.require(service).map_err(remote)?;
     Ok((evaluation, config, clients))
 }
 
-/// Dispatches candidate `n`'s `commit` and records check and measure.
+/// Whether the operator asks for the task's `[build]` to run on
+/// `service` (then the local trusted build is skipped); an invalid
+/// configuration is reported by [`plan`], so it reads as `false` here.
+pub(super) fn builds_remotely(layout: &StateLayout, service: Service) -> bool {
+    remote::config::load_remote(layout.project()).is_ok_and(|c| c.builds_on(service))
+}
+
+/// Dispatches candidate `n`'s `commit` and records the build (when it
+/// runs on the service), check and measure.
 pub(super) fn evaluate(
     p: &mut Phases<'_>,
     run: &RunRecord,
@@ -48,11 +57,16 @@ pub(super) fn evaluate(
     let t = Instant::now();
     let layout = p.store.layout().clone();
     let record_dir = p.store.dir().join("remote").join(n.to_string());
-    p.rec.evaluated_in = Some(format!(
-        "{} (record {})",
-        service.title(),
-        record_dir.display()
-    ));
+    let remote_build = builds_remotely(&layout, service);
+    p.rec.evaluated_in = Some(if remote_build {
+        format!(
+            "{}: build, check and measure; the local trusted build was skipped (record {})",
+            service.title(),
+            record_dir.display()
+        )
+    } else {
+        format!("{} (record {})", service.title(), record_dir.display())
+    });
     let outcome = (|| -> Result<remote::RemoteOutcome> {
         let (evaluation, config, clients) = plan(&layout, &run.task, service)?;
         let checkout = BuildCheckout::create(&layout, &run.run_id, commit)?;
@@ -91,15 +105,38 @@ pub(super) fn evaluate(
             return Ok(());
         }
         Err(e) => {
+            // The first phase on the service is the one that failed.
             return p.done(
-                "check",
+                if remote_build { "build" } else { "check" },
                 t,
                 Err(format!("{} evaluation: {e}", service.title())),
             );
         }
     };
     let client_log = outcome.record_dir.join("client.log");
-    let check = &outcome.result.check;
+    if let Some(build) = &outcome.result.build {
+        let _ = p.store.save_log(n, "build", &build_log_bytes(build));
+        let status = match &outcome.build_error {
+            None => Ok(PhaseStatus::Passed),
+            Some(e) => Err(format!(
+                "{e}; check and measure did not run (record {})",
+                outcome.record_dir.join("build.json").display()
+            )),
+        };
+        p.done("build", t, status)?;
+    }
+    let t = Instant::now();
+    let Some(check) = &outcome.result.check else {
+        return p.done(
+            "check",
+            t,
+            Err(format!(
+                "{} reported no result of check (see {})",
+                service.title(),
+                client_log.display()
+            )),
+        );
+    };
     let _ = p
         .store
         .save_log(n, "check", &log_bytes(check, &outcome.output_tail));
@@ -159,6 +196,38 @@ fn verdict(
         Some(code) => Err(format!("exited with status {code} on {on}")),
         None => Err(format!("was killed on {on}")),
     }
+}
+
+/// The log of a build on the service: its status, outputs and the end
+/// of its output.
+fn build_log_bytes(b: &remote::BuildResult) -> Vec<u8> {
+    let mut out = format!(
+        "== exit {:?}{}\n",
+        b.exit_code,
+        if b.timed_out { " (timed out)" } else { "" }
+    );
+    if let Some(e) = &b.error {
+        out.push_str(&format!("== could not start: {e}\n"));
+    }
+    for o in &b.outputs {
+        match (&o.error, o.size, &o.sha256) {
+            (Some(e), _, _) => out.push_str(&format!("== output {}: {e}\n", o.path)),
+            (None, Some(size), Some(sha)) => out.push_str(&format!(
+                "== output {}: {size} bytes, sha256 {sha}\n",
+                o.path
+            )),
+            _ => out.push_str(&format!("== output {}: not reported\n", o.path)),
+        }
+    }
+    out.push_str(&format!(
+        "== output of the build (its end, {} bytes)\n",
+        b.log.len()
+    ));
+    out.push_str(&b.log);
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.into_bytes()
 }
 
 /// The log of a remote command: its stdout as reported, then the end of
