@@ -316,8 +316,13 @@ fn ctrl_c_during_dispatch_leaves_the_run_resumable() {
     assert_eq!(status["run"]["state"], "finished", "{status:#}");
     let c = candidate(&status, 1);
     assert_eq!(c["attempts"], 2, "{c:#}");
+    // The resumed dispatch ends at the client's own refusal: no
+    // credentials, or, when the Ctrl-C above stopped sky's local API
+    // server while it started (seen under load), the server unreachable.
+    // Either is the network boundary; what this test checks is the resume.
+    let error = c["error"].as_str().unwrap();
     assert!(
-        c["error"].as_str().unwrap().contains("SkyPilot refused"),
+        error.contains("SkyPilot refused") || error.contains("SkyPilot could not reach"),
         "{c:#}"
     );
     let _ = Command::new(tools.join("remote-clients/bin/sky"))
