@@ -269,6 +269,7 @@ fn host_job(a: HostJobArgs) -> anyhow::Result<u8> {
         read_only_within: Vec::new(),
         private_files: Vec::new(),
         max_processes: project.config.max_processes(),
+        devices: Vec::new(),
     };
     let sandbox = HostSandbox::new(&project.resolved, &resources, &options)?;
     let step_gpus = std::env::var("SLURM_STEP_GPUS")

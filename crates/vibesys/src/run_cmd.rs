@@ -420,6 +420,8 @@ struct CliHost {
     provider: agentshim::Provider,
     launch: agentshim::Launch,
     protected: Vec<String>,
+    /// The accelerators recorded in `run.json`, applied to every agent turn.
+    accelerators: vs_runtime::run::accelerator::AcceleratorPlan,
     progress: Mutex<()>,
 }
 
@@ -439,6 +441,7 @@ impl CliHost {
             provider,
             launch,
             protected: record.task.protected.clone(),
+            accelerators: record.accelerators.clone(),
             progress: Mutex::new(()),
         })
     }
@@ -521,6 +524,11 @@ impl CliHost {
             .map(str::to_owned)
             .collect();
         options.env = EnvAllowList::default().with(names);
+        // Only the docker environment runs agents beside the host's
+        // accelerators (a remote environment's editor is a control plane).
+        if self.environment == RunEnvironment::Docker {
+            options.devices = docker_devices(&self.accelerators);
+        }
         let sandbox = DockerSandbox::start(&project.resolved, &options)?;
         let program = self
             .launch
@@ -594,6 +602,7 @@ impl CliHost {
             enforcement: Enforcement::Required,
             network: project.network,
             max_processes: project.config.max_processes(),
+            devices: self.accelerators.device_nodes.clone(),
         };
         let bwrap = match mode {
             ConfineMode::Landlock => PathBuf::from("bwrap"),
@@ -604,6 +613,20 @@ impl CliHost {
         let vars = self.agent_env(c)?;
         let argv = confinement.wrap(&self.launch.argv)?;
         run_turn(&argv, c.worktree, &vars, cancel)
+    }
+}
+
+/// A run's accelerator plan as the Docker backend's devices.
+fn docker_devices(
+    plan: &vs_runtime::run::accelerator::AcceleratorPlan,
+) -> vs_sandbox::docker::DeviceAccess {
+    use vs_sandbox::docker::GpuSelection;
+    vs_sandbox::docker::DeviceAccess {
+        nvidia: plan.nvidia.as_ref().map(|r| match &r.device_ids {
+            None => GpuSelection::All,
+            Some(ids) => GpuSelection::Ids(ids.clone()),
+        }),
+        nodes: plan.device_nodes.clone(),
     }
 }
 
