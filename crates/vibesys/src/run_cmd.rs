@@ -189,7 +189,10 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
     // modal and skypilot: the agent works in the local editor container
     // (never with devices); only the evaluation goes to the service.
     let (image, docker) = match environment {
-        RunEnvironment::Docker | RunEnvironment::Modal | RunEnvironment::Skypilot => {
+        RunEnvironment::Docker
+        | RunEnvironment::Modal
+        | RunEnvironment::Skypilot
+        | RunEnvironment::Slurm => {
             let options = crate::docker_cmd::base_options(
                 args.image.as_deref(),
                 Some(layout.project()),
@@ -226,7 +229,8 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
         record.environment,
         store.dir().display()
     );
-    let host = CliHost::new(&layout, &record, docker.flatten(), host_mode)?;
+    let mut host = CliHost::new(&layout, &record, docker.flatten(), host_mode)?;
+    host.start_broker()?;
     execute(&layout, &store, &mut record, &host)
 }
 
@@ -294,7 +298,8 @@ fn resume(run: &str, project: Option<PathBuf>) -> anyhow::Result<u8> {
         "vibesys: resuming run {} in the {} run environment (as recorded)",
         record.run_id, record.environment
     );
-    let host = CliHost::new(&layout, &record, image, host_mode)?;
+    let mut host = CliHost::new(&layout, &record, image, host_mode)?;
+    host.start_broker()?;
     execute(&layout, &store, &mut record, &host)
 }
 
@@ -422,6 +427,10 @@ struct CliHost {
     protected: Vec<String>,
     /// The accelerators recorded in `run.json`, applied to every agent turn.
     accelerators: vs_runtime::run::accelerator::AcceleratorPlan,
+    /// slurm: the run's broker (stopped, its jobs cancelled, when the run
+    /// ends).
+    broker: Option<crate::slurm_env::BrokerChild>,
+    run_id: String,
     progress: Mutex<()>,
 }
 
@@ -442,8 +451,29 @@ impl CliHost {
             launch,
             protected: record.task.protected.clone(),
             accelerators: record.accelerators.clone(),
+            broker: None,
+            run_id: record.run_id.to_string(),
             progress: Mutex::new(()),
         })
+    }
+
+    /// slurm: starts the run's broker (`vibesys broker serve --run ID`);
+    /// nothing elsewhere.
+    fn start_broker(&mut self) -> anyhow::Result<()> {
+        if self.environment != RunEnvironment::Slurm {
+            return Ok(());
+        }
+        if let vs_runtime::environment::Availability::NotAvailable { reason } =
+            RunEnvironment::Slurm.describe().availability
+        {
+            bail!("the slurm run environment is not available here: {reason}");
+        }
+        self.broker = Some(crate::slurm_env::BrokerChild::start(
+            &self.project,
+            &self.run_id,
+            false,
+        )?);
+        Ok(())
     }
 
     /// The candidate's policy: the project's `[sandbox]` (from the
@@ -516,7 +546,13 @@ impl CliHost {
         let mut options = self.docker_options(format!("{}-{}", c.run.run_id, c.number))?;
         options.network = project.network;
         options.chdir = Some(c.worktree.to_path_buf());
-        let vars = self.agent_env(c)?;
+        let mut vars = self.agent_env(c)?;
+        if self.environment == RunEnvironment::Slurm {
+            vars.push((
+                crate::slurm_env::BROKER_SOCKET_ENV.into(),
+                crate::slurm_env::AGENT_SOCKET_IN_CONTAINER.into(),
+            ));
+        }
         let names: Vec<String> = vars
             .iter()
             .filter_map(|(k, _)| k.to_str())
@@ -528,6 +564,15 @@ impl CliHost {
         // accelerators (a remote environment's editor is a control plane).
         if self.environment == RunEnvironment::Docker {
             options.devices = docker_devices(&self.accelerators);
+        }
+        // slurm: the editor container with the broker's agent socket (the
+        // framework socket stays on the host).
+        if self.environment == RunEnvironment::Slurm {
+            let broker = self
+                .broker
+                .as_ref()
+                .context("the slurm run environment's broker is not running")?;
+            crate::slurm_env::editor_options(&mut options, broker)?;
         }
         let sandbox = DockerSandbox::start(&project.resolved, &options)?;
         let program = self
@@ -668,13 +713,11 @@ impl RunHost for CliHost {
         cancel: &CancellationToken,
     ) -> Result<AgentOutcome, HostError> {
         match self.environment {
-            RunEnvironment::Docker | RunEnvironment::Modal | RunEnvironment::Skypilot => {
-                self.turn_in_docker(c, cancel)
-            }
+            RunEnvironment::Docker
+            | RunEnvironment::Modal
+            | RunEnvironment::Skypilot
+            | RunEnvironment::Slurm => self.turn_in_docker(c, cancel),
             RunEnvironment::Host => self.turn_on_host(c, cancel),
-            other => Err(anyhow::anyhow!(
-                "the {other} run environment does not run agents in this build"
-            )),
         }
         .map_err(host_err)
     }
@@ -741,7 +784,20 @@ impl RunHost for CliHost {
                         path_var: vs_sandbox::runner::DEFAULT_SEARCH_PATH.into(),
                     })
                 }
-                RunEnvironment::Modal | RunEnvironment::Skypilot | RunEnvironment::Slurm => {
+                RunEnvironment::Slurm => {
+                    let broker = self
+                        .broker
+                        .as_ref()
+                        .context("the slurm run environment's broker is not running")?;
+                    Ok(Evaluator {
+                        runner: Box::new(crate::slurm_env::BrokerJobRunner {
+                            socket: broker.framework_socket().to_path_buf(),
+                        }),
+                        location: "slurm job via the run's broker".to_owned(),
+                        path_var: vs_sandbox::runner::DEFAULT_SEARCH_PATH.into(),
+                    })
+                }
+                RunEnvironment::Modal | RunEnvironment::Skypilot => {
                     bail!(
                         "the {} run environment evaluates through its service, not a local runner",
                         self.environment
