@@ -89,16 +89,18 @@ Unknown keys are an error. The run's record is .vibesys/state/runs/ID/ (run.json
 candidates/N.json, logs/); the agent reads the objective at
 .vibesys/state/agent-visible/ID/objective.md (also VIBESYS_OBJECTIVE; VIBESYS_RUN_ID and
 VIBESYS_CANDIDATE are set too). Each candidate works in its own worktree;
-the agent is confined with enforcement required (docker, modal, skypilot: a container from
-the pinned editor image, never with devices for modal and skypilot; host: bubblewrap or
-Landlock). Then, outside confinement, vibesys commits its changes (hardened git; kept as
+the agent is confined with enforcement required (docker, modal, skypilot, slurm: a
+container from the pinned editor image, never with devices for modal, skypilot and slurm;
+slurm also mounts the run's Slurm broker's agent socket; host: bubblewrap or Landlock).
+Then, outside confinement, vibesys commits its changes (hardened git; kept as
 refs/vibesys/runs/ID/N), checks the protected paths against the baseline, runs [build]
 confined, and runs check and measure in a fresh container through the command server
-(docker), on the host (host), or on the service with the candidate's commit (modal,
-skypilot: the client from scripts/remote-clients.sh, [modal]/[skypilot] of vibesys.toml,
-[measure] required; its record in runs/ID/remote/N/; a refusal such as a missing login
-fails that candidate, naming it). Ctrl-C stops every candidate; `vibesys run resume ID`
-continues. slurm is not available to `run` in this build.
+(docker), on the host (host), as Slurm jobs in the candidate's worktree through the run's
+broker (slurm: VIBESYS_COMMAND_SERVER names a static vibesys), or on the service with the
+candidate's commit (modal, skypilot: the client from scripts/remote-clients.sh,
+[modal]/[skypilot] of vibesys.toml, [measure] required; its record in runs/ID/remote/N/;
+a refusal such as a missing login fails that candidate, naming it). Ctrl-C stops every
+candidate; `vibesys run resume ID` continues.
 
 Exit status: 0 the run finished (see the table for each candidate); 130 interrupted
 (resumable); 125 vibesys could not run it.")]
@@ -734,7 +736,10 @@ impl RunHost for CliHost {
             let policy = crate::build_cmd::checkout_policy(&workspace, &config)?;
             let resolved = policy.resolve(&workspace)?;
             match self.environment {
-                RunEnvironment::Docker | RunEnvironment::Modal | RunEnvironment::Skypilot => {
+                RunEnvironment::Docker
+                | RunEnvironment::Modal
+                | RunEnvironment::Skypilot
+                | RunEnvironment::Slurm => {
                     let mut options = crate::build_cmd::docker_options_with_id(
                         &layout,
                         &config,
