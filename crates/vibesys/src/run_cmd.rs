@@ -183,6 +183,13 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
     } else {
         Vec::new()
     };
+    // slurm: the cluster must answer before anything is recorded.
+    if environment == RunEnvironment::Slurm
+        && let vs_runtime::environment::Availability::NotAvailable { reason } =
+            RunEnvironment::Slurm.describe().availability
+    {
+        bail!("the slurm run environment is not available here: {reason}");
+    }
     // The host's confinement must work before anything is recorded.
     let host_mode = match environment {
         RunEnvironment::Host => Some(host_mode()?),
@@ -200,6 +207,11 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
                 Some(layout.project()),
                 "probe".to_owned(),
             )?;
+            if environment == RunEnvironment::Slurm && options.command_server.is_none() {
+                bail!(
+                    "the slurm run environment needs a static vibesys in the editor container (the broker client): set VIBESYS_COMMAND_SERVER to one (scripts/build-static.sh builds it)"
+                );
+            }
             (
                 Some(ImageRecord {
                     name: options.image.name.clone(),

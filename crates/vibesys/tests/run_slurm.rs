@@ -142,3 +142,28 @@ fn two_candidates_in_slurm_evaluated_as_broker_jobs() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn a_slurm_run_without_a_static_vibesys_records_nothing() {
+    slurm();
+    let img = TestImage::new();
+    let (_d, p) = project(TASK);
+    let err = fails(
+        vibesys_in(&p)
+            .env_remove("VIBESYS_COMMAND_SERVER")
+            .env("VIBESYS_IMAGES_LOCK", &img.lock)
+            .env("VIBESYS_DOCKER_IMAGE", &img.name)
+            .args(["run", "start", "--run-environment", "slurm"])
+            .args(["--provider", "custom", "--", "true"])
+            .output()
+            .unwrap(),
+    );
+    assert!(err.contains("VIBESYS_COMMAND_SERVER"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(p.join(".vibesys/state/runs"))
+            .unwrap()
+            .count(),
+        0,
+        "a refused run records nothing"
+    );
+}
