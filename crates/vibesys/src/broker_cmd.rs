@@ -254,7 +254,17 @@ fn host_job(a: HostJobArgs) -> anyhow::Result<u8> {
         allow: Vec::new(),
         no_network: false,
     };
-    let project = policy_args.resolve_with_config(Some(&a.project))?;
+    let mut config = vs_sandbox::config::PolicyConfig::load(&a.project)?;
+    if a.workspace != a.project {
+        // A run's candidate worktree (`vibesys run --run-environment
+        // slurm` evaluates there): a [sandbox] path its checkout does not
+        // hold (an untracked secret of the project) has nothing to protect
+        // there, as when `vibesys run` confines the candidate's agent.
+        let exists = |p: &PathBuf| a.workspace.join(p).symlink_metadata().is_ok();
+        config.read_only.retain(exists);
+        config.hidden.retain(exists);
+    }
+    let project = policy_args.resolve_in(vs_sandbox::Workspace::open(&a.workspace)?, config)?;
     let resources = project.resources(&a.command[0], &[]);
     let program = match a.bwrap {
         Some(b) => b,
@@ -269,6 +279,7 @@ fn host_job(a: HostJobArgs) -> anyhow::Result<u8> {
         read_only_within: Vec::new(),
         private_files: Vec::new(),
         max_processes: project.config.max_processes(),
+        devices: Vec::new(),
     };
     let sandbox = HostSandbox::new(&project.resolved, &resources, &options)?;
     let step_gpus = std::env::var("SLURM_STEP_GPUS")

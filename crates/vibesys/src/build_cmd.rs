@@ -378,6 +378,7 @@ pub(crate) fn host_confinement(
         enforcement: Enforcement::Required,
         network: config.network.unwrap_or(true),
         max_processes: config.max_processes(),
+        devices: Vec::new(),
     };
     let bwrap = match mode {
         ConfineMode::Landlock => PathBuf::from("bwrap"),

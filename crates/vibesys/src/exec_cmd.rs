@@ -134,6 +134,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
                 read_only_within: Vec::new(),
                 private_files: Vec::new(),
                 max_processes: project.config.max_processes(),
+                devices: project.config.devices.clone(),
             };
             let sandbox = HostSandbox::new(&project.resolved, &resources, &options)?;
             let mut plan = sandbox.plan().clone();

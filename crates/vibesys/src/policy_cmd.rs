@@ -90,6 +90,7 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
             read_only_within: Vec::new(),
             private_files: Vec::new(),
             max_processes: project.config.max_processes(),
+            devices: project.config.devices.clone(),
         };
         let plan = BwrapPlan::new(&project.resolved, &resources, &options);
         let report = bwrap_report(&project.resolved, &options, &limit);

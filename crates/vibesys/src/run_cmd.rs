@@ -89,16 +89,18 @@ Unknown keys are an error. The run's record is .vibesys/state/runs/ID/ (run.json
 candidates/N.json, logs/); the agent reads the objective at
 .vibesys/state/agent-visible/ID/objective.md (also VIBESYS_OBJECTIVE; VIBESYS_RUN_ID and
 VIBESYS_CANDIDATE are set too). Each candidate works in its own worktree;
-the agent is confined with enforcement required (docker, modal, skypilot: a container from
-the pinned editor image, never with devices for modal and skypilot; host: bubblewrap or
-Landlock). Then, outside confinement, vibesys commits its changes (hardened git; kept as
+the agent is confined with enforcement required (docker, modal, skypilot, slurm: a
+container from the pinned editor image, never with devices for modal, skypilot and slurm;
+slurm also mounts the run's Slurm broker's agent socket; host: bubblewrap or Landlock).
+Then, outside confinement, vibesys commits its changes (hardened git; kept as
 refs/vibesys/runs/ID/N), checks the protected paths against the baseline, runs [build]
 confined, and runs check and measure in a fresh container through the command server
-(docker), on the host (host), or on the service with the candidate's commit (modal,
-skypilot: the client from scripts/remote-clients.sh, [modal]/[skypilot] of vibesys.toml,
-[measure] required; its record in runs/ID/remote/N/; a refusal such as a missing login
-fails that candidate, naming it). Ctrl-C stops every candidate; `vibesys run resume ID`
-continues. slurm is not available to `run` in this build.
+(docker), on the host (host), as Slurm jobs in the candidate's worktree through the run's
+broker (slurm: VIBESYS_COMMAND_SERVER names a static vibesys), or on the service with the
+candidate's commit (modal, skypilot: the client from scripts/remote-clients.sh,
+[modal]/[skypilot] of vibesys.toml, [measure] required; its record in runs/ID/remote/N/;
+a refusal such as a missing login fails that candidate, naming it). Ctrl-C stops every
+candidate; `vibesys run resume ID` continues.
 
 Exit status: 0 the run finished (see the table for each candidate); 130 interrupted
 (resumable); 125 vibesys could not run it.")]
@@ -181,6 +183,13 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
     } else {
         Vec::new()
     };
+    // slurm: the cluster must answer before anything is recorded.
+    if environment == RunEnvironment::Slurm
+        && let vs_runtime::environment::Availability::NotAvailable { reason } =
+            RunEnvironment::Slurm.describe().availability
+    {
+        bail!("the slurm run environment is not available here: {reason}");
+    }
     // The host's confinement must work before anything is recorded.
     let host_mode = match environment {
         RunEnvironment::Host => Some(host_mode()?),
@@ -189,12 +198,20 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
     // modal and skypilot: the agent works in the local editor container
     // (never with devices); only the evaluation goes to the service.
     let (image, docker) = match environment {
-        RunEnvironment::Docker | RunEnvironment::Modal | RunEnvironment::Skypilot => {
+        RunEnvironment::Docker
+        | RunEnvironment::Modal
+        | RunEnvironment::Skypilot
+        | RunEnvironment::Slurm => {
             let options = crate::docker_cmd::base_options(
                 args.image.as_deref(),
                 Some(layout.project()),
                 "probe".to_owned(),
             )?;
+            if environment == RunEnvironment::Slurm && options.command_server.is_none() {
+                bail!(
+                    "the slurm run environment needs a static vibesys in the editor container (the broker client): set VIBESYS_COMMAND_SERVER to one (scripts/build-static.sh builds it)"
+                );
+            }
             (
                 Some(ImageRecord {
                     name: options.image.name.clone(),
@@ -226,7 +243,8 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
         record.environment,
         store.dir().display()
     );
-    let host = CliHost::new(&layout, &record, docker.flatten(), host_mode)?;
+    let mut host = CliHost::new(&layout, &record, docker.flatten(), host_mode)?;
+    host.start_broker()?;
     execute(&layout, &store, &mut record, &host)
 }
 
@@ -294,7 +312,8 @@ fn resume(run: &str, project: Option<PathBuf>) -> anyhow::Result<u8> {
         "vibesys: resuming run {} in the {} run environment (as recorded)",
         record.run_id, record.environment
     );
-    let host = CliHost::new(&layout, &record, image, host_mode)?;
+    let mut host = CliHost::new(&layout, &record, image, host_mode)?;
+    host.start_broker()?;
     execute(&layout, &store, &mut record, &host)
 }
 
@@ -420,6 +439,12 @@ struct CliHost {
     provider: agentshim::Provider,
     launch: agentshim::Launch,
     protected: Vec<String>,
+    /// The accelerators recorded in `run.json`, applied to every agent turn.
+    accelerators: vs_runtime::run::accelerator::AcceleratorPlan,
+    /// slurm: the run's broker (stopped, its jobs cancelled, when the run
+    /// ends).
+    broker: Option<crate::slurm_env::BrokerChild>,
+    run_id: String,
     progress: Mutex<()>,
 }
 
@@ -439,8 +464,30 @@ impl CliHost {
             provider,
             launch,
             protected: record.task.protected.clone(),
+            accelerators: record.accelerators.clone(),
+            broker: None,
+            run_id: record.run_id.to_string(),
             progress: Mutex::new(()),
         })
+    }
+
+    /// slurm: starts the run's broker (`vibesys broker serve --run ID`);
+    /// nothing elsewhere.
+    fn start_broker(&mut self) -> anyhow::Result<()> {
+        if self.environment != RunEnvironment::Slurm {
+            return Ok(());
+        }
+        if let vs_runtime::environment::Availability::NotAvailable { reason } =
+            RunEnvironment::Slurm.describe().availability
+        {
+            bail!("the slurm run environment is not available here: {reason}");
+        }
+        self.broker = Some(crate::slurm_env::BrokerChild::start(
+            &self.project,
+            &self.run_id,
+            false,
+        )?);
+        Ok(())
     }
 
     /// The candidate's policy: the project's `[sandbox]` (from the
@@ -513,7 +560,13 @@ impl CliHost {
         let mut options = self.docker_options(format!("{}-{}", c.run.run_id, c.number))?;
         options.network = project.network;
         options.chdir = Some(c.worktree.to_path_buf());
-        let vars = self.agent_env(c)?;
+        let mut vars = self.agent_env(c)?;
+        if self.environment == RunEnvironment::Slurm {
+            vars.push((
+                crate::slurm_env::BROKER_SOCKET_ENV.into(),
+                crate::slurm_env::AGENT_SOCKET_IN_CONTAINER.into(),
+            ));
+        }
         let names: Vec<String> = vars
             .iter()
             .filter_map(|(k, _)| k.to_str())
@@ -521,6 +574,20 @@ impl CliHost {
             .map(str::to_owned)
             .collect();
         options.env = EnvAllowList::default().with(names);
+        // Only the docker environment runs agents beside the host's
+        // accelerators (a remote environment's editor is a control plane).
+        if self.environment == RunEnvironment::Docker {
+            options.devices = docker_devices(&self.accelerators);
+        }
+        // slurm: the editor container with the broker's agent socket (the
+        // framework socket stays on the host).
+        if self.environment == RunEnvironment::Slurm {
+            let broker = self
+                .broker
+                .as_ref()
+                .context("the slurm run environment's broker is not running")?;
+            crate::slurm_env::editor_options(&mut options, broker)?;
+        }
         let sandbox = DockerSandbox::start(&project.resolved, &options)?;
         let program = self
             .launch
@@ -594,6 +661,7 @@ impl CliHost {
             enforcement: Enforcement::Required,
             network: project.network,
             max_processes: project.config.max_processes(),
+            devices: self.accelerators.device_nodes.clone(),
         };
         let bwrap = match mode {
             ConfineMode::Landlock => PathBuf::from("bwrap"),
@@ -604,6 +672,20 @@ impl CliHost {
         let vars = self.agent_env(c)?;
         let argv = confinement.wrap(&self.launch.argv)?;
         run_turn(&argv, c.worktree, &vars, cancel)
+    }
+}
+
+/// A run's accelerator plan as the Docker backend's devices.
+fn docker_devices(
+    plan: &vs_runtime::run::accelerator::AcceleratorPlan,
+) -> vs_sandbox::docker::DeviceAccess {
+    use vs_sandbox::docker::GpuSelection;
+    vs_sandbox::docker::DeviceAccess {
+        nvidia: plan.nvidia.as_ref().map(|r| match &r.device_ids {
+            None => GpuSelection::All,
+            Some(ids) => GpuSelection::Ids(ids.clone()),
+        }),
+        nodes: plan.device_nodes.clone(),
     }
 }
 
@@ -645,13 +727,11 @@ impl RunHost for CliHost {
         cancel: &CancellationToken,
     ) -> Result<AgentOutcome, HostError> {
         match self.environment {
-            RunEnvironment::Docker | RunEnvironment::Modal | RunEnvironment::Skypilot => {
-                self.turn_in_docker(c, cancel)
-            }
+            RunEnvironment::Docker
+            | RunEnvironment::Modal
+            | RunEnvironment::Skypilot
+            | RunEnvironment::Slurm => self.turn_in_docker(c, cancel),
             RunEnvironment::Host => self.turn_on_host(c, cancel),
-            other => Err(anyhow::anyhow!(
-                "the {other} run environment does not run agents in this build"
-            )),
         }
         .map_err(host_err)
     }
@@ -668,7 +748,10 @@ impl RunHost for CliHost {
             let policy = crate::build_cmd::checkout_policy(&workspace, &config)?;
             let resolved = policy.resolve(&workspace)?;
             match self.environment {
-                RunEnvironment::Docker | RunEnvironment::Modal | RunEnvironment::Skypilot => {
+                RunEnvironment::Docker
+                | RunEnvironment::Modal
+                | RunEnvironment::Skypilot
+                | RunEnvironment::Slurm => {
                     let mut options = crate::build_cmd::docker_options_with_id(
                         &layout,
                         &config,
@@ -718,7 +801,20 @@ impl RunHost for CliHost {
                         path_var: vs_sandbox::runner::DEFAULT_SEARCH_PATH.into(),
                     })
                 }
-                RunEnvironment::Modal | RunEnvironment::Skypilot | RunEnvironment::Slurm => {
+                RunEnvironment::Slurm => {
+                    let broker = self
+                        .broker
+                        .as_ref()
+                        .context("the slurm run environment's broker is not running")?;
+                    Ok(Evaluator {
+                        runner: Box::new(crate::slurm_env::BrokerJobRunner {
+                            socket: broker.framework_socket().to_path_buf(),
+                        }),
+                        location: "slurm job via the run's broker".to_owned(),
+                        path_var: vs_sandbox::runner::DEFAULT_SEARCH_PATH.into(),
+                    })
+                }
+                RunEnvironment::Modal | RunEnvironment::Skypilot => {
                     bail!(
                         "the {} run environment evaluates through its service, not a local runner",
                         self.environment

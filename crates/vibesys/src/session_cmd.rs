@@ -153,6 +153,7 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
         enforcement,
         network: project.network,
         max_processes: project.config.max_processes(),
+        devices: project.config.devices.clone(),
     };
     let cwd =
         chdir_in(&project.workspace).unwrap_or_else(|| project.workspace.root().to_path_buf());

@@ -32,6 +32,7 @@ const STOP_GRACE: Duration = Duration::from_secs(60);
 pub struct BrokerChild {
     child: Option<Child>,
     agent: PathBuf,
+    framework: PathBuf,
     _stdout: BufReader<ChildStdout>,
 }
 
@@ -95,6 +96,7 @@ impl BrokerChild {
         Ok(Self {
             child: Some(child),
             agent,
+            framework,
             _stdout: reader,
         })
     }
@@ -102,6 +104,12 @@ impl BrokerChild {
     /// The agent socket on the host.
     pub fn agent_socket(&self) -> &Path {
         &self.agent
+    }
+
+    /// The framework socket on the host (never mounted in a container:
+    /// `vibesys run` sends a candidate's check and measure through it).
+    pub fn framework_socket(&self) -> &Path {
+        &self.framework
     }
 
     /// Stops the broker (SIGTERM: it cancels the run's jobs) and waits for
@@ -154,6 +162,115 @@ pub fn editor_options(options: &mut DockerOptions, broker: &BrokerChild) -> anyh
         read_only: false,
     });
     Ok(())
+}
+
+/// A candidate's `check` and `measure` as Slurm jobs: each command goes
+/// to the run's broker over its framework socket as a `Request::Job`
+/// whose working directory is the candidate's worktree (the broker runs
+/// it confined on a compute node, that worktree writable, the evaluator
+/// read-only as the policy says). Output is bounded as a local runner's.
+pub struct BrokerJobRunner {
+    /// The broker's framework socket.
+    pub socket: PathBuf,
+}
+
+/// Bytes kept of each stream of an evaluation job (as the local runner).
+const JOB_OUTPUT_CAP: usize = 1024 * 1024;
+
+impl vs_sandbox::CommandRunner for BrokerJobRunner {
+    fn run(
+        &self,
+        command: &vs_sandbox::CommandSpec,
+    ) -> Result<vs_sandbox::CommandResult, vs_sandbox::RunnerError> {
+        use vs_runtime::broker::protocol::{Final, PROTOCOL_VERSION, Request};
+        let dispatched = |message: String| vs_sandbox::RunnerError::Dispatched {
+            place: format!("the Slurm broker ({})", self.socket.display()),
+            message,
+        };
+        let text = |what: &str, s: &std::ffi::OsStr| {
+            s.to_str()
+                .map(str::to_owned)
+                .ok_or_else(|| dispatched(format!("{what} {s:?} is not UTF-8")))
+        };
+        let argv = command
+            .argv
+            .iter()
+            .map(|a| text("argument", a))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut env = std::collections::BTreeMap::new();
+        for (k, v) in &command.env {
+            env.insert(text("variable", k)?, text("value", v)?);
+        }
+        // Slurm's limit in whole minutes, at least the command's timeout.
+        let time_minutes = command
+            .timeout
+            .map(|t| u32::try_from(t.as_secs().div_ceil(60).max(1)).unwrap_or(u32::MAX));
+        let request = Request::Job {
+            version: PROTOCOL_VERSION,
+            argv,
+            cwd: Some(command.cwd.clone()),
+            gpus: 0,
+            time_minutes,
+            env,
+        };
+        let start = Instant::now();
+        // The call blocks until the job ends: it runs on its own thread so
+        // that a cancelled run returns at once (the broker cancels the
+        // job when it is stopped with the run).
+        let (tx, rx) = std::sync::mpsc::channel();
+        let socket = self.socket.clone();
+        std::thread::spawn(move || {
+            let mut out = vs_sandbox::runner::BoundedCapture::new(JOB_OUTPUT_CAP);
+            let mut err = vs_sandbox::runner::BoundedCapture::new(JOB_OUTPUT_CAP);
+            let fin = vs_runtime::broker::client::call(&socket, &request, &mut out, &mut err)
+                .map_err(|e| e.to_string());
+            let _ = tx.send((fin, out, err));
+        });
+        let (fin, out, err) = loop {
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(done) => break done,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if command.cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
+                        return Ok(vs_sandbox::CommandResult {
+                            exit_code: 130,
+                            signal: None,
+                            timed_out: false,
+                            cancelled: true,
+                            duration: start.elapsed(),
+                            stdout: vs_sandbox::runner::CapturedOutput::empty(),
+                            stderr: vs_sandbox::runner::CapturedOutput::empty(),
+                        });
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(dispatched("the call ended without a status".to_owned()));
+                }
+            }
+        };
+        let fin = fin.map_err(dispatched)?;
+        let (exit_code, timed_out) = match fin {
+            Final::Exited { code } => (code, false),
+            Final::JobEnded { state, message } => {
+                let timed_out = state == "TIMEOUT";
+                if !timed_out {
+                    return Err(dispatched(format!(
+                        "Slurm ended the job ({state}): {message}"
+                    )));
+                }
+                (124, true)
+            }
+            Final::Refused { reason } => return Err(dispatched(format!("refused: {reason}"))),
+        };
+        Ok(vs_sandbox::CommandResult {
+            exit_code,
+            signal: None,
+            timed_out,
+            cancelled: false,
+            duration: start.elapsed(),
+            stdout: out.finish(),
+            stderr: err.finish(),
+        })
+    }
 }
 
 /// The log line of the deprecated `slurm-gpu`.

@@ -311,11 +311,23 @@ fn a_host_run_never_starts_an_unconfined_agent() {
             .unwrap(),
     );
     assert!(err.contains("sandbox unavailable"), "{err}");
-    // slurm is refused by name; modal and skypilot without their client
-    // name it (tests/run_remote.rs runs them up to the network).
+    // slurm without a cluster is not available; with one (tests/run_slurm.rs
+    // runs it) this project lacks the pinned editor image. modal and
+    // skypilot without their client name it (tests/run_remote.rs runs them
+    // up to the network). Nothing is recorded in any case.
     let no_tools = tempfile::tempdir().unwrap();
+    let err = fails(
+        vibesys_in(&p)
+            .args(["run", "start", "--run-environment", "slurm"])
+            .args(["--provider", "custom", "--", "true"])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        err.contains("the slurm run environment is not available") || err.contains("images.lock"),
+        "{err}"
+    );
     for (env, needle) in [
-        ("slurm", "the slurm run environment is not available"),
         ("modal", "the Modal client is not installed"),
         ("skypilot", "the SkyPilot client is not installed"),
     ] {

@@ -32,6 +32,10 @@ pub struct ExecutionPolicy {
     /// The most processes the confined tree may hold (`[sandbox]
     /// max_processes`).
     pub max_processes: u64,
+    /// Host device nodes bound into the confinement (an accelerator's:
+    /// `/dev/nvidiaN` of `CUDA_VISIBLE_DEVICES`, `[sandbox] devices`).
+    /// Only bwrap can bind them; Landlock refuses a non-empty list.
+    pub devices: Vec<std::path::PathBuf>,
 }
 
 /// The provider's state locations for `home`: its directories, created
@@ -157,6 +161,7 @@ pub fn confine(
                 read_only_within: state.read_only_within,
                 private_files: state.copies,
                 max_processes: exec.max_processes,
+                devices: exec.devices.clone(),
             };
             Ok(Some(Box::new(HostSandbox::new(
                 &exec.policy,
@@ -165,6 +170,15 @@ pub fn confine(
             )?)))
         }
         ConfineMode::Landlock => {
+            if !exec.devices.is_empty() {
+                return Err(AgentError::UnsupportedMode {
+                    mode: "landlock",
+                    reason: format!(
+                        "device nodes {:?} are to be bound and Landlock cannot grant a device without granting all of /dev; use --confine bwrap",
+                        exec.devices
+                    ),
+                });
+            }
             if !state.read_only_within.is_empty() {
                 tracing::warn!(
                     paths = ?state.read_only_within,

@@ -135,6 +135,11 @@ pub struct BwrapOptions {
     pub private_files: Vec<PrivateFile>,
     /// `[sandbox] max_processes`: the most processes the tree may hold.
     pub max_processes: u64,
+    /// Host device nodes bound over bwrap's minimal `/dev` (an
+    /// accelerator's nodes), each checked by
+    /// [`crate::config::check_device_node`]: a path that fails the check is
+    /// an error of [`HostSandbox::new`], never silently skipped.
+    pub devices: Vec<PathBuf>,
 }
 
 /// The exact bubblewrap invocation for a policy.
@@ -216,6 +221,10 @@ impl BwrapPlan {
             b.args(["--ro-bind-try", knob, knob]);
         }
         b.args(["--dev", "/dev"]);
+        for dev in &options.devices {
+            let dev = dev.display().to_string();
+            b.args(["--dev-bind".to_owned(), dev.clone(), dev]);
+        }
         for w in &options.writable {
             let w = w.display().to_string();
             b.args(["--bind-try".to_owned(), w.clone(), w]);
@@ -388,6 +397,12 @@ impl HostSandbox {
         if !is_executable_file(&options.program) {
             return Err(bwrap_missing(&options.program).into());
         }
+        for dev in &options.devices {
+            crate::config::check_device_node(dev).map_err(|reason| SandboxError::Device {
+                path: dev.clone(),
+                reason,
+            })?;
+        }
         let plan = BwrapPlan::new(policy, resources, options);
         let limit = ProcessLimit::choose(options.max_processes);
         let report = bwrap_report(policy, options, &limit);
@@ -451,6 +466,17 @@ pub fn bwrap_report(
             "{} is a private copy ({}) bound read-write: writes never reach the user's file",
             private.target.display(),
             private.source().display()
+        ));
+    }
+    if !options.devices.is_empty() {
+        let names: Vec<String> = options
+            .devices
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        report.hardening.push(format!(
+            "host devices bound over the minimal /dev (--dev-bind, each a character device reached with no symlink): {}",
+            names.join(", ")
         ));
     }
     report.hardening.push(if options.network {

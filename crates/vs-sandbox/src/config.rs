@@ -47,6 +47,12 @@ pub struct PolicyConfig {
     /// [`DEFAULT_MAX_PROCESSES`]).
     #[serde(default)]
     pub max_processes: Option<u64>,
+    /// Host device nodes bound into the confinement (absolute paths below
+    /// `/dev/`, each a character device reached with no symlink): an
+    /// accelerator that is not an NVIDIA GPU selected by
+    /// `CUDA_VISIBLE_DEVICES` (`/dev/kfd`, `/dev/dri/renderD128`, ...).
+    #[serde(default)]
+    pub devices: Vec<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -92,6 +98,16 @@ pub enum ConfigError {
         value: u64,
         /// The largest accepted value.
         max: u64,
+    },
+    /// A `devices` entry is not a character device below `/dev/`.
+    #[error("invalid [sandbox] in {path:?}: devices entry {entry:?} {reason}")]
+    Device {
+        /// The file.
+        path: PathBuf,
+        /// The entry.
+        entry: PathBuf,
+        /// Why it cannot be bound.
+        reason: String,
     },
     /// An `allow` entry is not absolute.
     #[error("invalid [sandbox] in {path:?}: allow entry {entry:?} is not an absolute path")]
@@ -144,6 +160,13 @@ impl PolicyConfig {
                 path: path.to_path_buf(),
                 entry: entry.clone(),
             });
+        }
+        for entry in &config.devices {
+            check_device_node(entry).map_err(|reason| ConfigError::Device {
+                path: path.to_path_buf(),
+                entry: entry.clone(),
+                reason,
+            })?;
         }
         if let Some(value) = config
             .max_processes
@@ -198,10 +221,72 @@ impl PolicyConfig {
     }
 }
 
+/// Checks that `path` names a host character device that may be bound
+/// into a confinement: absolute, below `/dev/`, no `..`, no symlink on the
+/// way (its canonical path is itself) and a character device itself.
+/// The reason is returned for the caller's message.
+pub fn check_device_node(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::FileTypeExt;
+    if !path.is_absolute()
+        || !path.starts_with("/dev/")
+        || path.components().any(|c| {
+            !matches!(
+                c,
+                std::path::Component::RootDir | std::path::Component::Normal(_)
+            )
+        })
+    {
+        return Err("must be an absolute path below /dev/ (no `.` or `..`)".to_owned());
+    }
+    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("cannot be read: {e}"))?;
+    if meta.file_type().is_symlink() {
+        return Err("is a symlink (name the device node itself)".to_owned());
+    }
+    if !meta.file_type().is_char_device() {
+        return Err("is not a character device".to_owned());
+    }
+    match std::fs::canonicalize(path) {
+        Ok(real) if real == path => Ok(()),
+        Ok(real) => Err(format!(
+            "leads through a symlink to {} (name the device node itself)",
+            real.display()
+        )),
+        Err(e) => Err(format!("cannot be resolved: {e}")),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn devices_are_character_devices_below_dev() {
+        let path = Path::new("vibesys.toml");
+        let c = PolicyConfig::parse("[sandbox]\ndevices = [\"/dev/full\"]\n", path).unwrap();
+        assert_eq!(c.devices, [PathBuf::from("/dev/full")]);
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("full");
+        std::os::unix::fs::symlink("/dev/full", &link).unwrap();
+        for (bad, why) in [
+            ("dev/full", "absolute path below /dev/"),
+            ("/etc/passwd", "absolute path below /dev/"),
+            ("/dev/../etc/passwd", "absolute path below /dev/"),
+            ("/dev/no-such-device", "cannot be read"),
+            ("/dev/shm", "not a character device"),
+            ("/dev/stdin", "symlink"),
+        ] {
+            let err = PolicyConfig::parse(&format!("[sandbox]\ndevices = [{bad:?}]\n"), path)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("devices entry") && err.contains(why),
+                "{bad}: {err}"
+            );
+        }
+        let err = check_device_node(&link).unwrap_err();
+        assert!(err.contains("below /dev/"), "{err}");
+    }
 
     #[test]
     fn max_processes_defaults_and_is_bounded() {

@@ -195,6 +195,16 @@ pub enum SandboxError {
         /// What was found.
         reason: String,
     },
+    /// A host device node asked for cannot be bound (not a character
+    /// device below `/dev/`, or reached through a symlink): nothing was
+    /// started.
+    #[error("refusing to bind device {path:?}: it {reason}")]
+    Device {
+        /// The device path as given.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// The command to confine was empty or unusable.
     #[error("invalid command: {0}")]
     InvalidCommand(String),

@@ -175,6 +175,7 @@ fn bwrap_argv_snapshot() {
         read_only_within: Vec::new(),
         private_files: Vec::new(),
         max_processes: 4096,
+        devices: Vec::new(),
     };
     let plan = BwrapPlan::new(&resolved, &resources(), &options);
     let text = filter(&plan.args.join("\n"), &ws);
@@ -234,6 +235,7 @@ fn bwrap_binds_a_private_copy_at_another_path() {
         read_only_within: Vec::new(),
         private_files: vec![copy, bad],
         max_processes: 4096,
+        devices: Vec::new(),
     };
     let plan = BwrapPlan::new(&resolved, &resources(), &options);
     let slot = plan

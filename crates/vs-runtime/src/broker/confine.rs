@@ -100,6 +100,7 @@ mod tests {
             read_only_within: Vec::new(),
             private_files: Vec::new(),
             max_processes: 4096,
+            devices: Vec::new(),
         };
         let sandbox =
             HostSandbox::new(&policy, &vs_sandbox::HostResources::system(), &options).unwrap();

@@ -1,6 +1,8 @@
 //! Which host accelerators reach a run's agent, as a plan that spawns
-//! nothing (printed in `run.json`, tested exactly: this project's CI has no
-//! GPU, so no plan here has run on accelerator hardware).
+//! nothing (recorded in `run.json` and applied to every agent turn by the
+//! CLI's run host: Docker device requests and device nodes, bwrap
+//! `--dev-bind`). Tested exactly: this project's CI has no GPU, so no plan
+//! here has run on accelerator hardware.
 //!
 //! - `docker`: with `[vibesys] attach_accelerator = true`, NVIDIA GPUs go
 //!   through the Engine's device requests (driver `nvidia`, the ids of
@@ -28,6 +30,9 @@ use crate::error::{Result, RuntimeError};
 pub struct HostAccelerators {
     /// The NVIDIA driver's control node exists (`/dev/nvidiactl`).
     pub nvidia: bool,
+    /// The NVIDIA nodes every GPU process needs that exist
+    /// (`/dev/nvidiactl`, `/dev/nvidia-uvm`, `/dev/nvidia-uvm-tools`).
+    pub nvidia_shared: Vec<PathBuf>,
     /// Other accelerator device nodes present (`/dev/kfd`, `/dev/dri/renderD*`).
     pub other_nodes: Vec<PathBuf>,
 }
@@ -48,12 +53,21 @@ impl HostAccelerators {
             render.sort();
             other_nodes.extend(render);
         }
+        let nvidia_shared = NVIDIA_SHARED
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| p.exists())
+            .collect();
         Self {
             nvidia: Path::new("/dev/nvidiactl").exists(),
+            nvidia_shared,
             other_nodes,
         }
     }
 }
+
+/// The NVIDIA nodes shared by every GPU, bound with the GPUs' own.
+const NVIDIA_SHARED: [&str; 3] = ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"];
 
 /// An Engine device request for NVIDIA GPUs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,7 +161,9 @@ pub fn plan(
         }
         RunEnvironment::Host => {
             let mut device_nodes = Vec::new();
-            if let Some(ids) = cuda_ids(cuda_visible)
+            // Without the NVIDIA driver `CUDA_VISIBLE_DEVICES` names
+            // nothing to bind (a stray variable must not fail the run).
+            if let Some(ids) = cuda_ids(cuda_visible).filter(|_| host.nvidia)
                 && !ids.is_empty()
             {
                 for id in &ids {
@@ -160,9 +176,7 @@ pub fn plan(
                     }
                     device_nodes.push(PathBuf::from(format!("/dev/nvidia{id}")));
                 }
-                for shared in ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"] {
-                    device_nodes.push(PathBuf::from(shared));
-                }
+                device_nodes.extend(host.nvidia_shared.iter().cloned());
             }
             device_nodes.extend(sandbox_devices.iter().cloned());
             device_nodes.sort();
@@ -211,6 +225,7 @@ mod tests {
     fn nvidia_host() -> HostAccelerators {
         HostAccelerators {
             nvidia: true,
+            nvidia_shared: NVIDIA_SHARED.iter().map(PathBuf::from).collect(),
             other_nodes: vec![],
         }
     }
@@ -257,6 +272,7 @@ mod tests {
     fn docker_attaches_other_accelerators_as_device_nodes() {
         let host = HostAccelerators {
             nvidia: false,
+            nvidia_shared: vec![],
             other_nodes: vec!["/dev/kfd".into(), "/dev/dri/renderD128".into()],
         };
         let p = plan(
@@ -314,6 +330,18 @@ mod tests {
             plan(RunEnvironment::Host, false, None, &[], &nvidia_host())
                 .unwrap()
                 .is_empty()
+        );
+        // No driver: a stray CUDA_VISIBLE_DEVICES binds nothing.
+        assert!(
+            plan(
+                RunEnvironment::Host,
+                false,
+                Some("0"),
+                &[],
+                &HostAccelerators::default()
+            )
+            .unwrap()
+            .is_empty()
         );
         let e = plan(
             RunEnvironment::Host,

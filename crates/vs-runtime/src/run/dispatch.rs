@@ -4,18 +4,19 @@
 //! `docker` and `host` evaluate locally (the run's container through
 //! `DockerSandbox::execute`, or `LocalShellRunner`). `modal` and
 //! `skypilot` dispatch each candidate's committed commit to their service
-//! through [`crate::remote::dispatch`]. `slurm` would evaluate through the
-//! broker's trusted gates: it is not wired into `vibesys run` in this
-//! build and is refused here, by name, before anything runs.
+//! through [`crate::remote::dispatch`]. `slurm` evaluates locally too, in
+//! the sense that the caller supplies the runner: the CLI's runner sends
+//! each command to the run's broker over its framework socket as a job in
+//! the candidate's worktree (confined on a compute node).
 
 use crate::environment::RunEnvironment;
-use crate::error::{Result, RuntimeError};
+use crate::error::Result;
 
 /// How a run's `check` and `measure` reach where they execute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EvaluationRoute {
-    /// In the run's own container or on the host, through a local command
-    /// runner supplied by the caller.
+    /// Through a command runner supplied by the caller: the run's
+    /// container, the host, or (slurm) the run's broker.
     Local,
     /// To a service, through [`crate::remote::dispatch`] with the
     /// candidate's committed commit.
@@ -25,16 +26,13 @@ pub enum EvaluationRoute {
 /// The evaluation route of `environment`; an error naming the
 /// environment where this build cannot evaluate a run.
 ///
-/// REMOTE DISPATCH: `modal` and `skypilot` go to their service; `slurm`
-/// is wired here once the broker's trusted gates are driven by
-/// `vibesys run`.
+/// `modal` and `skypilot` go to their service; `slurm` goes through the
+/// caller's runner (the broker's framework socket).
 pub fn evaluation_route(environment: RunEnvironment) -> Result<EvaluationRoute> {
     match environment {
-        RunEnvironment::Docker | RunEnvironment::Host => Ok(EvaluationRoute::Local),
-        RunEnvironment::Slurm => Err(RuntimeError::RunEnvironmentUnavailable {
-            name: environment.name(),
-            reason: "`vibesys run` does not drive the broker's trusted gates yet; use `vibesys broker serve` and `vibesys broker gate`, or --run-environment docker or host".to_owned(),
-        }),
+        RunEnvironment::Docker | RunEnvironment::Host | RunEnvironment::Slurm => {
+            Ok(EvaluationRoute::Local)
+        }
         RunEnvironment::Modal => Ok(EvaluationRoute::Remote(crate::remote::Service::Modal)),
         RunEnvironment::Skypilot => Ok(EvaluationRoute::Remote(crate::remote::Service::Skypilot)),
     }
@@ -46,8 +44,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_environment_has_its_route_and_slurm_is_named() {
-        for env in [RunEnvironment::Docker, RunEnvironment::Host] {
+    fn each_environment_has_its_route() {
+        for env in [
+            RunEnvironment::Docker,
+            RunEnvironment::Host,
+            RunEnvironment::Slurm,
+        ] {
             assert_eq!(evaluation_route(env).unwrap(), EvaluationRoute::Local);
         }
         assert_eq!(
@@ -58,9 +60,5 @@ mod tests {
             evaluation_route(RunEnvironment::Skypilot).unwrap(),
             EvaluationRoute::Remote(crate::remote::Service::Skypilot)
         );
-        let e = evaluation_route(RunEnvironment::Slurm)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("slurm") && e.contains("not available"), "{e}");
     }
 }

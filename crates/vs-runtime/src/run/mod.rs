@@ -243,19 +243,20 @@ pub fn prepare_run(layout: &StateLayout, request: StartRequest) -> Result<(RunSt
             protect.push(p);
         }
     }
+    // `[sandbox] devices` is checked (character devices below /dev/, no
+    // symlink) when the configuration is read.
+    let sandbox_devices = vs_sandbox::config::PolicyConfig::load(layout.project())
+        .map_err(|e| RuntimeError::InvalidRunRequest {
+            reason: e.to_string(),
+        })?
+        .devices;
     let accelerators = accelerator::plan(
         request.environment,
         attach_accelerator(layout)?,
         request.cuda_visible_devices.as_deref(),
-        &[],
+        &sandbox_devices,
         &accelerator::HostAccelerators::probe(),
     )?;
-    if !accelerators.is_empty() {
-        tracing::warn!(
-            plan = ?accelerators,
-            "accelerators are planned for this run (recorded in run.json) but this build does not attach them yet: the agent sees no device"
-        );
-    }
     let run = fresh_run_id()?;
     let store = RunStore::create(layout, &run)?;
     let protected = if protect.is_empty() {

@@ -27,9 +27,9 @@ pub use attach::{AttachRequest, attach};
 pub use engine::{Engine, engine_socket};
 pub use env::{DEFAULT_ENV_ALLOW, EnvAllowList, is_credential_name, redacted};
 pub use plan::{
-    DockerOptions, DockerPlan, ExtraMount, IMAGE_LABEL, ImagePin, LIFELINE, MountRole,
-    PlannedMount, RUN_ID_LABEL, container_name, current_user, default_mask_root, docker_report,
-    valid_run_id,
+    DeviceAccess, DockerOptions, DockerPlan, ExtraMount, GpuSelection, IMAGE_LABEL, ImagePin,
+    LIFELINE, MountRole, PlannedDevice, PlannedDeviceRequest, PlannedMount, RUN_ID_LABEL,
+    container_name, current_user, default_mask_root, docker_report, valid_run_id,
 };
 pub use sandbox::DockerSandbox;
 pub use server::serve as serve_commands;

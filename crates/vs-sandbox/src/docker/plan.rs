@@ -73,6 +73,91 @@ pub struct DockerOptions {
     /// broker's agent socket, a private copy of a provider's file): never a
     /// path of the workspace, each verified in the started container.
     pub extra_mounts: Vec<ExtraMount>,
+    /// Host devices handed to the container (an accelerator's; none by
+    /// default).
+    pub devices: DeviceAccess,
+}
+
+/// Host devices a container receives.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DeviceAccess {
+    /// NVIDIA GPUs, through the Engine's device requests (driver
+    /// `nvidia`, capability `gpu`); `None`: no GPU.
+    pub nvidia: Option<GpuSelection>,
+    /// Device nodes passed in at the same path, read and write (no
+    /// `mknod`), each checked by [`crate::config::check_device_node`] when
+    /// the container starts.
+    pub nodes: Vec<PathBuf>,
+}
+
+/// Which NVIDIA GPUs a device request asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GpuSelection {
+    /// Every GPU of the host (`--gpus all`).
+    All,
+    /// These GPUs, by index or UUID (`CUDA_VISIBLE_DEVICES`).
+    Ids(Vec<String>),
+}
+
+/// A device node of the container (`HostConfig.Devices`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlannedDevice {
+    /// The node on the host.
+    pub path_on_host: PathBuf,
+    /// The node in the container (the same path).
+    pub path_in_container: PathBuf,
+    /// The device cgroup permissions (`rw`: no `mknod`).
+    pub cgroup_permissions: String,
+}
+
+/// A device request of the container (`HostConfig.DeviceRequests`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlannedDeviceRequest {
+    /// The driver (`nvidia`).
+    pub driver: String,
+    /// `-1` for every device, `0` when `device_ids` lists them.
+    pub count: i64,
+    /// The devices asked for by id.
+    pub device_ids: Vec<String>,
+    /// The capabilities asked for (`[["gpu"]]`).
+    pub capabilities: Vec<Vec<String>>,
+}
+
+impl DeviceAccess {
+    /// The device nodes of the container.
+    pub fn planned_devices(&self) -> Vec<PlannedDevice> {
+        self.nodes
+            .iter()
+            .map(|n| PlannedDevice {
+                path_on_host: n.clone(),
+                path_in_container: n.clone(),
+                cgroup_permissions: "rw".to_owned(),
+            })
+            .collect()
+    }
+
+    /// The device requests of the container.
+    pub fn planned_requests(&self) -> Vec<PlannedDeviceRequest> {
+        let Some(gpus) = &self.nvidia else {
+            return Vec::new();
+        };
+        let (count, device_ids) = match gpus {
+            GpuSelection::All => (-1, Vec::new()),
+            GpuSelection::Ids(ids) => (0, ids.clone()),
+        };
+        vec![PlannedDeviceRequest {
+            driver: "nvidia".to_owned(),
+            count,
+            device_ids,
+            capabilities: vec![vec!["gpu".to_owned()]],
+        }]
+    }
+
+    /// True when no device is handed in.
+    pub fn is_empty(&self) -> bool {
+        self.nvidia.is_none() && self.nodes.is_empty()
+    }
 }
 
 /// An operator-owned host path mounted into the container.
@@ -105,6 +190,7 @@ impl DockerOptions {
             chdir: None,
             command_server: None,
             extra_mounts: Vec::new(),
+            devices: DeviceAccess::default(),
         }
     }
 }
@@ -191,8 +277,10 @@ pub struct DockerPlan {
     pub security_opt: Vec<String>,
     /// `none` or `bridge`.
     pub network_mode: String,
-    /// Host devices passed in (always empty).
-    pub devices: Vec<String>,
+    /// Host device nodes passed in (`HostConfig.Devices`).
+    pub devices: Vec<PlannedDevice>,
+    /// Device requests (`HostConfig.DeviceRequests`: NVIDIA GPUs).
+    pub device_requests: Vec<PlannedDeviceRequest>,
     /// Maximum number of processes.
     pub pids_limit: i64,
     /// Memory limit in bytes (swap included).
@@ -311,7 +399,8 @@ impl DockerPlan {
                 format!("seccomp={}", crate::syscall_rules::docker_seccomp_profile()),
             ],
             network_mode: if options.network { "bridge" } else { "none" }.to_owned(),
-            devices: Vec::new(),
+            devices: options.devices.planned_devices(),
+            device_requests: options.devices.planned_requests(),
             pids_limit: options.pids_limit,
             memory_bytes: options.memory_bytes,
             init: true,
@@ -368,7 +457,26 @@ pub fn docker_report(policy: &ResolvedPolicy, options: &DockerOptions) -> Enforc
         "seccomp: vibesys's own profile (no set-uid/set-gid modes, no ptrace, io_uring, keyctl, bpf, userfaultfd, namespaces or mounts, no TIOCSTI)".into(),
         "every bind is checked inside the started container before anything runs: no symlink on the way, a mount root, the very file that was checked".into(),
         "the directories above each protected path are mount points: they cannot be renamed away".into(),
-        "no host devices".into(),
+        if options.devices.is_empty() {
+            "no host devices".to_owned()
+        } else {
+            format!(
+                "host devices: {}{}",
+                match &options.devices.nvidia {
+                    None => String::new(),
+                    Some(GpuSelection::All) => "every NVIDIA GPU (device request); ".to_owned(),
+                    Some(GpuSelection::Ids(ids)) =>
+                        format!("NVIDIA GPUs {} (device request); ", ids.join(",")),
+                },
+                options
+                    .devices
+                    .nodes
+                    .iter()
+                    .map(|n| format!("{} (rw, no mknod)", n.display()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        },
         format!(
             "network: {}",
             if options.network { "bridge" } else { "none" }
@@ -487,6 +595,63 @@ mod tests {
         assert_eq!(plan.execute_via, "command-server");
         let report = docker_report(&policy, &opts);
         assert!(report.hardening.iter().any(|h| h.contains("non-dumpable")));
+    }
+
+    #[test]
+    fn devices_lower_to_device_nodes_and_gpu_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let policy = ProjectPathPolicy::empty().resolve(&ws).unwrap();
+        let mut opts = DockerOptions::new(pin(), "r1", "/usr/bin/vibesys");
+        let plan = DockerPlan::new(&policy, &opts);
+        assert!(plan.devices.is_empty() && plan.device_requests.is_empty());
+        assert!(
+            docker_report(&policy, &opts)
+                .hardening
+                .contains(&"no host devices".to_owned())
+        );
+        opts.devices = DeviceAccess {
+            nvidia: Some(GpuSelection::All),
+            nodes: vec!["/dev/kfd".into(), "/dev/dri/renderD128".into()],
+        };
+        let plan = DockerPlan::new(&policy, &opts);
+        assert_eq!(
+            plan.devices,
+            [
+                PlannedDevice {
+                    path_on_host: "/dev/kfd".into(),
+                    path_in_container: "/dev/kfd".into(),
+                    cgroup_permissions: "rw".into(),
+                },
+                PlannedDevice {
+                    path_on_host: "/dev/dri/renderD128".into(),
+                    path_in_container: "/dev/dri/renderD128".into(),
+                    cgroup_permissions: "rw".into(),
+                }
+            ]
+        );
+        assert_eq!(
+            plan.device_requests,
+            [PlannedDeviceRequest {
+                driver: "nvidia".into(),
+                count: -1,
+                device_ids: vec![],
+                capabilities: vec![vec!["gpu".into()]],
+            }]
+        );
+        opts.devices.nvidia = Some(GpuSelection::Ids(vec!["1".into(), "GPU-abc".into()]));
+        let plan = DockerPlan::new(&policy, &opts);
+        assert_eq!(plan.device_requests[0].count, 0);
+        assert_eq!(plan.device_requests[0].device_ids, ["1", "GPU-abc"]);
+        let report = docker_report(&policy, &opts);
+        assert!(
+            report
+                .hardening
+                .iter()
+                .any(|h| h.contains("NVIDIA GPUs 1,GPU-abc") && h.contains("/dev/kfd")),
+            "{:?}",
+            report.hardening
+        );
     }
 
     #[test]

@@ -111,6 +111,14 @@ impl DockerSandbox {
                 }
             })?;
         }
+        // The Engine resolves a device path itself (following symlinks):
+        // each must be the character device it names.
+        for dev in &options.devices.nodes {
+            crate::config::check_device_node(dev).map_err(|reason| SandboxError::Device {
+                path: dev.clone(),
+                reason,
+            })?;
+        }
         let engine = Engine::connect()?;
         let mut plan = DockerPlan::new(policy, options);
         let report = docker_report(policy, options);
@@ -692,6 +700,32 @@ fn make_removable(root: &Path) {
     let _ = std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700));
 }
 
+/// The plan's device nodes as the Engine's `HostConfig.Devices`.
+fn device_mappings(plan: &DockerPlan) -> Vec<bollard::models::DeviceMapping> {
+    plan.devices
+        .iter()
+        .map(|d| bollard::models::DeviceMapping {
+            path_on_host: Some(d.path_on_host.to_string_lossy().into_owned()),
+            path_in_container: Some(d.path_in_container.to_string_lossy().into_owned()),
+            cgroup_permissions: Some(d.cgroup_permissions.clone()),
+        })
+        .collect()
+}
+
+/// The plan's GPU requests as the Engine's `HostConfig.DeviceRequests`.
+fn device_requests(plan: &DockerPlan) -> Vec<bollard::models::DeviceRequest> {
+    plan.device_requests
+        .iter()
+        .map(|r| bollard::models::DeviceRequest {
+            driver: Some(r.driver.clone()),
+            count: Some(r.count),
+            device_ids: (!r.device_ids.is_empty()).then(|| r.device_ids.clone()),
+            capabilities: Some(r.capabilities.clone()),
+            options: None,
+        })
+        .collect()
+}
+
 async fn start_container(
     docker: &bollard::Docker,
     plan: &DockerPlan,
@@ -718,7 +752,8 @@ async fn start_container(
         cap_drop: Some(plan.cap_drop.clone()),
         security_opt: Some(plan.security_opt.clone()),
         network_mode: Some(plan.network_mode.clone()),
-        devices: Some(Vec::new()),
+        devices: Some(device_mappings(plan)),
+        device_requests: Some(device_requests(plan)),
         pids_limit: Some(plan.pids_limit),
         memory: Some(plan.memory_bytes),
         memory_swap: Some(plan.memory_bytes),
@@ -816,4 +851,57 @@ async fn start_container(
             output: attached.output,
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::docker::{DeviceAccess, GpuSelection, ImagePin};
+    use crate::{ProjectPathPolicy, Workspace};
+
+    /// The exact Engine fields a plan's devices become.
+    #[test]
+    fn devices_lower_to_the_engine_host_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let policy = ProjectPathPolicy::empty().resolve(&ws).unwrap();
+        let pin = ImagePin {
+            name: "vibesys-editor".into(),
+            tag: "latest".into(),
+            config_digest: format!("sha256:{}", "a".repeat(64)),
+            manifest_digest: None,
+            diff_ids: vec![],
+        };
+        let mut opts = DockerOptions::new(pin, "r1", "/usr/bin/vibesys");
+        let plan = DockerPlan::new(&policy, &opts);
+        assert!(device_mappings(&plan).is_empty() && device_requests(&plan).is_empty());
+        opts.devices = DeviceAccess {
+            nvidia: Some(GpuSelection::Ids(vec!["0".into(), "2".into()])),
+            nodes: vec!["/dev/kfd".into()],
+        };
+        let plan = DockerPlan::new(&policy, &opts);
+        assert_eq!(
+            device_mappings(&plan),
+            [bollard::models::DeviceMapping {
+                path_on_host: Some("/dev/kfd".into()),
+                path_in_container: Some("/dev/kfd".into()),
+                cgroup_permissions: Some("rw".into()),
+            }]
+        );
+        assert_eq!(
+            device_requests(&plan),
+            [bollard::models::DeviceRequest {
+                driver: Some("nvidia".into()),
+                count: Some(0),
+                device_ids: Some(vec!["0".into(), "2".into()]),
+                capabilities: Some(vec![vec!["gpu".into()]]),
+                options: None,
+            }]
+        );
+        opts.devices.nvidia = Some(GpuSelection::All);
+        let all = device_requests(&DockerPlan::new(&policy, &opts));
+        assert_eq!(all[0].count, Some(-1));
+        assert_eq!(all[0].device_ids, None);
+    }
 }

@@ -78,6 +78,35 @@ impl HeadTail {
     }
 }
 
+/// A writer that keeps the first and last bytes of what it is given
+/// within a fixed cap (as a runner's capture does): for a stream that
+/// arrives from elsewhere (a job's output relayed by a broker).
+#[derive(Debug)]
+pub struct BoundedCapture(HeadTail);
+
+impl BoundedCapture {
+    /// A capture keeping `cap` bytes in all.
+    pub fn new(cap: usize) -> Self {
+        Self(HeadTail::new(cap))
+    }
+
+    /// What was written, bounded.
+    pub fn finish(self) -> CapturedOutput {
+        self.0.finish()
+    }
+}
+
+impl std::io::Write for BoundedCapture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.push(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// What a command wrote to one stream, bounded: the first and last bytes
 /// within the runner's cap, plus how many bytes in between were dropped.
 ///

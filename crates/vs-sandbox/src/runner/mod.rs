@@ -25,8 +25,8 @@ mod capture;
 #[cfg(target_os = "linux")]
 mod linux;
 
-pub use capture::CapturedOutput;
 pub(crate) use capture::HeadTail;
+pub use capture::{BoundedCapture, CapturedOutput};
 
 /// Executes one command and returns a bounded [`CommandResult`].
 pub trait CommandRunner {
@@ -266,6 +266,15 @@ pub enum RunnerError {
     #[error("in the container: {message}")]
     InContainer {
         /// The server's message.
+        message: String,
+    },
+    /// The command was handed to another place (a Slurm job through the
+    /// run's broker) that refused it or could not report its status.
+    #[error("{place}: {message}")]
+    Dispatched {
+        /// Where the command was sent.
+        place: String,
+        /// What that place said.
         message: String,
     },
     /// This runner does not exist on this operating system.
