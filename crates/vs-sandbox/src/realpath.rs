@@ -45,6 +45,10 @@ impl RealPaths {
                 Component::RootDir => cur = PathBuf::from("/"),
                 Component::CurDir | Component::Prefix(_) => {}
                 Component::ParentDir => {
+                    // As realpath: `..` of a file is ENOTDIR, not its parent.
+                    if cur != Path::new("/") && !std::fs::metadata(&cur)?.is_dir() {
+                        return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
+                    }
                     cur.pop();
                 }
                 Component::Normal(name) => cur = self.step(&cur, name, links)?,
@@ -102,6 +106,8 @@ mod tests {
             "abs/../rel",
             "missing",
             "a/b/f/x",
+            "a/b/f/..",
+            "a/b/f/../f",
             "loop1",
             "rel/f",
         ] {
