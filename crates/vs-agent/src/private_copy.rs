@@ -10,7 +10,7 @@
 //! is never written by the session; the copy goes with the session.
 
 use std::io::Read;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use vs_sandbox::PrivateFile;
@@ -98,8 +98,8 @@ impl SessionDir {
             let mut f = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
+                .mode(0o600)
                 .open(&dest)?;
-            std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o600))?;
             std::io::Write::write_all(&mut f, &content)?;
             f.sync_all()
         };
@@ -156,10 +156,7 @@ pub fn default_base() -> PathBuf {
 }
 
 fn current_uid() -> u32 {
-    // `/proc/self` is owned by the process's effective uid.
-    std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(u32::MAX)
+    rustix::process::geteuid().as_raw()
 }
 
 fn read_user_file(path: &Path) -> Result<Vec<u8>, AgentError> {
