@@ -126,33 +126,6 @@ fn a_device_that_is_not_a_character_device_is_refused_before_anything_runs() {
     );
 }
 
-/// The unprivileged user the confinement tests use (created when missing).
-const TEST_USER: &str = "vibesys-test";
-
-fn test_user() -> (String, String) {
-    let id = |flag: &str| {
-        let out = Command::new("id").args([flag, TEST_USER]).output().unwrap();
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    };
-    if id("-u").is_none() {
-        let _ = Command::new("useradd")
-            .args([
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/bin/sh",
-                TEST_USER,
-            ])
-            .status();
-    }
-    (
-        id("-u").expect("the test user"),
-        id("-g").expect("the test user's group"),
-    )
-}
-
 #[test]
 fn sandbox_devices_are_bound_into_bwrap_as_an_unprivileged_user() {
     require_tool("bwrap", "apt-get install bubblewrap");

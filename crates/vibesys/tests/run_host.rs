@@ -373,33 +373,6 @@ fn a_host_run_never_starts_an_unconfined_agent() {
     assert!(err.contains("--run-environment docker"), "{err}");
 }
 
-/// The unprivileged user the confinement tests use (created when missing).
-const TEST_USER: &str = "vibesys-test";
-
-fn test_user() -> (String, String) {
-    let id = |flag: &str| {
-        let out = Command::new("id").args([flag, TEST_USER]).output().unwrap();
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    };
-    if id("-u").is_none() {
-        let _ = Command::new("useradd")
-            .args([
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/bin/sh",
-                TEST_USER,
-            ])
-            .status();
-    }
-    (
-        id("-u").expect("the test user"),
-        id("-g").expect("the test user's group"),
-    )
-}
-
 #[test]
 fn two_candidates_on_the_host_as_an_unprivileged_user() {
     require_tool("bwrap", "apt-get install bubblewrap");

@@ -10,62 +10,13 @@
 
 mod docker_support;
 mod run_support;
+mod slurm_support;
 
-use std::process::Command;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use docker_support::{TestImage, containers_of_run, repo_root, static_vibesys};
+use docker_support::{TestImage, containers_of_run, static_vibesys};
 use run_support::*;
-
-/// Starts the single-node cluster once per test process (idempotent).
-fn slurm() {
-    static UP: OnceLock<()> = OnceLock::new();
-    UP.get_or_init(|| {
-        require_tool(
-            "srun",
-            "apt-get install slurm-wlm munge (scripts/install-deps.sh)",
-        );
-        let out = Command::new("bash")
-            .arg(repo_root().join("scripts/slurm-up.sh"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "scripts/slurm-up.sh failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    });
-}
-
-/// The run's jobs Slurm still knows as queued or running.
-fn live_jobs(run: &str) -> Vec<String> {
-    let out = Command::new("squeue")
-        .args(["-h", "-o", "%j|%T"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "squeue failed");
-    let prefix = format!("vibesys-{run}-");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.starts_with(&prefix))
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Broker processes of the run.
-fn brokers_of_run(run: &str) -> Vec<String> {
-    let out = Command::new("ps")
-        .args(["-eo", "pid=,args="])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.contains("broker serve") && l.contains(run))
-        .map(str::to_owned)
-        .collect()
-}
+use slurm_support::{brokers_of_run, live_jobs, slurm};
 
 /// The agent also says whether the broker's agent socket reached it.
 fn agent() -> String {

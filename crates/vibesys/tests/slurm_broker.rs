@@ -5,41 +5,17 @@
 //! cancellation on disconnect, SIGTERM and after SIGKILL.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod slurm_support;
 mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use slurm_support::{GPU_DIR, slurm};
 use support::*;
-
-/// The fake GPUs' device nodes (scripts/slurm-up.sh).
-const GPU_DIR: &str = "/run/vibesys-slurm";
-
-/// Starts the single-node cluster once per test process (idempotent; CI's
-/// scripts/test.sh has started it already and stops it after the suite).
-fn slurm() {
-    static UP: OnceLock<()> = OnceLock::new();
-    UP.get_or_init(|| {
-        require_tool(
-            "srun",
-            "apt-get install slurm-wlm munge (scripts/install-deps.sh)",
-        );
-        let out = Command::new("bash")
-            .arg(repo_root().join("scripts/slurm-up.sh"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "scripts/slurm-up.sh failed (it needs root, slurm-wlm and munge):\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    });
-}
 
 /// Names of the run's jobs Slurm knows (running or finished), except the
 /// start-up probe.

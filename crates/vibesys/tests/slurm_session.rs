@@ -9,79 +9,24 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
+mod slurm_support;
 // Both harnesses load the shared `common` module; each keeps its own copy.
 #[allow(clippy::duplicate_mod)]
 mod support;
 
 use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use docker_support::{TestImage, containers_of_run, static_vibesys};
-use support::{As, assert_code, project, repo_root, require_tool, stderr, unique, vibesys};
-
-/// The fake GPUs' device nodes (scripts/slurm-up.sh).
-const GPU_DIR: &str = "/run/vibesys-slurm";
-
-/// Starts the single-node cluster once per test process (idempotent).
-fn slurm() {
-    static UP: OnceLock<()> = OnceLock::new();
-    UP.get_or_init(|| {
-        require_tool(
-            "srun",
-            "apt-get install slurm-wlm munge (scripts/install-deps.sh)",
-        );
-        let out = Command::new("bash")
-            .arg(repo_root().join("scripts/slurm-up.sh"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "scripts/slurm-up.sh failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    });
-}
-
-/// The run's jobs Slurm still knows as queued or running.
-fn live_jobs(run: &str) -> Vec<String> {
-    let out = Command::new("squeue")
-        .args(["-h", "-o", "%j|%T"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "squeue failed");
-    let prefix = format!("vibesys-{run}-");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.starts_with(&prefix))
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Processes whose command line names the run (a broker left behind).
-fn processes_of_run(run: &str) -> Vec<String> {
-    let out = Command::new("ps")
-        .args(["-eo", "pid=,args="])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.contains("broker serve") && l.contains(run))
-        .map(str::to_owned)
-        .collect()
-}
+use slurm_support::{GPU_DIR, brokers_of_run, live_jobs, slurm};
+use support::{As, assert_code, project, stderr, unique, vibesys};
 
 /// What a finished session must leave: nothing of its run.
 fn assert_nothing_left(run: &str) {
     let start = Instant::now();
     loop {
-        let left = (
-            processes_of_run(run),
-            live_jobs(run),
-            containers_of_run(run),
-        );
+        let left = (brokers_of_run(run), live_jobs(run), containers_of_run(run));
         if left.0.is_empty() && left.1.is_empty() && left.2.is_empty() {
             return;
         }
@@ -425,7 +370,7 @@ fn a_session_killed_with_sigkill_leaves_no_broker_job_or_container() {
         assert!(start.elapsed() < Duration::from_secs(120), "no running job");
         std::thread::sleep(Duration::from_millis(200));
     }
-    assert!(!processes_of_run(&run).is_empty(), "no broker process seen");
+    assert!(!brokers_of_run(&run).is_empty(), "no broker process seen");
     child.kill().unwrap();
     child.wait().unwrap();
     // The broker is told by the kernel (PR_SET_PDEATHSIG) and cancels the

@@ -177,3 +177,48 @@ pub fn git(dir: &Path, args: &[&str]) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The unprivileged user the harness creates.
+pub const TEST_USER: &str = "vibesys-test";
+
+/// (uid, gid) of the unprivileged test user, created on first use.
+pub fn test_user() -> (u32, u32) {
+    static USER: OnceLock<(u32, u32)> = OnceLock::new();
+    *USER.get_or_init(|| {
+        let id = |flag: &str| -> Option<u32> {
+            let out = Command::new("id").args([flag, TEST_USER]).output().ok()?;
+            if !out.status.success() {
+                return None;
+            }
+            String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+        };
+        if id("-u").is_none() {
+            assert!(is_root(), "creating the unprivileged test user needs root");
+            let status = Command::new("useradd")
+                .args([
+                    "--system",
+                    "--no-create-home",
+                    "--shell",
+                    "/bin/sh",
+                    TEST_USER,
+                ])
+                .status()
+                .expect("run useradd");
+            // Another test binary may have created it concurrently.
+            assert!(
+                status.success() || id("-u").is_some(),
+                "useradd {TEST_USER} failed"
+            );
+        }
+        (id("-u").unwrap(), id("-g").unwrap())
+    })
+}
+
+/// True when the tests run as root.
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}

@@ -13,7 +13,8 @@ mod common;
 // Each test binary uses a different subset.
 #[allow(unused_imports)]
 pub use common::{
-    BIN, fails, git, ok, repo_root, require_tool, static_vibesys, unique, vibesys_in as vibesys,
+    BIN, fails, git, ok, repo_root, require_tool, static_vibesys, test_user, unique,
+    vibesys_in as vibesys,
 };
 
 /// Fails the test unless the Engine answers and the busybox the test

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 // The including test declares `mod docker_support` (which holds `common`).
 #[allow(unused_imports)]
-pub use crate::docker_support::{BIN, fails, git, ok, require_tool, unique, vibesys as vibesys_in};
+pub use crate::docker_support::{
+    BIN, fails, git, ok, require_tool, test_user, unique, vibesys as vibesys_in,
+};
 
 pub const TASK: &str = r#"[task]
 objective = "make bench/run.sh faster without changing its output"
