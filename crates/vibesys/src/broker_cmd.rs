@@ -13,9 +13,8 @@ use vs_runtime::broker::{
     Broker, BrokerFlags, BrokerSettings, Final, HostJobConfinement, Request, allocated_gpu_devices,
     client,
 };
-use vs_sandbox::bwrap::find_bwrap;
 use vs_sandbox::launch;
-use vs_sandbox::{BwrapOptions, HostSandbox};
+use vs_sandbox::{AnySandbox, ConfineMode, Enforcement, select};
 
 use crate::project::{PolicyArgs, helper_exe};
 
@@ -265,23 +264,19 @@ fn host_job(a: HostJobArgs) -> anyhow::Result<u8> {
         config.hidden.retain(exists);
     }
     let project = policy_args.resolve_in(vs_sandbox::Workspace::open(&a.workspace)?, config)?;
-    let resources = project.resources(&a.command[0], &[]);
-    let program = match a.bwrap {
-        Some(b) => b,
-        None => find_bwrap(std::env::var_os("PATH").as_deref())?,
+    let mut request = project.sandbox_request(
+        &a.command[0],
+        &crate::project::host_env(),
+        Some(&a.cwd),
+        helper_exe()?,
+    );
+    request.devices = Vec::new();
+    request.bwrap_program = a.bwrap.clone();
+    let Some(AnySandbox::Host(sandbox)) =
+        select(request, ConfineMode::Bwrap, Enforcement::Required)?
+    else {
+        bail!("an agent job is confined by bubblewrap, which was not selected");
     };
-    let options = BwrapOptions {
-        program,
-        network: project.network,
-        chdir: Some(a.cwd.clone()),
-        helper: helper_exe()?,
-        writable: Vec::new(),
-        read_only_within: Vec::new(),
-        private_files: Vec::new(),
-        max_processes: project.config.max_processes(),
-        devices: Vec::new(),
-    };
-    let sandbox = HostSandbox::new(&project.resolved, &resources, &options)?;
     let step_gpus = std::env::var("SLURM_STEP_GPUS")
         .or_else(|_| std::env::var("SLURM_JOB_GPUS"))
         .ok();

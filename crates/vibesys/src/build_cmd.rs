@@ -2,32 +2,25 @@
 //! show`: which command runner and which confinement each run environment
 //! uses.
 
-use std::collections::BTreeSet;
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
-use vs_agent::{ExecutionPolicy, confine};
 use vs_runtime::environment::ALL_ENVIRONMENTS;
 use vs_runtime::{
-    BuildCheckout, BuildRecord, BuildSpec, EnvironmentDescription, RunEnvironment, RunId,
+    BuildRecord, BuildSpec, EnvironmentDescription, RunEnvironment, RunId,
     RuntimeError, StateLayout, open_run_environment,
 };
-use vs_sandbox::bwrap::find_bwrap;
+use vs_runtime::build_confine::{BuildConfinement, BuildRequest, run_build};
 use vs_sandbox::config::PolicyConfig;
 use vs_sandbox::controls::SANDBOX_ENV;
-use vs_sandbox::resources::ResourceOrigin;
-use vs_sandbox::{
-    ConfineMode, Confinement, DockerOptions, DockerSandbox, Enforcement, HostResources,
-    ProjectPathPolicy, Workspace,
-};
+use vs_sandbox::{ConfineMode, DockerOptions};
 
 use std::fmt::Write as _;
 
 use crate::output::{print_json, print_text};
-use crate::project::helper_exe;
+use crate::project::{helper_exe, host_env};
 
 /// Exit status when the build ran but did not produce verified outputs.
 const EXIT_BUILD_REJECTED: u8 = 1;
@@ -269,8 +262,8 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
         _ => None,
     };
     // slurm: the run's broker, stopped (with every job it submitted) when
-    // this function returns, after the container (declared later).
-    let _broker = match (environment, docker.as_mut()) {
+    // this function returns, after the container.
+    let broker = match (environment, docker.as_mut()) {
         (RunEnvironment::Slurm, Some(options)) => {
             let broker = crate::slurm_env::BrokerChild::start(
                 layout.project(),
@@ -282,24 +275,30 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
         }
         _ => None,
     };
-    let checkout = BuildCheckout::create(&layout, &run, &args.commit)?;
-    let workspace = Workspace::open(checkout.path())?;
-    let policy = checkout_policy(&workspace, &config)?;
-    let resolved = policy.resolve(&workspace)?;
-    let path_var = std::env::var_os("PATH");
-    let confinement: Box<dyn Confinement> = match docker {
-        Some(options) => Box::new(DockerSandbox::start(&resolved, &options)?),
-        None => host_confinement(mode, &workspace, resolved, &config, &spec.argv()[0])?,
-    };
-    let mut child_env = build_env(path_var, workspace.root());
-    if _broker.is_some() {
-        child_env.push((
+    let mut extra_env = Vec::new();
+    if broker.is_some() {
+        extra_env.push((
             crate::slurm_env::BROKER_SOCKET_ENV.into(),
             crate::slurm_env::AGENT_SOCKET_IN_CONTAINER.into(),
         ));
     }
-    let commit = checkout.commit().to_owned();
-    match checkout.build(&spec, confinement.as_ref(), &child_env) {
+    let (commit, outcome) = run_build(BuildRequest {
+        layout: &layout,
+        spec: &spec,
+        config,
+        run: &run,
+        commit: &args.commit,
+        confinement: match docker {
+            Some(options) => BuildConfinement::Docker(Box::new(options)),
+            None => BuildConfinement::Host(mode),
+        },
+        env: &host_env(),
+        extra_env,
+        helper: helper_exe()?,
+    });
+    drop(broker);
+    let commit = commit.unwrap_or_else(|| args.commit.clone());
+    match outcome {
         Ok(build) => {
             if args.json {
                 print_json(&serde_json::to_value(BuildJson {
@@ -351,48 +350,6 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     }
 }
 
-/// The host confinement of a build in `workspace` (a checkout): bwrap or
-/// Landlock with enforcement required, the host resources `program`
-/// needs and the operator's `[sandbox] allow`.
-pub(crate) fn host_confinement(
-    mode: ConfineMode,
-    workspace: &Workspace,
-    resolved: vs_sandbox::ResolvedPolicy,
-    config: &PolicyConfig,
-    program: &str,
-) -> anyhow::Result<Box<dyn Confinement>> {
-    let program = OsString::from(program);
-    let host_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-    let mut resources = HostResources::for_command(
-        &program,
-        host_env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())),
-    );
-    for p in &config.allow {
-        resources.add(p, ResourceOrigin::Operator);
-    }
-    resources.retain_safe_for(workspace);
-    let exec = ExecutionPolicy {
-        policy: resolved,
-        resources,
-        mode,
-        enforcement: Enforcement::Required,
-        network: config.network.unwrap_or(true),
-        max_processes: config.max_processes(),
-        devices: Vec::new(),
-    };
-    let bwrap = match mode {
-        ConfineMode::Landlock => PathBuf::from("bwrap"),
-        _ => find_bwrap(std::env::var_os("PATH").as_deref())?,
-    };
-    confine(
-        &exec,
-        &helper_exe()?,
-        &bwrap,
-        vs_agent::StateBinds::default(),
-    )?
-    .context("refusing to build: no confinement was set up")
-}
-
 /// The Docker options of a build: the pinned editor image (or
 /// `VIBESYS_DOCKER_IMAGE`) from the lock, a container id of its own.
 fn docker_options(layout: &StateLayout, config: &PolicyConfig) -> anyhow::Result<DockerOptions> {
@@ -408,41 +365,4 @@ pub(crate) fn docker_options_with_id(
     let mut options = crate::docker_cmd::base_options(None, Some(layout.project()), run_id)?;
     options.network = config.network.unwrap_or(true);
     Ok(options)
-}
-
-/// The policy of a build checkout: the run-state paths (hidden ones always
-/// exist there; read-only ones when the commit has them) and the project's
-/// own `[sandbox]` paths that exist in the checkout. The checkout is a
-/// throwaway copy, so a path the commit lacks has nothing to protect.
-pub(crate) fn checkout_policy(
-    workspace: &Workspace,
-    config: &PolicyConfig,
-) -> anyhow::Result<ProjectPathPolicy> {
-    let exists = |p: &PathBuf| workspace.root().join(p).symlink_metadata().is_ok();
-    let hidden: BTreeSet<PathBuf> = StateLayout::hidden_paths()
-        .into_iter()
-        .chain(config.hidden.iter().filter(|p| exists(p)).cloned())
-        .collect();
-    let read_only: BTreeSet<PathBuf> = StateLayout::read_only_paths()
-        .into_iter()
-        .chain(config.read_only.iter().cloned())
-        .filter(|p| exists(p) && !hidden.contains(p))
-        .collect();
-    let policy = ProjectPathPolicy::new(read_only, hidden)?;
-    // The default protections of what the commit holds (credentials it
-    // committed hidden, its vibesys.toml and .git read-only).
-    Ok(config.defaults(workspace)?.apply(&policy)?)
-}
-
-/// The build's whole environment: PATH, HOME (the checkout) and a fixed
-/// locale; nothing else of the caller's reaches it.
-fn build_env(path_var: Option<OsString>, checkout: &Path) -> Vec<(OsString, OsString)> {
-    vec![
-        (
-            "PATH".into(),
-            path_var.unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into()),
-        ),
-        ("HOME".into(), checkout.as_os_str().to_owned()),
-        ("LANG".into(), "C.UTF-8".into()),
-    ]
 }

@@ -1,16 +1,11 @@
-//! The Docker run environment in the CLI: which pinned image to use, the
-//! `exec --confine docker` path, and the hidden `internal-docker-attach`
-//! helper that `DockerSandbox::wrap` puts in front of an agent turn.
+//! The Docker run environment in the CLI: which pinned image to use, and
+//! the container options of `exec --confine docker`, sessions and builds.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use vs_image::Lock;
-use vs_sandbox::DockerSandbox;
-use vs_sandbox::docker::{
-    AttachRequest, DockerOptions, DockerPlan, EnvAllowList, ImagePin, attach,
-};
+use vs_sandbox::docker::{DockerOptions, EnvAllowList, ImagePin};
 
 use crate::project::ProjectPolicy;
 
@@ -151,7 +146,7 @@ pub fn options_for(
 ) -> anyhow::Result<DockerOptions> {
     let mut options = base_options(image, project_dir, run_id())?;
     options.network = project.network;
-    options.chdir = crate::project::chdir_in(&project.workspace);
+    options.chdir = project.chdir_in(crate::project::cwd().as_deref());
     if let Some(extra) = std::env::var_os("VIBESYS_DOCKER_ENV") {
         let extra = extra.to_string_lossy().into_owned();
         options.env = EnvAllowList::default().with(extra.split(',').map(str::trim));
@@ -198,83 +193,3 @@ pub fn execute_summary() -> String {
     }
 }
 
-/// `vibesys exec --confine docker`: start the run's container, run the
-/// command attached, remove the container; the command's status.
-pub fn exec(
-    project: &ProjectPolicy,
-    image: Option<&str>,
-    project_dir: Option<&Path>,
-    command: &[OsString],
-) -> anyhow::Result<u8> {
-    let options = options_for(project, image, project_dir)?;
-    let sandbox = DockerSandbox::start(&project.resolved, &options)?;
-    let workdir = sandbox.plan().workdir.clone();
-    let code = sandbox.attach(command, &workdir)?;
-    drop(sandbox);
-    Ok(u8::try_from(code).unwrap_or(125))
-}
-
-/// The plan `policy show --backend docker` prints.
-pub fn plan_for(
-    project: &ProjectPolicy,
-    project_dir: Option<&Path>,
-) -> anyhow::Result<(DockerOptions, DockerPlan)> {
-    let options = options_for(project, None, project_dir)?;
-    let plan = DockerPlan::new(&project.resolved, &options);
-    Ok((options, plan))
-}
-
-/// `vibesys internal-docker-attach --container ID --user U --workdir DIR
-/// [--env NAME]... -- CMD...`: runs CMD in the container attached to this
-/// process's stdio; values of the named variables come from this
-/// process's environment. Exit status: CMD's, 125 when attaching fails.
-pub fn internal_attach(args: Vec<OsString>) -> u8 {
-    match parse_attach(args).and_then(|r| Ok(attach(&r)?)) {
-        Ok(code) => u8::try_from(code).unwrap_or(125),
-        Err(e) => {
-            eprintln!("vibesys: error: {e:#}");
-            125
-        }
-    }
-}
-
-fn parse_attach(args: Vec<OsString>) -> anyhow::Result<AttachRequest> {
-    let mut it = args.into_iter();
-    let mut container = None;
-    let mut user = None;
-    let mut workdir = None;
-    let mut names: Vec<String> = Vec::new();
-    let text = |v: Option<OsString>, flag: &str| -> anyhow::Result<String> {
-        v.and_then(|v| v.into_string().ok())
-            .with_context(|| format!("{flag} needs a UTF-8 value"))
-    };
-    loop {
-        let Some(flag) = it.next() else {
-            bail!("internal-docker-attach: missing `-- CMD`");
-        };
-        match flag.to_str() {
-            Some("--container") => container = Some(text(it.next(), "--container")?),
-            Some("--user") => user = Some(text(it.next(), "--user")?),
-            Some("--workdir") => workdir = Some(PathBuf::from(text(it.next(), "--workdir")?)),
-            Some("--env") => names.push(text(it.next(), "--env")?),
-            Some("--") => break,
-            _ => bail!("internal-docker-attach: unknown argument {flag:?}"),
-        }
-    }
-    let argv: Vec<String> = it
-        .map(|a| {
-            a.into_string()
-                .map_err(|a| anyhow::anyhow!("argument {a:?} is not UTF-8"))
-        })
-        .collect::<anyhow::Result<_>>()?;
-    if argv.is_empty() {
-        bail!("internal-docker-attach: the command is empty");
-    }
-    Ok(AttachRequest {
-        container: container.context("internal-docker-attach: --container is required")?,
-        user: user.context("internal-docker-attach: --user is required")?,
-        workdir: workdir.context("internal-docker-attach: --workdir is required")?,
-        env: EnvAllowList::new(names).pick_from_process(),
-        argv,
-    })
-}

@@ -65,7 +65,7 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
 /// paths whose content git history still holds.
 fn check_history() -> Option<Check> {
     let args = crate::project::PolicyArgs::for_current_dir();
-    let project = args.resolve().ok()?;
+    let project = args.plan().ok()?;
     let found = crate::policy_cmd::tracked_hidden(&project);
     Some(Check {
         name: "history",

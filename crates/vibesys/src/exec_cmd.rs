@@ -2,17 +2,13 @@
 
 use std::ffi::OsString;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::{Args, ValueEnum};
-use vs_sandbox::bwrap::find_bwrap;
-use vs_sandbox::controls::{SANDBOX_ENV, allow_unconfined};
+use vs_sandbox::controls::SANDBOX_ENV;
 use vs_sandbox::launch;
-use vs_sandbox::{
-    BwrapOptions, ConfineMode, Confinement, Enforcement, HostSandbox, LandlockOptions,
-    LandlockSandbox,
-};
+use vs_sandbox::{ConfineMode, Enforcement, select};
 
-use crate::project::{PolicyArgs, chdir_in, helper_exe};
+use crate::project::{PolicyArgs, cwd, helper_exe, host_env};
 
 /// The `--confine` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -100,82 +96,53 @@ impl ConfineArgs {
     }
 }
 
-/// Runs `vibesys exec`.
+/// Runs `vibesys exec`: arguments → settings → [`vs_sandbox::select`] →
+/// run.
 pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     let (mode, enforcement) = args.confine.resolve()?;
     let project = args.policy.resolve()?;
-    if allow_unconfined(mode, enforcement)? {
-        let (program, rest) = args.command.split_first().context("the command is empty")?;
-        let status = std::process::Command::new(program)
-            .args(rest)
-            .current_dir(
-                chdir_in(&project.workspace)
-                    .unwrap_or_else(|| project.workspace.root().to_path_buf()),
-            )
-            .status()
-            .with_context(|| format!("cannot run {program:?}"))?;
-        return Ok(launch::exit_code(status) as u8);
-    }
-    let resources = project.resources(&args.command[0], &args.policy.allow);
-    match mode {
-        ConfineMode::Auto | ConfineMode::Bwrap => {
-            if cfg!(target_os = "macos") && mode == ConfineMode::Auto {
-                bail!(
-                    "the seatbelt backend is planned but `vibesys exec` runs it only on macOS builds"
-                );
-            }
-            let path_var = std::env::var_os("PATH");
-            let options = BwrapOptions {
-                program: find_bwrap(path_var.as_deref())?,
-                network: project.network,
-                chdir: chdir_in(&project.workspace),
-                helper: helper_exe()?,
-                writable: Vec::new(),
-                read_only_within: Vec::new(),
-                private_files: Vec::new(),
-                max_processes: project.config.max_processes(),
-                devices: project.config.devices.clone(),
-            };
-            let sandbox = HostSandbox::new(&project.resolved, &resources, &options)?;
-            let mut plan = sandbox.plan().clone();
-            plan.args.extend(bwrap_env_args(command_env(&args)?));
-            let code = launch::run_bwrap(&plan, &args.command, sandbox.process_limit())?;
-            Ok(code as u8)
-        }
-        ConfineMode::Landlock => {
-            let options = LandlockOptions {
-                network: project.network,
-                helper: helper_exe()?,
-                writable: Vec::new(),
-                max_processes: project.config.max_processes(),
-            };
-            let sandbox = LandlockSandbox::new(&project.resolved, &resources, &options)?;
-            debug_assert_eq!(sandbox.backend(), "landlock");
-            if let Some(dir) = chdir_in(&project.workspace)
-                .or_else(|| Some(project.workspace.root().to_path_buf()))
-            {
-                std::env::set_current_dir(&dir)
-                    .with_context(|| format!("cannot enter {}", dir.display()))?;
-            }
-            // vibesys stays the parent: a failure to confine is an error
-            // (nothing ran); otherwise the command's own status.
-            let env = command_env(&args)?;
-            let code = launch::run_landlock(
-                sandbox.plan(),
-                &args.command,
-                sandbox.process_limit(),
-                env.as_deref(),
-            )?;
-            Ok(code as u8)
-        }
-        ConfineMode::Docker => crate::docker_cmd::exec(
+    let env = command_env(&args)?;
+    let cwd = cwd();
+    let mut request = project.sandbox_request(
+        &args.command[0],
+        &host_env(),
+        cwd.as_deref(),
+        helper_exe()?,
+    );
+    if mode == ConfineMode::Docker {
+        request.docker = Some(crate::docker_cmd::options_for(
             &project,
             args.confine.image.as_deref(),
             args.policy.project.as_deref(),
-            &args.command,
-        ),
-        ConfineMode::Off => unreachable_off(),
+        )?);
     }
+    let Some(sandbox) = select(request, mode, enforcement)? else {
+        return run_unconfined(&args.command, &project, cwd.as_deref());
+    };
+    // vibesys stays the parent: a failure to confine is an error (nothing
+    // ran); otherwise the command's own status.
+    let code = sandbox.run(&args.command, env.as_deref())?;
+    Ok(u8::try_from(code).unwrap_or(crate::EXIT_VIBESYS_ERROR))
+}
+
+/// The command without confinement (disabled and not required; logged
+/// loudly by the selector), in the same directory a confined one starts.
+fn run_unconfined(
+    command: &[OsString],
+    project: &crate::project::ProjectPolicy,
+    cwd: Option<&std::path::Path>,
+) -> anyhow::Result<u8> {
+    let (program, rest) = command.split_first().context("the command is empty")?;
+    let status = std::process::Command::new(program)
+        .args(rest)
+        .current_dir(
+            project
+                .chdir_in(cwd)
+                .unwrap_or_else(|| project.workspace.root().to_path_buf()),
+        )
+        .status()
+        .with_context(|| format!("cannot run {program:?}"))?;
+    Ok(launch::exit_code(status) as u8)
 }
 
 /// The command's environment: the allow-list (plus `--env` names), or
@@ -189,27 +156,4 @@ fn command_env(args: &ExecArgs) -> anyhow::Result<Option<Vec<(OsString, OsString
     }
     let env = vs_agent::env::exec_env_allowlist(std::env::vars_os(), &args.env)?;
     Ok(Some(env.vars))
-}
-
-/// bwrap arguments that give the command exactly `env` (nothing when the
-/// environment is inherited).
-fn bwrap_env_args(env: Option<Vec<(OsString, OsString)>>) -> Vec<String> {
-    let Some(env) = env else {
-        return Vec::new();
-    };
-    let mut out = vec!["--clearenv".to_owned()];
-    for (k, v) in env {
-        match (k.into_string(), v.into_string()) {
-            (Ok(k), Ok(v)) => out.extend(["--setenv".to_owned(), k, v]),
-            (k, _) => tracing::warn!(
-                name = %k.unwrap_or_else(|n| n.to_string_lossy().into_owned()),
-                "dropping an environment variable whose value is not UTF-8"
-            ),
-        }
-    }
-    out
-}
-
-fn unreachable_off() -> anyhow::Result<u8> {
-    bail!("internal error: disabled confinement reached the backend dispatch")
 }

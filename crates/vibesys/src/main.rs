@@ -13,7 +13,6 @@ mod exec_cmd;
 mod gate_cmd;
 mod image_cmd;
 mod image_load;
-mod internal_cmd;
 mod output;
 mod policy_cmd;
 mod project;
@@ -66,30 +65,19 @@ enum Command {
     /// Internal: confine an agent job on a Slurm compute node.
     #[command(name = "internal-host-job", hide = true)]
     InternalHostJob(broker_cmd::HostJobArgs),
-    /// Internal: realise a bwrap plan's descriptors and execute bwrap.
-    #[command(name = "internal-launch", hide = true)]
-    InternalLaunch {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<std::ffi::OsString>,
-    },
-    /// Internal: apply Landlock rules and execute the command.
-    #[command(name = "internal-landlock", hide = true)]
-    InternalLandlock {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<std::ffi::OsString>,
-    },
-    /// Internal: run a command in a run's container, attached to stdio.
-    #[command(name = "internal-docker-attach", hide = true)]
-    InternalDockerAttach {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<std::ffi::OsString>,
-    },
-    /// Internal: the command server, a run container's main process.
-    #[command(name = "internal-command-server", hide = true)]
-    InternalCommandServer,
 }
 
 fn main() -> ExitCode {
+    // The hidden helpers a confined command is launched through (their
+    // protocol is vs-sandbox's): no command-line parsing of ours on the
+    // launch path. The command server's stdout is its reply channel.
+    if let Some(status) = vs_sandbox::helper_main(std::env::args_os(), |helper| {
+        if *helper != vs_sandbox::Helper::CommandServer {
+            init_logging();
+        }
+    }) {
+        return ExitCode::from(u8::try_from(status).unwrap_or(EXIT_VIBESYS_ERROR));
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -104,24 +92,12 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    if matches!(cli.command, Command::InternalCommandServer) {
-        // Inside the container: stdout is the reply channel, nothing else
-        // may write to it.
-        let status = vs_sandbox::docker::serve_commands();
-        return ExitCode::from(u8::try_from(status).unwrap_or(1));
-    }
     init_logging();
     let result = match cli.command {
         Command::Exec(args) => exec_cmd::run(args),
         Command::Policy(args) => policy_cmd::run(args),
         Command::Doctor(args) => doctor_cmd::run(args),
         Command::Session(args) => session_cmd::run(args),
-        Command::InternalLaunch { args } => return ExitCode::from(internal_cmd::launch(args)),
-        Command::InternalLandlock { args } => return ExitCode::from(internal_cmd::landlock(args)),
-        Command::InternalDockerAttach { args } => {
-            return ExitCode::from(docker_cmd::internal_attach(args));
-        }
-        Command::InternalCommandServer => return ExitCode::from(EXIT_VIBESYS_ERROR),
         Command::Image(args) => image_cmd::run(args),
         Command::State(args) => state_cmd::run(args),
         Command::Gate(args) => gate_cmd::run(args),

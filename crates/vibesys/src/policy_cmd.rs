@@ -1,16 +1,16 @@
-//! `vibesys policy show`: the exact plan each backend would apply.
+//! `vibesys policy show`: the exact plan each backend would apply. It
+//! writes nothing: the settings are `exec`'s, resolved without preparing
+//! the run state, lowered by `vs_sandbox::plan`, the function `exec`'s
+//! sandboxes are built by.
 
-use std::ffi::OsStr;
+use std::ffi::OsString;
 use std::path::Path;
 
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
-use vs_sandbox::bwrap::{BwrapPlan, bwrap_report};
-use vs_sandbox::landlock::{LandlockPlan, landlock_report};
-use vs_sandbox::seatbelt::{SeatbeltPlan, seatbelt_report};
-use vs_sandbox::{BwrapOptions, EnforcementReport, ProcessLimit};
+use vs_sandbox::{EnforcementReport, Plan};
 
-use crate::project::{PolicyArgs, helper_exe};
+use crate::project::{PolicyArgs, cwd, helper_exe, host_env};
 
 /// Arguments of `vibesys policy`.
 #[derive(Debug, Args)]
@@ -46,6 +46,10 @@ struct ShowArgs {
     /// Print JSON (stable; documented in docs/cli.md).
     #[arg(long)]
     json: bool,
+    /// The command whose plan to show, as `exec -- CMD` would run it (its
+    /// host resources depend on it; default `sh`).
+    #[arg(trailing_var_arg = true, value_name = "CMD", last = true)]
+    command: Vec<OsString>,
 }
 
 /// Runs `vibesys policy ...`.
@@ -56,132 +60,64 @@ pub fn run(args: PolicyCmdArgs) -> anyhow::Result<u8> {
 }
 
 fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
-    let project = args.policy.resolve()?;
-    let resources = project.resources(OsStr::new("sh"), &args.policy.allow);
+    // The settings `exec` resolves, without writing to the project.
+    let project = args.policy.plan()?;
+    let command: Vec<OsString> = if args.command.is_empty() {
+        vec!["sh".into()]
+    } else {
+        args.command.clone()
+    };
+    let host_env = host_env();
+    let cwd = cwd();
+    let helper = helper_exe()?;
+    let request = || project.sandbox_request(&command[0], &host_env, cwd.as_deref(), helper.clone());
+    // The environment `exec` gives the command (without --env).
+    let exec_env = vs_agent::env::exec_env_allowlist(std::env::vars_os(), &[])?.vars;
     let wants = |b: Backend| args.backend.is_none_or(|x| x == b);
-    let limit = ProcessLimit::choose(project.config.max_processes());
     let mut backends = serde_json::Map::new();
     let mut text = String::new();
-    let push_report = |text: &mut String, report: &EnforcementReport| {
-        for p in &report.paths {
-            text.push_str(&format!(
-                "  {:<9} {:<40} {}\n",
-                p.access.name(),
-                p.path.display(),
-                p.how
-            ));
+    for backend in [
+        Backend::Bwrap,
+        Backend::Landlock,
+        Backend::Seatbelt,
+        Backend::Docker,
+    ] {
+        if !wants(backend) {
+            continue;
         }
-        text.push_str(&format!("  outside the project: {}\n", report.outside));
-        for h in &report.hardening {
-            text.push_str(&format!("  enforced: {h}\n"));
+        let name = backend_name(backend);
+        text.push_str(&format!("== {name} ==\n"));
+        let mut req = request();
+        if backend == Backend::Docker {
+            match crate::docker_cmd::options_for(&project, None, args.policy.project.as_deref()) {
+                Ok(options) => req.docker = Some(options),
+                Err(e) => {
+                    text.push_str(&format!("  unusable: {e:#}\n"));
+                    backends.insert(name.into(), json!({ "error": format!("{e:#}") }));
+                    continue;
+                }
+            }
         }
-        for g in &report.gaps {
-            text.push_str(&format!("  gap: {g}\n"));
-        }
-    };
-    if wants(Backend::Bwrap) {
-        let options = BwrapOptions {
-            program: vs_sandbox::bwrap::find_bwrap(std::env::var_os("PATH").as_deref())
-                .unwrap_or_else(|_| "bwrap".into()),
-            network: project.network,
-            chdir: None,
-            helper: helper_exe()?,
-            writable: Vec::new(),
-            read_only_within: Vec::new(),
-            private_files: Vec::new(),
-            max_processes: project.config.max_processes(),
-            devices: project.config.devices.clone(),
-        };
-        let plan = BwrapPlan::new(&project.resolved, &resources, &options);
-        let report = bwrap_report(&project.resolved, &options, &limit);
-        text.push_str("== bwrap ==\n");
-        text.push_str(&format!("  {}", shell_words(&plan.program, &plan.args)));
-        text.push_str(" -- CMD...\n");
-        text.push_str(&format!(
-            "  descriptors: {}\n",
-            plan.fds
-                .iter()
-                .enumerate()
-                .map(|(i, s)| format!("{}={}", i + 3, s.describe()))
-                .collect::<Vec<_>>()
-                .join(" ")
-        ));
-        push_report(&mut text, &report);
-        backends.insert("bwrap".into(), json!({ "plan": plan, "report": report }));
-    }
-    if wants(Backend::Landlock) {
-        let report = landlock_report(&project.resolved, project.network, &limit);
-        match LandlockPlan::new(&project.resolved, &resources, project.network) {
+        match vs_sandbox::plan(req, to_backend(backend)) {
             Ok(plan) => {
-                text.push_str("== landlock ==\n");
-                for p in &plan.read {
-                    text.push_str(&format!("  read+exec  {}\n", p.display()));
-                }
-                for p in &plan.write {
-                    text.push_str(&format!("  read+write {}\n", p.display()));
-                }
-                push_report(&mut text, &report);
-                backends.insert("landlock".into(), json!({ "plan": plan, "report": report }));
+                let value = describe_plan(&plan, &exec_env, &mut text)?;
+                push_report(&mut text, plan.report());
+                backends.insert(name.into(), json!({ "plan": value, "report": plan.report() }));
             }
             Err(e) => {
-                text.push_str(&format!("== landlock ==\n  unusable: {e}\n"));
-                backends.insert("landlock".into(), json!({ "error": e.to_string() }));
+                text.push_str(&format!("  unusable: {e}\n"));
+                backends.insert(name.into(), json!({ "error": e.to_string() }));
             }
         }
     }
-    if wants(Backend::Seatbelt) {
-        let tmp = std::env::temp_dir();
-        let plan = SeatbeltPlan::new(&project.resolved, &tmp, project.network);
-        let report = seatbelt_report(&project.resolved);
-        text.push_str("== seatbelt ==\n");
-        for (k, v) in &plan.params {
-            text.push_str(&format!("  -D {k}={}\n", v.display()));
-        }
-        text.push_str(&indent(&plan.profile));
-        push_report(&mut text, &report);
-        backends.insert("seatbelt".into(), json!({ "plan": plan, "report": report }));
-    }
-    if wants(Backend::Docker) {
-        text.push_str("== docker ==\n");
-        match crate::docker_cmd::plan_for(&project, args.policy.project.as_deref()) {
-            Ok((options, plan)) => {
-                let report = vs_sandbox::docker::docker_report(&project.resolved, &options);
-                text.push_str(&format!(
-                    "  image {} (by ID {}), container {}, user {}\n",
-                    options.image.name, plan.image, plan.name, plan.user
-                ));
-                text.push_str(&format!(
-                    "  cap-drop {} security-opt {} network {} devices none pids {} memory {}\n",
-                    plan.cap_drop.join(","),
-                    plan.security_opt.join(","),
-                    plan.network_mode,
-                    plan.pids_limit,
-                    plan.memory_bytes
-                ));
-                for m in &plan.mounts {
-                    text.push_str(&format!(
-                        "  mount {:<10} {} -> {}{}\n",
-                        serde_json::to_value(m.role)?.as_str().unwrap_or("?"),
-                        m.source.display(),
-                        m.target.display(),
-                        if m.read_only { " (ro)" } else { "" }
-                    ));
-                }
-                text.push_str(&format!("  env (by name): {}\n", plan.env_names.join(" ")));
-                push_report(&mut text, &report);
-                backends.insert("docker".into(), json!({ "plan": plan, "report": report }));
-            }
-            Err(e) => {
-                text.push_str(&format!("  unusable: {e:#}\n"));
-                backends.insert("docker".into(), json!({ "error": format!("{e:#}") }));
-            }
-        }
-    }
+    let resources = request().resources;
     let in_history = tracked_hidden(&project);
     if args.json {
         let out = json!({
             "hidden_in_history": in_history,
             "workspace": project.workspace.root(),
+            "command": command,
+            "chdir": project.chdir_in(cwd.as_deref()),
             "policy": {
                 "read_only": project.policy.read_only(),
                 "hidden": project.policy.hidden(),
@@ -223,6 +159,110 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
         crate::output::print_text(&(head + &text))?;
     }
     Ok(0)
+}
+
+fn backend_name(b: Backend) -> &'static str {
+    match b {
+        Backend::Bwrap => "bwrap",
+        Backend::Landlock => "landlock",
+        Backend::Seatbelt => "seatbelt",
+        Backend::Docker => "docker",
+    }
+}
+
+fn to_backend(b: Backend) -> vs_sandbox::Backend {
+    match b {
+        Backend::Bwrap => vs_sandbox::Backend::Bwrap,
+        Backend::Landlock => vs_sandbox::Backend::Landlock,
+        Backend::Seatbelt => vs_sandbox::Backend::Seatbelt,
+        Backend::Docker => vs_sandbox::Backend::Docker,
+    }
+}
+
+/// The plan as `exec` applies it, as text and JSON.
+fn describe_plan(
+    plan: &Plan<'_>,
+    exec_env: &[(OsString, OsString)],
+    text: &mut String,
+) -> anyhow::Result<serde_json::Value> {
+    Ok(match plan {
+        Plan::Bwrap(sandbox) => {
+            let plan = sandbox.launch_plan(Some(exec_env));
+            text.push_str(&format!("  {}", shell_words(&plan.program, &plan.args)));
+            text.push_str(" -- CMD...\n");
+            text.push_str(&format!(
+                "  descriptors: {}\n",
+                plan.fds
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| format!("{}={}", i + 3, s.describe()))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ));
+            serde_json::to_value(&plan)?
+        }
+        Plan::Landlock(sandbox) => {
+            let plan = sandbox.plan();
+            for p in &plan.read {
+                text.push_str(&format!("  read+exec  {}\n", p.display()));
+            }
+            for p in &plan.write {
+                text.push_str(&format!("  read+write {}\n", p.display()));
+            }
+            serde_json::to_value(plan)?
+        }
+        Plan::Seatbelt(sandbox) => {
+            let plan = sandbox.plan();
+            for (k, v) in &plan.params {
+                text.push_str(&format!("  -D {k}={}\n", v.display()));
+            }
+            text.push_str(&indent(&plan.profile));
+            serde_json::to_value(plan)?
+        }
+        Plan::Docker { options, plan, .. } => {
+            text.push_str(&format!(
+                "  image {} (by ID {}), container {}, user {}\n",
+                options.image.name, plan.image, plan.name, plan.user
+            ));
+            text.push_str(&format!(
+                "  cap-drop {} security-opt {} network {} devices none pids {} memory {}\n",
+                plan.cap_drop.join(","),
+                plan.security_opt.join(","),
+                plan.network_mode,
+                plan.pids_limit,
+                plan.memory_bytes
+            ));
+            for m in &plan.mounts {
+                text.push_str(&format!(
+                    "  mount {:<10} {} -> {}{}\n",
+                    serde_json::to_value(m.role)?.as_str().unwrap_or("?"),
+                    m.source.display(),
+                    m.target.display(),
+                    if m.read_only { " (ro)" } else { "" }
+                ));
+            }
+            text.push_str(&format!("  env (by name): {}\n", plan.env_names.join(" ")));
+            serde_json::to_value(plan.as_ref())?
+        }
+    })
+}
+
+fn push_report(text: &mut String, report: &EnforcementReport) {
+    for p in &report.paths {
+        text.push_str(&format!(
+            "  {:<9} {:<40} {}\n",
+            p.access.name(),
+            p.path.display(),
+            p.how
+        ));
+    }
+    text.push_str(&format!("  outside the project: {}\n", report.outside));
+    for h in &report.hardening {
+        text.push_str(&format!("  enforced: {h}\n"));
+    }
+    for g in &report.gaps {
+        text.push_str(&format!("  gap: {g}\n"));
+    }
 }
 
 /// How to get a hidden path out of history.

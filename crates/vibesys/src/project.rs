@@ -1,14 +1,15 @@
-//! Resolving a project's policy: `vibesys.toml`, command-line flags and
-//! the run-state paths, validated once.
+//! The policy flags of the command line, turned into
+//! [`vs_runtime::ProjectSettings`] (`vibesys.toml`, the flags, the
+//! run-state paths and the defaults, validated once).
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
+use vs_runtime::{PolicyFlags, ProjectSettings, StatePaths};
+use vs_sandbox::Workspace;
 use vs_sandbox::config::PolicyConfig;
-use vs_sandbox::resources::ResourceOrigin;
-use vs_sandbox::{HostResources, ProjectPathPolicy, ResolvedPolicy, Workspace};
 
 /// Policy flags shared by `exec` and `policy show`.
 #[derive(Debug, Args)]
@@ -32,15 +33,9 @@ pub struct PolicyArgs {
     pub no_network: bool,
 }
 
-/// A project's policy, validated against its workspace.
-pub struct ProjectPolicy {
-    pub workspace: Workspace,
-    pub defaults: vs_sandbox::defaults::Defaults,
-    pub policy: ProjectPathPolicy,
-    pub resolved: ResolvedPolicy,
-    pub config: PolicyConfig,
-    pub network: bool,
-}
+/// A project's settings, validated against its workspace (built by
+/// [`vs_runtime::ProjectSettings`], the one place that assembles them).
+pub type ProjectPolicy = ProjectSettings;
 
 impl PolicyArgs {
     /// The arguments of a bare command in the current directory.
@@ -54,97 +49,74 @@ impl PolicyArgs {
         }
     }
 
-    /// Reads `vibesys.toml`, adds the flags and the run-state paths,
-    /// validates lexically and against the file system.
-    pub fn resolve(&self) -> anyhow::Result<ProjectPolicy> {
-        self.resolve_with_config(None)
+    /// The flags as settings input.
+    pub fn flags(&self) -> PolicyFlags {
+        PolicyFlags {
+            read_only: self.read_only.clone(),
+            hidden: self.hidden.clone(),
+            allow: self.allow.clone(),
+            no_network: self.no_network,
+        }
     }
 
-    /// As [`PolicyArgs::resolve`], with `vibesys.toml` read from
-    /// `config_root` instead of the workspace (a candidate worktree takes
-    /// its policy from the run's project, never from its own copy).
-    pub fn resolve_with_config(
-        &self,
-        config_root: Option<&std::path::Path>,
-    ) -> anyhow::Result<ProjectPolicy> {
-        let dir = match &self.project {
-            Some(p) => p.clone(),
-            None => std::env::current_dir().context("cannot read the current directory")?,
-        };
-        let workspace = Workspace::open(&dir)?;
-        let config = PolicyConfig::load(config_root.unwrap_or(workspace.root()))?;
-        self.resolve_in(workspace, config)
+    /// The project directory: `--project`, else the current directory.
+    pub fn dir(&self) -> anyhow::Result<PathBuf> {
+        match &self.project {
+            Some(p) => Ok(p.clone()),
+            None => std::env::current_dir().context("cannot read the current directory"),
+        }
     }
 
-    /// As [`PolicyArgs::resolve`], with the configuration given.
+    /// The settings a launch applies: `vibesys.toml`, the flags and the
+    /// run-state paths (created when missing), validated once.
+    pub fn resolve(&self) -> anyhow::Result<ProjectSettings> {
+        Ok(ProjectSettings::load(
+            &self.dir()?,
+            &self.flags(),
+            None,
+            StatePaths::Prepare,
+        )?)
+    }
+
+    /// The same settings without writing anything (`policy show`): a
+    /// missing run-state directory is planned as the one a launch creates.
+    pub fn plan(&self) -> anyhow::Result<ProjectSettings> {
+        Ok(ProjectSettings::load(
+            &self.dir()?,
+            &self.flags(),
+            None,
+            StatePaths::Plan,
+        )?)
+    }
+
+    /// As [`PolicyArgs::resolve`], with the configuration given (a
+    /// candidate worktree takes its policy from the run's project).
     pub fn resolve_in(
         &self,
         workspace: Workspace,
         config: PolicyConfig,
-    ) -> anyhow::Result<ProjectPolicy> {
-        let flags = ProjectPathPolicy::new(&self.read_only, &self.hidden)?;
-        let mut policy = config.policy()?.merge(&flags)?;
-        if workspace.root().join(vs_runtime::state::STATE_DIR).is_dir() {
-            // Every hidden path must exist where it is applied.
-            vs_runtime::StateLayout::prepare(workspace.root())?;
-            // Read-only entries protect what is there; a linked candidate
-            // worktree holds only the prepared hidden directories.
-            // An operator's read-only ancestor (`--read-only .vibesys`)
-            // already covers them.
-            let covered = |p: &std::path::Path| policy.read_only().iter().any(|r| p.starts_with(r));
-            let read_only: Vec<_> = vs_runtime::StateLayout::read_only_paths()
-                .into_iter()
-                .filter(|p| std::fs::symlink_metadata(workspace.root().join(p)).is_ok())
-                .filter(|p| !covered(p))
-                .collect();
-            let state = ProjectPathPolicy::new(read_only, vs_runtime::StateLayout::hidden_paths())?;
-            policy = policy.merge(&state)?;
-        }
-        // The default protections (credentials hidden; .git, vibesys.toml,
-        // .vibesys read-only) unless the operator widened them by name.
-        let defaults = config.defaults(&workspace)?;
-        let policy = defaults.apply(&policy)?;
-        let resolved = policy.resolve(&workspace)?;
-        let network = !self.no_network && config.network.unwrap_or(true);
-        Ok(ProjectPolicy {
+    ) -> anyhow::Result<ProjectSettings> {
+        Ok(ProjectSettings::with_config(
             workspace,
-            defaults,
-            policy,
-            resolved,
             config,
-            network,
-        })
+            &self.flags(),
+            StatePaths::Prepare,
+        )?)
     }
 }
 
-impl ProjectPolicy {
-    /// The host resources for running `program`, from the process
-    /// environment, the configuration and `--allow`, minus anything that
-    /// would unconfine the workspace.
-    pub fn resources(&self, program: &OsStr, allow: &[PathBuf]) -> HostResources {
-        let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-        let mut resources = HostResources::for_command(
-            program,
-            env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())),
-        );
-        for p in self.config.allow.iter().chain(allow) {
-            resources.add(p, ResourceOrigin::Operator);
-        }
-        resources.add_linked_git(&self.workspace);
-        resources.retain_safe_for(&self.workspace);
-        resources
-    }
+/// The caller's environment, passed explicitly to what needs it.
+pub fn host_env() -> Vec<(OsString, OsString)> {
+    std::env::vars_os().collect()
+}
+
+/// The current directory, when it can be read.
+pub fn cwd() -> Option<PathBuf> {
+    std::env::current_dir().ok()
 }
 
 /// The vibesys executable, used as the confinement helper.
 pub fn helper_exe() -> anyhow::Result<PathBuf> {
     std::env::current_exe()
         .context("cannot locate the vibesys executable (needed as the sandbox helper)")
-}
-
-/// The current directory when it lies in the workspace.
-pub fn chdir_in(workspace: &Workspace) -> Option<PathBuf> {
-    let cwd = std::env::current_dir().ok()?;
-    let cwd = std::fs::canonicalize(cwd).ok()?;
-    cwd.starts_with(workspace.root()).then_some(cwd)
 }

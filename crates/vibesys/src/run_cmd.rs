@@ -10,17 +10,18 @@ use std::sync::Mutex;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use vs_agent::{ExecutionPolicy, confine, prepare_state_paths, session_env_allowlist};
+use vs_agent::{prepare_state_paths, session_env_allowlist};
+use vs_runtime::build_confine::{BuildConfinement, build_confinement};
 use vs_runtime::run::{
     AgentOutcome, CandidateContext, CandidateState, Evaluator, HostError, ImageRecord, PhaseRecord,
     PhaseStatus, RunHost, RunRecord, RunState, StartRequest,
     status::{RunStatus, metric_value, run_status},
 };
 use vs_runtime::{RunEnvironment, RunId, StateLayout};
-use vs_sandbox::bwrap::find_bwrap;
 use vs_sandbox::controls::SANDBOX_ENV;
 use vs_sandbox::docker::{DockerOptions, EnvAllowList};
 use vs_sandbox::runner::CancellationToken;
+use vs_sandbox::select;
 use vs_sandbox::{
     CommandRunner, CommandSpec, ConfineMode, Confinement, DockerSandbox, Enforcement,
     LocalShellRunner, Workspace,
@@ -28,7 +29,7 @@ use vs_sandbox::{
 
 use crate::build_cmd::RunEnvArgs;
 use crate::output::{print_json, print_text};
-use crate::project::{PolicyArgs, helper_exe};
+use crate::project::{PolicyArgs, helper_exe, host_env};
 
 /// Succeeds when `$0` is an executable file: a path, or a name found in
 /// `PATH` (a shell's `command -v` also answers for builtins and, in
@@ -588,13 +589,17 @@ impl CliHost {
                 .context("the slurm run environment's broker is not running")?;
             crate::slurm_env::editor_options(&mut options, broker)?;
         }
-        let sandbox = DockerSandbox::start(&project.resolved, &options)?;
         let program = self
             .launch
             .argv
             .first()
             .cloned()
             .context("the agent command is empty")?;
+        let mut request =
+            project.sandbox_request(&program, &host_env(), Some(c.worktree), helper_exe()?);
+        request.docker = Some(options.clone());
+        let sandbox = select(request, ConfineMode::Docker, Enforcement::Required)?
+            .context("refusing to run the agent: no container was started")?;
         // A provider missing from the image is named, not a bare 127
         // (an executable file: a shell builtin cannot be executed).
         let mut probe = CommandSpec::new(
@@ -610,7 +615,10 @@ impl CliHost {
             "PATH".into(),
             vs_sandbox::runner::DEFAULT_SEARCH_PATH.into(),
         );
-        let found = sandbox.execute(&probe)?;
+        let docker = sandbox
+            .as_docker()
+            .context("the docker run environment selected no container")?;
+        let found = docker.execute(&probe)?;
         if !found.success() {
             bail!(
                 "the agent command {:?} is not on PATH in the image {} ({})",
@@ -654,20 +662,11 @@ impl CliHost {
             }
             None => vs_agent::StateBinds::default(),
         };
-        let exec = ExecutionPolicy {
-            policy: project.resolved.clone(),
-            resources: project.resources(&program, &[]),
-            mode,
-            enforcement: Enforcement::Required,
-            network: project.network,
-            max_processes: project.config.max_processes(),
-            devices: self.accelerators.device_nodes.clone(),
-        };
-        let bwrap = match mode {
-            ConfineMode::Landlock => PathBuf::from("bwrap"),
-            _ => find_bwrap(std::env::var_os("PATH").as_deref())?,
-        };
-        let confinement = confine(&exec, &helper_exe()?, &bwrap, state)?
+        let mut request =
+            project.sandbox_request(&program, &host_env(), Some(c.worktree), helper_exe()?);
+        request.devices = self.accelerators.device_nodes.clone();
+        request.state = state.into();
+        let confinement = select(request, mode, Enforcement::Required)?
             .context("refusing to run the agent: no confinement was set up")?;
         let vars = self.agent_env(c)?;
         let argv = confinement.wrap(&self.launch.argv)?;
@@ -744,10 +743,8 @@ impl RunHost for CliHost {
         (|| -> anyhow::Result<Box<dyn Confinement>> {
             let layout = StateLayout::open(&self.project)?;
             let config = vs_sandbox::config::PolicyConfig::load(&self.project)?;
-            let workspace = Workspace::open(checkout)?;
-            let policy = crate::build_cmd::checkout_policy(&workspace, &config)?;
-            let resolved = policy.resolve(&workspace)?;
-            match self.environment {
+            let spec = vs_runtime::BuildSpec::load(&layout)?;
+            let how = match self.environment {
                 RunEnvironment::Docker
                 | RunEnvironment::Modal
                 | RunEnvironment::Skypilot
@@ -761,20 +758,21 @@ impl RunHost for CliHost {
                         let lock = crate::docker_cmd::find_lock(Some(&self.project))?;
                         options.image = crate::docker_cmd::pin_for(image, &lock)?;
                     }
-                    Ok(Box::new(DockerSandbox::start(&resolved, &options)?))
+                    BuildConfinement::Docker(Box::new(options))
                 }
-                _ => {
-                    let spec = vs_runtime::BuildSpec::load(&layout)?;
-                    let mode = self.mode.context("no host confinement mechanism")?;
-                    crate::build_cmd::host_confinement(
-                        mode,
-                        &workspace,
-                        resolved,
-                        &config,
-                        &spec.argv()[0],
-                    )
+                RunEnvironment::Host => {
+                    BuildConfinement::Host(self.mode.context("no host confinement mechanism")?)
                 }
-            }
+            };
+            let program = spec.argv().first().map(OsString::from).unwrap_or_default();
+            Ok(Box::new(build_confinement(
+                checkout,
+                config,
+                &program,
+                how,
+                &host_env(),
+                helper_exe()?,
+            )?))
         })()
         .map_err(host_err)
     }

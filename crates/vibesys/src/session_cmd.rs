@@ -6,13 +6,11 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use vs_agent::{
-    ExecutionPolicy, confine, prepare_state_paths, session_command, session_env_allowlist,
-};
-use vs_sandbox::bwrap::find_bwrap;
+use vs_agent::{prepare_state_paths, session_command, session_env_allowlist};
+use vs_sandbox::select;
 
 use crate::exec_cmd::ConfineArgs;
-use crate::project::{PolicyArgs, chdir_in, helper_exe};
+use crate::project::{PolicyArgs, helper_exe, host_env};
 
 /// Arguments of `vibesys session`.
 #[derive(Debug, Args)]
@@ -146,17 +144,9 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
         .first()
         .cloned()
         .context("the provider command is empty")?;
-    let exec = ExecutionPolicy {
-        policy: project.resolved.clone(),
-        resources: project.resources(&program, &args.policy.allow),
-        mode,
-        enforcement,
-        network: project.network,
-        max_processes: project.config.max_processes(),
-        devices: project.config.devices.clone(),
-    };
-    let cwd =
-        chdir_in(&project.workspace).unwrap_or_else(|| project.workspace.root().to_path_buf());
+    let cwd = project
+        .chdir_in(crate::project::cwd().as_deref())
+        .unwrap_or_else(|| project.workspace.root().to_path_buf());
     if environment == Some(vs_runtime::RunEnvironment::Slurm) {
         if slurm_gpu_alias {
             crate::slurm_env::warn_slurm_gpu_alias();
@@ -168,9 +158,15 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
         let mounts = state_mounts(home.as_deref(), &state);
         return run_in_docker(&args, &project, &launch, &env, &cwd, None, mounts);
     }
-    let bwrap = find_bwrap(std::env::var_os("PATH").as_deref()).unwrap_or_else(|_| "bwrap".into());
-    let confinement = confine(&exec, &helper_exe()?, &bwrap, state)?;
-    let mut cmd = session_command(confinement.as_deref(), &launch, &env, &cwd)?;
+    let mut request = project.sandbox_request(&program, &host_env(), Some(&cwd), helper_exe()?);
+    request.state = state.into();
+    let confinement = select(request, mode, enforcement)?;
+    let mut cmd = session_command(
+        confinement.as_ref().map(|c| c as &dyn vs_sandbox::Confinement),
+        &launch,
+        &env,
+        &cwd,
+    )?;
     let status = cmd
         .status()
         .with_context(|| format!("cannot start the session ({})", provider.name()))?;
@@ -234,7 +230,7 @@ fn run_in_docker(
     broker: Option<&crate::slurm_env::BrokerChild>,
     state: Vec<vs_sandbox::docker::ExtraMount>,
 ) -> anyhow::Result<u8> {
-    use vs_sandbox::docker::{DockerSandbox, EnvAllowList};
+    use vs_sandbox::docker::EnvAllowList;
     const HOST_ONLY: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR"];
     let mut options = crate::docker_cmd::options_for(
         project,
@@ -254,7 +250,15 @@ fn run_in_docker(
         .map(str::to_owned)
         .collect();
     options.env = EnvAllowList::default().with(names);
-    let sandbox = DockerSandbox::start(&project.resolved, &options)?;
+    let program = launch.argv.first().context("the provider command is empty")?;
+    let mut request = project.sandbox_request(program, &host_env(), Some(cwd), helper_exe()?);
+    request.docker = Some(options);
+    let sandbox = select(
+        request,
+        vs_sandbox::ConfineMode::Docker,
+        vs_sandbox::Enforcement::Required,
+    )?
+    .context("refusing the session: no container was started")?;
     let mut cmd = session_command(Some(&sandbox), launch, env, cwd)?;
     let status = cmd
         .status()

@@ -1,7 +1,7 @@
-//! vs-agent: launching an agent session confined — the execution policy,
-//! the launcher that rewrites every provider argv through the
-//! confinement's `wrap` (on the host or in a container alike), and the
-//! environment allow-list.
+//! vs-agent: launching an agent session confined — the provider's state
+//! binds, the launcher that rewrites every provider argv through the
+//! confinement's `wrap` (on the host or in a container alike, the backend
+//! chosen by `vs_sandbox::select`), and the environment allow-list.
 
 pub mod env;
 pub mod error;
@@ -11,4 +11,4 @@ pub mod session;
 pub use env::{SessionEnv, session_env_allowlist};
 pub use error::AgentError;
 pub use private_copy::SessionDir;
-pub use session::{ExecutionPolicy, StateBinds, confine, prepare_state_paths, session_command};
+pub use session::{StateBinds, prepare_state_paths, session_command};

@@ -1,4 +1,4 @@
-//! The execution policy and the launcher: every provider argv is
+//! The provider's state binds and the launcher: every provider argv is
 //! rewritten through the confinement's `wrap`.
 
 use std::ffi::OsString;
@@ -6,37 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use agentshim::{Launch, Provider};
-use vs_sandbox::controls::allow_unconfined;
-use vs_sandbox::{
-    BwrapOptions, ConfineMode, Confinement, Enforcement, HostResources, HostSandbox,
-    LandlockOptions, LandlockSandbox, ResolvedPolicy,
-};
+use vs_sandbox::Confinement;
 
 use crate::env::SessionEnv;
 use crate::error::AgentError;
-
-/// What a session may do: the project policy, host resources, the
-/// mechanism, and whether enforcement is required.
-#[derive(Debug, Clone)]
-pub struct ExecutionPolicy {
-    /// The project policy, resolved against its workspace.
-    pub policy: ResolvedPolicy,
-    /// Read-only host paths.
-    pub resources: HostResources,
-    /// The mechanism asked for.
-    pub mode: ConfineMode,
-    /// Required for every run entry point.
-    pub enforcement: Enforcement,
-    /// Keep the host network (agents reach their model API).
-    pub network: bool,
-    /// The most processes the confined tree may hold (`[sandbox]
-    /// max_processes`).
-    pub max_processes: u64,
-    /// Host device nodes bound into the confinement (an accelerator's:
-    /// `/dev/nvidiaN` of `CUDA_VISIBLE_DEVICES`, `[sandbox] devices`).
-    /// Only bwrap can bind them; Landlock refuses a non-empty list.
-    pub devices: Vec<std::path::PathBuf>,
-}
 
 /// The provider's state locations for `home`: its directories, created
 /// when missing (so they exist where they are bound read-write), the
@@ -55,6 +28,17 @@ pub struct StateBinds {
     pub private: Vec<PathBuf>,
     /// The copies, once seeded (see [`StateBinds::seed_copies`]).
     pub copies: Vec<vs_sandbox::PrivateFile>,
+}
+
+impl From<StateBinds> for vs_sandbox::ProviderState {
+    fn from(state: StateBinds) -> Self {
+        Self {
+            writable: state.writable,
+            read_only_within: state.read_only_within,
+            user_files: state.private,
+            private_files: state.copies,
+        }
+    }
 }
 
 impl StateBinds {
@@ -137,95 +121,6 @@ pub fn prepare_state_paths(
         out.writable.push(sp.path);
     }
     Ok(out)
-}
-
-/// Builds the confinement for a policy; `None` only when confinement is
-/// disabled and not required (logged loudly by `allow_unconfined`).
-pub fn confine(
-    exec: &ExecutionPolicy,
-    helper: &Path,
-    bwrap: &Path,
-    state: StateBinds,
-) -> Result<Option<Box<dyn Confinement>>, AgentError> {
-    if allow_unconfined(exec.mode, exec.enforcement).map_err(vs_sandbox::SandboxError::from)? {
-        return Ok(None);
-    }
-    match exec.mode {
-        ConfineMode::Auto | ConfineMode::Bwrap => {
-            let options = BwrapOptions {
-                program: bwrap.to_path_buf(),
-                network: exec.network,
-                chdir: None,
-                helper: helper.to_path_buf(),
-                writable: state.writable,
-                read_only_within: state.read_only_within,
-                private_files: state.copies,
-                max_processes: exec.max_processes,
-                devices: exec.devices.clone(),
-            };
-            Ok(Some(Box::new(HostSandbox::new(
-                &exec.policy,
-                &exec.resources,
-                &options,
-            )?)))
-        }
-        ConfineMode::Landlock => {
-            if !exec.devices.is_empty() {
-                return Err(AgentError::UnsupportedMode {
-                    mode: "landlock",
-                    reason: format!(
-                        "device nodes {:?} are to be bound and Landlock cannot grant a device without granting all of /dev; use --confine bwrap",
-                        exec.devices
-                    ),
-                });
-            }
-            if !state.read_only_within.is_empty() {
-                tracing::warn!(
-                    paths = ?state.read_only_within,
-                    "landlock: the provider's configuration files inside its state directory are NOT read-only (Landlock cannot take back a right below a writable directory)"
-                );
-            }
-            // Landlock cannot bind a private copy at another path: the
-            // user's file is readable and NOT writable (the CLI may then
-            // fail to save its state; it cannot plant configuration).
-            let mut resources = exec.resources.clone();
-            for user_file in &state.private {
-                if state.writable.iter().any(|w| user_file.starts_with(w)) {
-                    return Err(AgentError::UnsupportedMode {
-                        mode: "landlock",
-                        reason: format!(
-                            "{} lies inside the provider's writable state directory, where Landlock cannot make it read-only; use --confine bwrap",
-                            user_file.display()
-                        ),
-                    });
-                }
-                tracing::warn!(
-                    path = %user_file.display(),
-                    "landlock: the provider's file is read-only in this session (no private copy: Landlock cannot remap a path)"
-                );
-                resources.add(user_file, vs_sandbox::resources::ResourceOrigin::ProviderState);
-            }
-            let options = LandlockOptions {
-                network: exec.network,
-                helper: helper.to_path_buf(),
-                writable: state.writable,
-                max_processes: exec.max_processes,
-            };
-            Ok(Some(Box::new(LandlockSandbox::new(
-                &exec.policy,
-                &resources,
-                &options,
-            )?)))
-        }
-        ConfineMode::Docker => Err(AgentError::UnsupportedMode {
-            mode: "docker",
-            reason: "a DockerSandbox needs the Engine and the image lock: start one (vs_sandbox::docker::DockerSandbox::start) and pass it to session_command".into(),
-        }),
-        ConfineMode::Off => Err(AgentError::UnsupportedMode {
-            mode: "off",
-            reason: "confinement is disabled".into(),
-        }),
-    }
 }
 
 /// The command that launches `launch` through `confinement` (or bare

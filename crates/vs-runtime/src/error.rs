@@ -411,6 +411,15 @@ pub enum RuntimeError {
         /// The current digest.
         current: String,
     },
+    /// The project's policy (its files or flags) is invalid.
+    #[error(transparent)]
+    Policy(#[from] vs_sandbox::PolicyError),
+    /// `vibesys.toml` cannot be read or is invalid.
+    #[error(transparent)]
+    Config(#[from] vs_sandbox::config::ConfigError),
+    /// Confinement cannot be set up; nothing ran.
+    #[error(transparent)]
+    Sandbox(#[from] vs_sandbox::SandboxError),
     /// Dispatching an evaluation to Modal or SkyPilot failed.
     #[error(transparent)]
     Remote {

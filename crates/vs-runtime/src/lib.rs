@@ -11,6 +11,7 @@
 
 pub mod broker;
 pub mod build;
+pub mod build_confine;
 pub mod environment;
 mod error;
 mod fsutil;
@@ -19,6 +20,7 @@ pub mod git;
 mod id;
 pub mod remote;
 pub mod run;
+pub mod settings;
 pub mod state;
 mod time;
 pub mod worktree;
@@ -30,5 +32,6 @@ pub use environment::{
 pub use error::{Result, RuntimeError};
 pub use gate::{Change, GateBaseline, GateDifference, GateEntry, GateReport, ProtectedSet};
 pub use id::{CandidateId, RunId};
+pub use settings::{PolicyFlags, ProjectSettings, StatePaths};
 pub use state::{AgentAccess, EntryKind, InitOutcome, ProjectRecord, StateEntry, StateLayout};
 pub use worktree::CandidateWorktree;

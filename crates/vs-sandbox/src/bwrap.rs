@@ -422,6 +422,14 @@ impl HostSandbox {
         &self.plan
     }
 
+    /// The plan [`crate::AnySandbox::run`] launches: [`HostSandbox::plan`]
+    /// giving the command exactly `env` (inherited when `None`).
+    pub fn launch_plan(&self, env: Option<&[(OsString, OsString)]>) -> BwrapPlan {
+        let mut plan = self.plan.clone();
+        plan.args.extend(env_args(env));
+        plan
+    }
+
     /// What bounds the processes of the confined tree.
     pub fn process_limit(&self) -> &ProcessLimit {
         &self.limit
@@ -510,6 +518,26 @@ fn is_executable_file(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// bwrap arguments that give the command exactly `env` (nothing when the
+/// environment is inherited). A variable whose name or value is not UTF-8
+/// is dropped, logged by name.
+pub fn env_args(env: Option<&[(OsString, OsString)]>) -> Vec<String> {
+    let Some(env) = env else {
+        return Vec::new();
+    };
+    let mut out = vec!["--clearenv".to_owned()];
+    for (k, v) in env {
+        match (k.to_str(), v.to_str()) {
+            (Some(k), Some(v)) => out.extend(["--setenv".to_owned(), k.to_owned(), v.to_owned()]),
+            _ => tracing::warn!(
+                name = %k.to_string_lossy(),
+                "dropping an environment variable whose value is not UTF-8"
+            ),
+        }
+    }
+    out
+}
+
 /// Finds bwrap in `PATH` (given explicitly); the error names what to install.
 pub fn find_bwrap(path_var: Option<&std::ffi::OsStr>) -> Result<PathBuf, SandboxUnavailableError> {
     crate::resources::find_program(std::ffi::OsStr::new("bwrap"), path_var)
@@ -521,25 +549,19 @@ impl Confinement for HostSandbox {
         "bwrap"
     }
 
-    /// `[helper, internal-launch, (--fd SLOT)..., <limit>, --, bwrap, args.., --, argv..]`:
-    /// the helper creates the descriptors, closes every other one, runs
-    /// bwrap as its child under the process limit and waits for it.
+    /// [`Helper::Launch`](crate::helper::Helper::Launch): the helper
+    /// creates the descriptors, closes every other one, runs bwrap as its
+    /// child under the process limit and waits for it.
     fn wrap(&self, argv: &[OsString]) -> Result<Vec<OsString>, SandboxError> {
         if argv.is_empty() {
             return Err(SandboxError::InvalidCommand("the command is empty".into()));
         }
-        let mut out: Vec<OsString> = vec![
-            self.helper.clone().into_os_string(),
-            crate::launch::HELPER_SUBCOMMAND.into(),
-        ];
-        for slot in &self.plan.fds {
-            out.push("--fd".into());
-            out.extend(slot.to_args());
+        Ok(crate::helper::Helper::Launch {
+            slots: self.plan.fds.clone(),
+            limit: self.limit.clone(),
+            argv: self.plan.argv(argv),
         }
-        out.extend(self.limit.to_args());
-        out.push("--".into());
-        out.extend(self.plan.argv(argv));
-        Ok(out)
+        .argv(&self.helper))
     }
 
     fn agent_path(&self, host: &Path) -> PathBuf {

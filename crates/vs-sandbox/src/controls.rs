@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+pub use crate::error::SandboxUnavailableError;
 use crate::error::SandboxError;
 
 /// The environment variable that chooses the confinement mechanism.
@@ -84,33 +85,6 @@ pub enum Enforcement {
     Required,
     /// A library embedder may run unconfined; a loud log line says so.
     Optional,
-}
-
-/// The requested confinement cannot be had; the agent is not launched.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
-#[error("sandbox unavailable: {mechanism}: {reason}; {fix}")]
-pub struct SandboxUnavailableError {
-    /// The mechanism that was asked for.
-    pub mechanism: String,
-    /// What is missing.
-    pub reason: String,
-    /// How to fix it.
-    pub fix: String,
-}
-
-impl SandboxUnavailableError {
-    /// Builds the error.
-    pub fn new(
-        mechanism: impl Into<String>,
-        reason: impl Into<String>,
-        fix: impl Into<String>,
-    ) -> Self {
-        Self {
-            mechanism: mechanism.into(),
-            reason: reason.into(),
-            fix: fix.into(),
-        }
-    }
 }
 
 /// Decides what to do with a disabled mode: an error under

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::controls::SandboxUnavailableError;
+use serde::Serialize;
 
 /// Why a policy was rejected. Every variant names the offending path.
 #[derive(Debug, thiserror::Error)]
@@ -220,6 +220,14 @@ pub enum SandboxError {
         /// The backend.
         backend: &'static str,
     },
+    /// The backend cannot apply what the request asks for.
+    #[error("the {backend} backend cannot confine this: {reason}")]
+    Unsupported {
+        /// The backend.
+        backend: &'static str,
+        /// What it cannot do, and what to use instead.
+        reason: String,
+    },
     /// An operating-system call failed while preparing confinement.
     #[error("{what}: {source}")]
     Os {
@@ -228,4 +236,31 @@ pub enum SandboxError {
         /// The underlying error.
         source: std::io::Error,
     },
+}
+
+/// The requested confinement cannot be had; the agent is not launched.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[error("sandbox unavailable: {mechanism}: {reason}; {fix}")]
+pub struct SandboxUnavailableError {
+    /// The mechanism that was asked for.
+    pub mechanism: String,
+    /// What is missing.
+    pub reason: String,
+    /// How to fix it.
+    pub fix: String,
+}
+
+impl SandboxUnavailableError {
+    /// Builds the error.
+    pub fn new(
+        mechanism: impl Into<String>,
+        reason: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        Self {
+            mechanism: mechanism.into(),
+            reason: reason.into(),
+            fix: fix.into(),
+        }
+    }
 }

@@ -20,9 +20,6 @@ use crate::limits::ProcessLimit;
 use crate::policy::{Access, ResolvedPolicy};
 use crate::resources::HostResources;
 
-/// The hidden helper subcommand that applies Landlock and executes.
-pub const HELPER_SUBCOMMAND: &str = "internal-landlock";
-
 /// Devices a confined command may write.
 pub const WRITABLE_DEVICES: &[&str] = &[
     "/dev/null",
@@ -52,6 +49,9 @@ pub struct LandlockOptions {
     pub writable: Vec<PathBuf>,
     /// `[sandbox] max_processes`: the most processes the tree may hold.
     pub max_processes: u64,
+    /// The directory [`crate::AnySandbox::run`] starts the command in
+    /// (inside the workspace), or the workspace root when `None`.
+    pub chdir: Option<PathBuf>,
 }
 
 /// The Landlock rules for a policy.
@@ -113,23 +113,6 @@ impl LandlockPlan {
         })
     }
 
-    /// The helper's arguments (after the subcommand), ending in `--`.
-    pub fn helper_args(&self) -> Vec<OsString> {
-        let mut args = Vec::new();
-        for p in &self.read {
-            args.push("--read".into());
-            args.push(p.clone().into_os_string());
-        }
-        for p in &self.write {
-            args.push("--write".into());
-            args.push(p.clone().into_os_string());
-        }
-        if !self.network {
-            args.push("--no-network".into());
-        }
-        args.push("--".into());
-        args
-    }
 }
 
 /// Agent confinement with Landlock (Linux 5.13+). Weaker than bwrap:
@@ -137,6 +120,7 @@ impl LandlockPlan {
 #[derive(Debug, Clone)]
 pub struct LandlockSandbox {
     plan: LandlockPlan,
+    chdir: PathBuf,
     helper: PathBuf,
     limit: ProcessLimit,
     report: EnforcementReport,
@@ -176,6 +160,10 @@ impl LandlockSandbox {
         }
         Ok(Self {
             plan,
+            chdir: options
+                .chdir
+                .clone()
+                .unwrap_or_else(|| policy.workspace().root().to_path_buf()),
             helper: options.helper.clone(),
             limit,
             report,
@@ -190,6 +178,11 @@ impl LandlockSandbox {
     /// What bounds the processes of the confined tree.
     pub fn process_limit(&self) -> &ProcessLimit {
         &self.limit
+    }
+
+    /// The directory the command starts in.
+    pub fn chdir(&self) -> &Path {
+        &self.chdir
     }
 }
 
@@ -260,18 +253,18 @@ impl Confinement for LandlockSandbox {
         "landlock"
     }
 
+    /// [`Helper::Landlock`](crate::helper::Helper::Landlock): the helper
+    /// applies the rules in the command's child and stays its parent.
     fn wrap(&self, argv: &[OsString]) -> Result<Vec<OsString>, SandboxError> {
         if argv.is_empty() {
             return Err(SandboxError::InvalidCommand("the command is empty".into()));
         }
-        let mut out = vec![
-            self.helper.clone().into_os_string(),
-            HELPER_SUBCOMMAND.into(),
-        ];
-        out.extend(self.limit.to_args());
-        out.extend(self.plan.helper_args());
-        out.extend(argv.iter().cloned());
-        Ok(out)
+        Ok(crate::helper::Helper::Landlock {
+            plan: self.plan.clone(),
+            limit: self.limit.clone(),
+            argv: argv.to_vec(),
+        }
+        .argv(&self.helper))
     }
 
     fn agent_path(&self, host: &Path) -> PathBuf {

@@ -11,9 +11,6 @@ use crate::limits::ProcessLimit;
 #[cfg(target_os = "linux")]
 use crate::linux::supervise::{ChildSetup, Prepared};
 
-/// The hidden helper subcommand that realises a bwrap plan's descriptors.
-pub const HELPER_SUBCOMMAND: &str = "internal-launch";
-
 /// Helper exit status: its own arguments were malformed.
 pub const EXIT_USAGE: i32 = 122;
 /// Helper exit status: confinement could not be applied; nothing ran.
@@ -199,8 +196,9 @@ pub fn run_with_fds(
     Err(SandboxError::UnsupportedPlatform { backend: "bwrap" })
 }
 
-/// Runs `argv` under the Landlock plan below this process, waits, and
-/// returns its exit code (128+N for signal N).
+/// Runs `argv` under the Landlock plan below this process, in `cwd` (else
+/// the current directory), with exactly `env` (else the inherited
+/// environment), waits, and returns its exit code (128+N for signal N).
 ///
 /// This process becomes a subreaper, bounds the tree with `limit` and
 /// forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT. With a pids cgroup as
@@ -223,6 +221,7 @@ pub fn run_landlock(
     argv: &[OsString],
     limit: &ProcessLimit,
     env: Option<&[(OsString, OsString)]>,
+    cwd: Option<&std::path::Path>,
 ) -> Result<i32, SandboxError> {
     use crate::linux::seccomp::{SocketRules, landlock_programs};
 
@@ -259,6 +258,9 @@ pub fn run_landlock(
     cmd.args(args);
     if let Some(env) = env {
         cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+    }
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
     }
     prepared.install(&mut cmd);
     let spawned = cmd.spawn();
@@ -307,6 +309,7 @@ pub fn run_landlock(
     _argv: &[OsString],
     _limit: &ProcessLimit,
     _env: Option<&[(OsString, OsString)]>,
+    _cwd: Option<&std::path::Path>,
 ) -> Result<i32, SandboxError> {
     Err(SandboxError::UnsupportedPlatform {
         backend: "landlock",

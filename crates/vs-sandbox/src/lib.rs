@@ -3,8 +3,10 @@
 //!
 //! Flow: build a [`ProjectPathPolicy`] (lexical rules), resolve it against
 //! a [`Workspace`] (file-system rules), gather [`HostResources`], then
-//! lower it with one backend ([`HostSandbox`], [`LandlockSandbox`],
-//! [`SeatbeltSandbox`]) into a plan that can be printed or run.
+//! lower it with the backend [`select`] chooses for the mode
+//! ([`HostSandbox`], [`LandlockSandbox`], [`SeatbeltSandbox`],
+//! [`DockerSandbox`], as one [`AnySandbox`]) into a plan that can be
+//! printed or run.
 
 pub mod bwrap;
 pub mod config;
@@ -14,6 +16,7 @@ pub mod defaults;
 pub mod docker;
 pub mod error;
 pub mod fsread;
+pub mod helper;
 pub mod landlock;
 pub mod launch;
 pub mod limits;
@@ -25,6 +28,7 @@ mod realpath;
 pub mod resources;
 pub mod runner;
 pub mod seatbelt;
+pub mod select;
 pub mod syscall_rules;
 
 pub use bwrap::{BwrapOptions, BwrapPlan, HostSandbox};
@@ -32,6 +36,7 @@ pub use confinement::{Confinement, EnforcementReport, PathEnforcement};
 pub use controls::{ConfineMode, Enforcement, SandboxUnavailableError};
 pub use docker::{DockerError, DockerOptions, DockerPlan, DockerSandbox};
 pub use error::{PolicyError, SandboxError};
+pub use helper::{Helper, helper_main};
 pub use landlock::{LandlockOptions, LandlockPlan, LandlockSandbox};
 pub use limits::ProcessLimit;
 pub use policy::{Access, ProjectPathPolicy, ResolvedPolicy, Workspace, WorkspaceRelPath};
@@ -39,3 +44,4 @@ pub use private_file::PrivateFile;
 pub use resources::HostResources;
 pub use runner::{CommandResult, CommandRunner, CommandSpec, LocalShellRunner, RunnerError};
 pub use seatbelt::{SeatbeltPlan, SeatbeltSandbox};
+pub use select::{AnySandbox, Backend, Plan, ProviderState, SandboxRequest, plan, select};

@@ -178,9 +178,27 @@ impl ProjectPathPolicy {
     /// directory; the nesting rules are checked again on resolved paths.
     /// An empty policy returns at once without touching the file system.
     pub fn resolve(&self, workspace: &Workspace) -> Result<ResolvedPolicy, PolicyError> {
+        self.resolve_planned(workspace, &[])
+    }
+
+    /// As [`ProjectPathPolicy::resolve`], except that a path of `planned`
+    /// that does not exist yet is resolved as the directory a launch will
+    /// create there (below its nearest existing ancestor, which must lie
+    /// in the workspace): what a show prints without writing.
+    pub fn resolve_planned(
+        &self,
+        workspace: &Workspace,
+        planned: &[PathBuf],
+    ) -> Result<ResolvedPolicy, PolicyError> {
         let mut entries = Vec::with_capacity(self.read_only.len() + self.hidden.len());
         for (rel, access) in self.entries() {
-            entries.push(resolve_one(workspace, rel, access)?);
+            let entry = match resolve_one(workspace, rel, access) {
+                Err(PolicyError::NotFound { .. }) if planned.iter().any(|p| p == rel.as_path()) => {
+                    planned_dir(workspace, rel, access)?
+                }
+                other => other?,
+            };
+            entries.push(entry);
         }
         check_nesting(
             entries
@@ -254,6 +272,46 @@ fn check_nesting<'a>(
         }
     }
     Ok(())
+}
+
+/// A directory that does not exist yet, below its nearest existing
+/// ancestor (canonical, inside the workspace).
+fn planned_dir(
+    workspace: &Workspace,
+    rel: &WorkspaceRelPath,
+    access: Access,
+) -> Result<ResolvedEntry, PolicyError> {
+    let mut existing = workspace.root.join(rel.as_path());
+    let mut missing = Vec::new();
+    while std::fs::symlink_metadata(&existing).is_err() {
+        let (Some(name), Some(parent)) = (existing.file_name(), existing.parent()) else {
+            break;
+        };
+        missing.push(name.to_owned());
+        existing = parent.to_path_buf();
+    }
+    let base = std::fs::canonicalize(&existing).map_err(|source| PolicyError::Io {
+        path: rel.as_path().to_path_buf(),
+        source,
+    })?;
+    let host = missing.iter().rev().fold(base, |p, n| p.join(n));
+    let resolved_rel = match host.strip_prefix(&workspace.root) {
+        Ok(r) if !r.as_os_str().is_empty() => r.to_path_buf(),
+        _ => {
+            return Err(PolicyError::EscapesWorkspace {
+                path: rel.as_path().to_path_buf(),
+                resolved: host,
+                workspace: workspace.root.clone(),
+            });
+        }
+    };
+    Ok(ResolvedEntry {
+        rel: rel.clone(),
+        resolved_rel,
+        host,
+        kind: PathKind::Directory,
+        access,
+    })
 }
 
 fn resolve_one(

@@ -101,16 +101,29 @@ impl SeatbeltPlan {
 #[derive(Debug, Clone)]
 pub struct SeatbeltSandbox {
     plan: SeatbeltPlan,
+    chdir: PathBuf,
     report: EnforcementReport,
 }
 
 impl SeatbeltSandbox {
-    /// Plans Seatbelt confinement.
-    pub fn new(policy: &ResolvedPolicy, tmpdir: &Path, network: bool) -> Self {
+    /// Plans Seatbelt confinement; the command starts in `chdir` (inside
+    /// the workspace), else the workspace root.
+    pub fn new(
+        policy: &ResolvedPolicy,
+        tmpdir: &Path,
+        network: bool,
+        chdir: Option<PathBuf>,
+    ) -> Self {
         Self {
             plan: SeatbeltPlan::new(policy, tmpdir, network),
+            chdir: chdir.unwrap_or_else(|| policy.workspace().root().to_path_buf()),
             report: seatbelt_report(policy),
         }
+    }
+
+    /// The directory the command starts in.
+    pub fn chdir(&self) -> &Path {
+        &self.chdir
     }
 
     /// The profile and parameters.

@@ -299,27 +299,20 @@ impl Confinement for DockerSandbox {
         "docker"
     }
 
+    /// [`Helper::DockerAttach`](crate::helper::Helper::DockerAttach): the
+    /// command in the run's container, attached to the helper's stdio.
     fn wrap(&self, argv: &[OsString]) -> Result<Vec<OsString>, SandboxError> {
         if argv.is_empty() {
             return Err(SandboxError::InvalidCommand("the command is empty".into()));
         }
-        let mut out: Vec<OsString> = vec![
-            self.options.helper.clone().into_os_string(),
-            "internal-docker-attach".into(),
-            "--container".into(),
-            self.container_id.clone().into(),
-            "--user".into(),
-            self.plan.user.clone().into(),
-            "--workdir".into(),
-            self.plan.workdir.clone().into_os_string(),
-        ];
-        for name in self.options.env.names() {
-            out.push("--env".into());
-            out.push(name.into());
+        Ok(crate::helper::Helper::DockerAttach {
+            container: self.container_id.clone(),
+            user: self.plan.user.clone(),
+            workdir: self.plan.workdir.clone(),
+            env: self.options.env.names().to_vec(),
+            argv: argv.to_vec(),
         }
-        out.push("--".into());
-        out.extend(argv.iter().cloned());
-        Ok(out)
+        .argv(&self.options.helper))
     }
 
     fn agent_path(&self, host: &Path) -> PathBuf {

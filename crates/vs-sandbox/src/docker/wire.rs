@@ -16,7 +16,7 @@ use crate::runner::CommandResult;
 pub const SERVER_PATH: &str = "/.vibesys/vibesys";
 
 /// The hidden subcommand that runs the command server.
-pub const SERVER_SUBCOMMAND: &str = "internal-command-server";
+pub const SERVER_SUBCOMMAND: &str = crate::helper::Helper::COMMAND_SERVER;
 
 /// Largest request the server accepts (the command's stdin travels in it,
 /// base64-encoded): 64 MiB.

@@ -1,0 +1,147 @@
+//! How a trusted candidate build is confined and run, as one library
+//! call: the checkout's settings ([`ProjectSettings::for_checkout`]), the
+//! backend [`vs_sandbox::select`] chooses (the run's container, or bwrap
+//! or Landlock on the host), enforcement required, and the build with a
+//! fixed environment ([`BuildCheckout::build`]).
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use vs_sandbox::config::PolicyConfig;
+use vs_sandbox::{AnySandbox, ConfineMode, DockerOptions, Enforcement, Workspace, select};
+
+use crate::build::{BuildCheckout, BuildSpec, TrustedBuild};
+use crate::error::{Result, RuntimeError};
+use crate::id::RunId;
+use crate::settings::ProjectSettings;
+use crate::state::StateLayout;
+
+/// Where a build is confined.
+#[derive(Debug)]
+pub enum BuildConfinement {
+    /// On the host: bwrap (`Auto`, `Bwrap`) or Landlock.
+    Host(ConfineMode),
+    /// In a container of the run's pinned image.
+    Docker(Box<DockerOptions>),
+}
+
+/// The confinement of a build of `program` in `checkout`, under the
+/// project's `config`: enforcement required, no devices, the checkout's
+/// root as the working directory. `env` is the caller's environment (bwrap
+/// and the program's host resources are found through its `PATH`).
+pub fn build_confinement(
+    checkout: &Path,
+    config: PolicyConfig,
+    program: &OsStr,
+    how: BuildConfinement,
+    env: &[(OsString, OsString)],
+    helper: PathBuf,
+) -> Result<AnySandbox> {
+    let settings = ProjectSettings::for_checkout(Workspace::open(checkout)?, config)?;
+    let mut request = settings.sandbox_request(program, env, None, helper);
+    request.devices = Vec::new();
+    let mode = match how {
+        BuildConfinement::Host(ConfineMode::Docker) => {
+            return Err(RuntimeError::Sandbox(vs_sandbox::SandboxError::Unsupported {
+                backend: "docker",
+                reason: "a host build is confined by bwrap or Landlock; the docker run environment confines it in its container".into(),
+            }));
+        }
+        BuildConfinement::Host(mode) => mode,
+        BuildConfinement::Docker(options) => {
+            request.docker = Some(*options);
+            ConfineMode::Docker
+        }
+    };
+    select(request, mode, Enforcement::Required)?.ok_or_else(|| {
+        RuntimeError::Sandbox(
+            vs_sandbox::SandboxUnavailableError::new(
+                "build confinement",
+                "no confinement was set up",
+                "a candidate build never runs unconfined",
+            )
+            .into(),
+        )
+    })
+}
+
+/// The whole environment of a build: `PATH` (the caller's, else a fixed
+/// one), `HOME` (the checkout) and a fixed locale, plus `extra`; nothing
+/// else of the caller's reaches it.
+pub fn build_env(
+    path_var: Option<OsString>,
+    checkout: &Path,
+    extra: &[(OsString, OsString)],
+) -> Vec<(OsString, OsString)> {
+    let mut env = vec![
+        (
+            "PATH".into(),
+            path_var.unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into()),
+        ),
+        ("HOME".into(), checkout.as_os_str().to_owned()),
+        ("LANG".into(), "C.UTF-8".into()),
+    ];
+    env.extend(extra.iter().cloned());
+    env
+}
+
+/// One trusted build, as `vibesys build` asks for it.
+#[derive(Debug)]
+pub struct BuildRequest<'a> {
+    /// The project (its run state holds the task and the records).
+    pub layout: &'a StateLayout,
+    /// The task's `[build]`, from the operator's project.
+    pub spec: &'a BuildSpec,
+    /// The project's `[sandbox]`, from the operator's project.
+    pub config: PolicyConfig,
+    /// The run the build belongs to.
+    pub run: &'a RunId,
+    /// The revision to build.
+    pub commit: &'a str,
+    /// Where it is confined.
+    pub confinement: BuildConfinement,
+    /// The caller's environment (for `PATH` and the host resources).
+    pub env: &'a [(OsString, OsString)],
+    /// Variables added to the build's fixed environment.
+    pub extra_env: Vec<(OsString, OsString)>,
+    /// The launch helper (the vibesys executable).
+    pub helper: PathBuf,
+}
+
+/// Runs a trusted build: the task's `[build]` from the operator's
+/// project, a fresh checkout of `commit`, the build confined there, its
+/// outputs verified and recorded outside every workspace. Returns the
+/// commit checked out and the outcome (a rejected build is an `Err` of
+/// [`RuntimeError::BuildFailed`], `BuildTimedOut`, `OutputRejected` or
+/// `ProtectedPathsChanged`).
+pub fn run_build(request: BuildRequest<'_>) -> (Option<String>, Result<TrustedBuild>) {
+    let mut commit = None;
+    let outcome = (|| {
+        let spec = request.spec;
+        let checkout = BuildCheckout::create(request.layout, request.run, request.commit)?;
+        commit = Some(checkout.commit().to_owned());
+        let program = spec
+            .argv()
+            .first()
+            .map(OsString::from)
+            .unwrap_or_default();
+        let sandbox = build_confinement(
+            checkout.path(),
+            request.config,
+            &program,
+            request.confinement,
+            request.env,
+            request.helper,
+        )?;
+        let path_var = request
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone());
+        let root = std::fs::canonicalize(checkout.path())
+            .map_err(|e| RuntimeError::io("resolve", checkout.path(), e))?;
+        let child_env = build_env(path_var, &root, &request.extra_env);
+        checkout.build(spec, &sandbox, &child_env)
+    })();
+    (commit, outcome)
+}

@@ -1,0 +1,222 @@
+//! A project's confinement settings, built and validated once: the policy
+//! from `vibesys.toml`, the operator's flags, the run-state paths and the
+//! default protections, resolved against the workspace (or a build
+//! checkout), plus what the backends need besides the policy (network,
+//! process limit, devices, the `allow` list).
+//!
+//! Every entry point turns its arguments into [`PolicyFlags`], calls
+//! [`ProjectSettings::load`] (or [`ProjectSettings::for_checkout`]) and
+//! hands [`ProjectSettings::sandbox_request`] to `vs_sandbox::select`; so
+//! `policy show` and `exec` lower the very same value.
+
+use std::collections::BTreeSet;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use vs_sandbox::config::PolicyConfig;
+use vs_sandbox::defaults::Defaults;
+use vs_sandbox::resources::ResourceOrigin;
+use vs_sandbox::{
+    HostResources, ProjectPathPolicy, ResolvedPolicy, SandboxRequest, Workspace,
+};
+
+use crate::error::Result;
+use crate::state::{STATE_DIR, StateLayout};
+
+/// The operator's policy flags (`--read-only`, `--hidden`, `--allow`,
+/// `--no-network`), added to the project's configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PolicyFlags {
+    /// Workspace-relative read-only paths.
+    pub read_only: Vec<PathBuf>,
+    /// Workspace-relative hidden paths.
+    pub hidden: Vec<PathBuf>,
+    /// Extra absolute host paths the command may read.
+    pub allow: Vec<PathBuf>,
+    /// Unshare the network.
+    pub no_network: bool,
+}
+
+/// Whether loading may create the run state's hidden directories.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatePaths {
+    /// Create them (every hidden path must exist where it is applied): a
+    /// launch.
+    Prepare,
+    /// Write nothing: a missing one is planned as the directory a launch
+    /// would create (`policy show`).
+    Plan,
+}
+
+/// A project's settings, validated against its workspace.
+#[derive(Debug, Clone)]
+pub struct ProjectSettings {
+    /// The workspace (canonical root).
+    pub workspace: Workspace,
+    /// The default protections in force (and what was widened).
+    pub defaults: Defaults,
+    /// The policy as written: configuration, flags, state paths, defaults.
+    pub policy: ProjectPathPolicy,
+    /// The policy resolved against the workspace.
+    pub resolved: ResolvedPolicy,
+    /// `vibesys.toml`'s `[sandbox]`.
+    pub config: PolicyConfig,
+    /// Keep the host network.
+    pub network: bool,
+    /// Host paths the operator allows (`[sandbox] allow` and `--allow`).
+    pub allow: Vec<PathBuf>,
+    /// Whether a linked worktree's git directories are host resources
+    /// (read-only, so git works in a candidate worktree).
+    linked_git: bool,
+}
+
+impl ProjectSettings {
+    /// Reads `vibesys.toml` (from `config_root` when given: a candidate
+    /// worktree takes its policy from the run's project, never its own
+    /// copy), adds `flags`, the run-state paths when `.vibesys/state`
+    /// exists and the default protections, and resolves the whole against
+    /// the workspace at `dir`.
+    pub fn load(
+        dir: &Path,
+        flags: &PolicyFlags,
+        config_root: Option<&Path>,
+        state: StatePaths,
+    ) -> Result<Self> {
+        let workspace = Workspace::open(dir)?;
+        let config = PolicyConfig::load(config_root.unwrap_or(workspace.root()))?;
+        Self::with_config(workspace, config, flags, state)
+    }
+
+    /// As [`ProjectSettings::load`], with the configuration given.
+    pub fn with_config(
+        workspace: Workspace,
+        config: PolicyConfig,
+        flags: &PolicyFlags,
+        state: StatePaths,
+    ) -> Result<Self> {
+        let flag_policy = ProjectPathPolicy::new(&flags.read_only, &flags.hidden)?;
+        let mut policy = config.policy()?.merge(&flag_policy)?;
+        let mut planned = Vec::new();
+        if workspace.root().join(STATE_DIR).is_dir() {
+            match state {
+                StatePaths::Prepare => StateLayout::prepare(workspace.root())?,
+                StatePaths::Plan => planned = StateLayout::hidden_paths(),
+            }
+            // Read-only entries protect what is there; a linked candidate
+            // worktree holds only the prepared hidden directories. An
+            // operator's read-only ancestor (`--read-only .vibesys`)
+            // already covers them.
+            let covered = |p: &Path| policy.read_only().iter().any(|r| p.starts_with(r));
+            let read_only: Vec<PathBuf> = StateLayout::read_only_paths()
+                .into_iter()
+                .filter(|p| std::fs::symlink_metadata(workspace.root().join(p)).is_ok())
+                .filter(|p| !covered(p))
+                .collect();
+            let state = ProjectPathPolicy::new(read_only, StateLayout::hidden_paths())?;
+            policy = policy.merge(&state)?;
+        }
+        // The default protections (credentials hidden; .git, vibesys.toml,
+        // .vibesys read-only) unless the operator widened them by name.
+        let defaults = config.defaults(&workspace)?;
+        let policy = defaults.apply(&policy)?;
+        let resolved = policy.resolve_planned(&workspace, &planned)?;
+        let network = !flags.no_network && config.network.unwrap_or(true);
+        let allow = config.allow.iter().chain(&flags.allow).cloned().collect();
+        Ok(Self {
+            workspace,
+            defaults,
+            policy,
+            resolved,
+            config,
+            network,
+            allow,
+            linked_git: true,
+        })
+    }
+
+    /// The settings of a build checkout (a throwaway copy of one commit):
+    /// the run-state paths (hidden ones always exist there; read-only ones
+    /// when the commit has them), the project's own `[sandbox]` paths that
+    /// exist in the checkout, and the default protections of what the
+    /// commit holds. A path the commit lacks has nothing to protect.
+    pub fn for_checkout(workspace: Workspace, config: PolicyConfig) -> Result<Self> {
+        let exists = |p: &PathBuf| workspace.root().join(p).symlink_metadata().is_ok();
+        let hidden: BTreeSet<PathBuf> = StateLayout::hidden_paths()
+            .into_iter()
+            .chain(config.hidden.iter().filter(|p| exists(p)).cloned())
+            .collect();
+        let read_only: BTreeSet<PathBuf> = StateLayout::read_only_paths()
+            .into_iter()
+            .chain(config.read_only.iter().cloned())
+            .filter(|p| exists(p) && !hidden.contains(p))
+            .collect();
+        let policy = ProjectPathPolicy::new(read_only, hidden)?;
+        let defaults = config.defaults(&workspace)?;
+        let policy = defaults.apply(&policy)?;
+        let resolved = policy.resolve(&workspace)?;
+        let network = config.network.unwrap_or(true);
+        let allow = config.allow.clone();
+        Ok(Self {
+            workspace,
+            defaults,
+            policy,
+            resolved,
+            config,
+            network,
+            allow,
+            linked_git: false,
+        })
+    }
+
+    /// The host resources for running `program`, found through `env` (the
+    /// caller's environment, passed explicitly), plus the allowed paths,
+    /// minus anything that would unconfine the workspace.
+    pub fn resources<'a>(
+        &self,
+        program: &OsStr,
+        env: impl IntoIterator<Item = (&'a OsStr, &'a OsStr)>,
+    ) -> HostResources {
+        let mut resources = HostResources::for_command(program, env);
+        for p in &self.allow {
+            resources.add(p, ResourceOrigin::Operator);
+        }
+        if self.linked_git {
+            resources.add_linked_git(&self.workspace);
+        }
+        resources.retain_safe_for(&self.workspace);
+        resources
+    }
+
+    /// `cwd` when it lies in the workspace (canonicalised): where a
+    /// confined command starts.
+    pub fn chdir_in(&self, cwd: Option<&Path>) -> Option<PathBuf> {
+        let cwd = std::fs::canonicalize(cwd?).ok()?;
+        cwd.starts_with(self.workspace.root()).then_some(cwd)
+    }
+
+    /// What `vs_sandbox::select` needs to confine `program` (found through
+    /// `env`) started from `cwd`, with `helper` as the launch helper.
+    pub fn sandbox_request(
+        &self,
+        program: &OsStr,
+        env: &[(OsString, OsString)],
+        cwd: Option<&Path>,
+        helper: PathBuf,
+    ) -> SandboxRequest<'_> {
+        let resources = self.resources(
+            program,
+            env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())),
+        );
+        let path_var = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone());
+        let mut request = SandboxRequest::new(&self.resolved, resources, helper);
+        request.network = self.network;
+        request.chdir = self.chdir_in(cwd);
+        request.max_processes = self.config.max_processes();
+        request.devices = self.config.devices.clone();
+        request.path_var = path_var;
+        request
+    }
+}

@@ -1,0 +1,491 @@
+//! The one place that turns a confinement mode into a backend.
+//!
+//! Every entry point (exec, session, build, run) builds a
+//! [`SandboxRequest`] and calls [`select`]; it holds the only match on
+//! [`ConfineMode`]. The result is an [`AnySandbox`], which implements
+//! [`Confinement`] by an exhaustive match, so call sites carry no `cfg`
+//! and no backend type.
+//!
+//! Enforcement is checked both ways: the caller states what it requires,
+//! the backend reports what it enforces ([`Confinement::report`]), and a
+//! required enforcement with an incomplete report is refused, unless the
+//! caller chose the weaker backend explicitly (Landlock), which logs each
+//! unenforced path.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::bwrap::{BwrapOptions, HostSandbox, find_bwrap};
+use crate::confinement::{Confinement, EnforcementReport};
+use crate::controls::{ConfineMode, Enforcement, allow_unconfined};
+use crate::docker::{DockerOptions, DockerSandbox};
+use crate::error::{SandboxError, SandboxUnavailableError};
+use crate::landlock::{LandlockOptions, LandlockSandbox};
+use crate::policy::ResolvedPolicy;
+use crate::private_file::PrivateFile;
+use crate::resources::{HostResources, ResourceOrigin};
+use crate::seatbelt::SeatbeltSandbox;
+
+/// A provider's state outside the project (see `vs_agent::StateBinds`):
+/// the only host paths besides the project a session may write.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProviderState {
+    /// Directories bound read-write.
+    pub writable: Vec<PathBuf>,
+    /// Paths inside a writable one bound read-only over it.
+    pub read_only_within: Vec<PathBuf>,
+    /// The user's home-level files a private copy stands in for.
+    pub user_files: Vec<PathBuf>,
+    /// The private copies, bound read-write at the user files' paths.
+    pub private_files: Vec<PrivateFile>,
+}
+
+/// Everything a backend needs besides the mode: what the entry point
+/// decided, once.
+#[derive(Debug)]
+pub struct SandboxRequest<'a> {
+    /// The project policy, validated against its workspace.
+    pub policy: &'a ResolvedPolicy,
+    /// Read-only host paths.
+    pub resources: HostResources,
+    /// The vibesys executable (the launch helper).
+    pub helper: PathBuf,
+    /// Keep the host network.
+    pub network: bool,
+    /// The directory the command starts in, inside the workspace (the
+    /// workspace root when `None`).
+    pub chdir: Option<PathBuf>,
+    /// `[sandbox] max_processes`.
+    pub max_processes: u64,
+    /// Host device nodes to bind (only bwrap can).
+    pub devices: Vec<PathBuf>,
+    /// The provider's state, for sessions.
+    pub state: ProviderState,
+    /// The container's options, for [`ConfineMode::Docker`] (the run's
+    /// pinned image, its run id, mounts).
+    pub docker: Option<DockerOptions>,
+    /// `PATH`, where bwrap is looked up.
+    pub path_var: Option<OsString>,
+    /// The bwrap executable, when the caller names it (else found in
+    /// `path_var`).
+    pub bwrap_program: Option<PathBuf>,
+}
+
+impl<'a> SandboxRequest<'a> {
+    /// A request with no provider state, devices or Docker options.
+    pub fn new(policy: &'a ResolvedPolicy, resources: HostResources, helper: PathBuf) -> Self {
+        Self {
+            policy,
+            resources,
+            helper,
+            network: true,
+            chdir: None,
+            max_processes: crate::limits::DEFAULT_MAX_PROCESSES,
+            devices: Vec::new(),
+            state: ProviderState::default(),
+            docker: None,
+            path_var: None,
+            bwrap_program: None,
+        }
+    }
+}
+
+/// One of the confinement backends, chosen by [`select`].
+#[derive(Debug)]
+pub enum AnySandbox {
+    /// bubblewrap (Linux).
+    Host(HostSandbox),
+    /// Landlock (Linux), the weaker backend.
+    Landlock(LandlockSandbox),
+    /// Seatbelt (macOS).
+    Seatbelt(SeatbeltSandbox),
+    /// A Docker container from a pinned image.
+    Docker(Box<DockerSandbox>),
+}
+
+/// Chooses and builds the backend for `mode`: `auto` is bubblewrap on
+/// Linux and Seatbelt on macOS; `bwrap`, `landlock` and `docker` are what
+/// they say. `Ok(None)` only when confinement is disabled and not
+/// required (logged loudly). A required enforcement with paths the
+/// backend does not enforce is refused, unless Landlock was chosen.
+pub fn select(
+    request: SandboxRequest<'_>,
+    mode: ConfineMode,
+    enforcement: Enforcement,
+) -> Result<Option<AnySandbox>, SandboxError> {
+    if allow_unconfined(mode, enforcement)? {
+        return Ok(None);
+    }
+    let backend = Backend::for_mode(mode)?;
+    let sandbox = match plan(request, backend)? {
+        Plan::Bwrap(s) => AnySandbox::Host(s),
+        Plan::Landlock(s) => AnySandbox::Landlock(s),
+        Plan::Seatbelt(s) => AnySandbox::Seatbelt(s),
+        Plan::Docker { policy, options, .. } => {
+            AnySandbox::Docker(Box::new(DockerSandbox::start(policy, &options)?))
+        }
+    };
+    check_enforcement(sandbox.report(), mode, enforcement)?;
+    Ok(Some(sandbox))
+}
+
+/// A backend [`plan`] can lower to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// bubblewrap.
+    Bwrap,
+    /// Landlock.
+    Landlock,
+    /// Seatbelt.
+    Seatbelt,
+    /// A Docker container.
+    Docker,
+}
+
+impl Backend {
+    /// The backend a mode means on this platform (`auto`: bubblewrap on
+    /// Linux, Seatbelt on macOS). The only match on the mode.
+    pub fn for_mode(mode: ConfineMode) -> Result<Self, SandboxError> {
+        match mode {
+            ConfineMode::Auto => match platform_default() {
+                PlatformDefault::Bwrap => Ok(Self::Bwrap),
+                PlatformDefault::Seatbelt => Ok(Self::Seatbelt),
+                PlatformDefault::None => Err(SandboxError::UnsupportedPlatform { backend: "auto" }),
+            },
+            ConfineMode::Bwrap => Ok(Self::Bwrap),
+            ConfineMode::Landlock => Ok(Self::Landlock),
+            ConfineMode::Docker => Ok(Self::Docker),
+            ConfineMode::Off => Err(SandboxUnavailableError::new(
+                "agent confinement",
+                "confinement is disabled",
+                "unset VIBESYS_AGENT_SANDBOX or set it to auto, bwrap or landlock",
+            )
+            .into()),
+        }
+    }
+}
+
+/// What a backend would apply, built without starting anything: the
+/// host backends' sandboxes are pure plans; Docker's is the container's
+/// plan (starting it is [`select`]'s).
+#[derive(Debug)]
+pub enum Plan<'a> {
+    /// The bwrap sandbox.
+    Bwrap(HostSandbox),
+    /// The Landlock sandbox.
+    Landlock(LandlockSandbox),
+    /// The Seatbelt sandbox.
+    Seatbelt(SeatbeltSandbox),
+    /// The container's plan, its report, and what starting it needs.
+    Docker {
+        /// The policy it lowers.
+        policy: &'a ResolvedPolicy,
+        /// The container's options.
+        options: Box<DockerOptions>,
+        /// The mounts, masks and security options.
+        plan: Box<crate::docker::DockerPlan>,
+        /// What it enforces.
+        report: EnforcementReport,
+    },
+}
+
+impl Plan<'_> {
+    /// What the backend enforces.
+    pub fn report(&self) -> &EnforcementReport {
+        match self {
+            Self::Bwrap(s) => s.report(),
+            Self::Landlock(s) => s.report(),
+            Self::Seatbelt(s) => s.report(),
+            Self::Docker { report, .. } => report,
+        }
+    }
+}
+
+/// Lowers the request with `backend` into the plan [`select`] would run
+/// (`policy show` prints it; `select` builds its sandboxes from it).
+pub fn plan(request: SandboxRequest<'_>, backend: Backend) -> Result<Plan<'_>, SandboxError> {
+    match backend {
+        Backend::Bwrap => bwrap(request),
+        Backend::Landlock => landlock(request),
+        Backend::Seatbelt => seatbelt(request),
+        Backend::Docker => docker(request),
+    }
+}
+
+/// Refuses a required enforcement that the backend's report does not
+/// meet, unless the caller chose Landlock, whose gaps are documented and
+/// logged at start-up.
+pub fn check_enforcement(
+    report: &EnforcementReport,
+    mode: ConfineMode,
+    enforcement: Enforcement,
+) -> Result<(), SandboxUnavailableError> {
+    if enforcement != Enforcement::Required || report.is_complete() {
+        return Ok(());
+    }
+    let missing: Vec<String> = report
+        .not_enforced()
+        .map(|p| format!("{} ({})", p.path.display(), p.access.name()))
+        .collect();
+    if mode == ConfineMode::Landlock {
+        tracing::warn!(
+            paths = %missing.join(", "),
+            "landlock was chosen explicitly: these policy paths are NOT enforced"
+        );
+        return Ok(());
+    }
+    Err(SandboxUnavailableError::new(
+        report.backend,
+        format!(
+            "enforcement is required and the backend does not enforce {}",
+            missing.join(", ")
+        ),
+        "use a backend that enforces every policy path (bwrap on Linux), or choose landlock explicitly to accept its documented gaps",
+    ))
+}
+
+/// What `auto` means on this platform.
+#[allow(dead_code, reason = "each platform constructs one variant")]
+enum PlatformDefault {
+    Bwrap,
+    Seatbelt,
+    None,
+}
+
+#[cfg(target_os = "linux")]
+fn platform_default() -> PlatformDefault {
+    PlatformDefault::Bwrap
+}
+
+#[cfg(target_os = "macos")]
+fn platform_default() -> PlatformDefault {
+    PlatformDefault::Seatbelt
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+fn platform_default() -> PlatformDefault {
+    PlatformDefault::None
+}
+
+fn bwrap(request: SandboxRequest<'_>) -> Result<Plan<'_>, SandboxError> {
+    let options = BwrapOptions {
+        program: match request.bwrap_program {
+            Some(p) => p,
+            None => find_bwrap(request.path_var.as_deref())?,
+        },
+        network: request.network,
+        chdir: request.chdir,
+        helper: request.helper,
+        writable: request.state.writable,
+        read_only_within: request.state.read_only_within,
+        private_files: request.state.private_files,
+        max_processes: request.max_processes,
+        devices: request.devices,
+    };
+    Ok(Plan::Bwrap(HostSandbox::new(
+        request.policy,
+        &request.resources,
+        &options,
+    )?))
+}
+
+fn landlock(request: SandboxRequest<'_>) -> Result<Plan<'_>, SandboxError> {
+    let unsupported = |reason: String| SandboxError::Unsupported {
+        backend: "landlock",
+        reason,
+    };
+    if !request.devices.is_empty() {
+        return Err(unsupported(format!(
+            "device nodes {:?} are to be bound and Landlock cannot grant a device without granting all of /dev; use --confine bwrap",
+            request.devices
+        )));
+    }
+    let state = request.state;
+    if !state.read_only_within.is_empty() {
+        tracing::warn!(
+            paths = ?state.read_only_within,
+            "landlock: the provider's configuration files inside its state directory are NOT read-only (Landlock cannot take back a right below a writable directory)"
+        );
+    }
+    // Landlock cannot bind a private copy at another path: the user's file
+    // is readable and NOT writable (the CLI may then fail to save its
+    // state; it cannot plant configuration).
+    let mut resources = request.resources;
+    for user_file in &state.user_files {
+        if state.writable.iter().any(|w| user_file.starts_with(w)) {
+            return Err(unsupported(format!(
+                "{} lies inside the provider's writable state directory, where Landlock cannot make it read-only; use --confine bwrap",
+                user_file.display()
+            )));
+        }
+        tracing::warn!(
+            path = %user_file.display(),
+            "landlock: the provider's file is read-only in this session (no private copy: Landlock cannot remap a path)"
+        );
+        resources.add(user_file, ResourceOrigin::ProviderState);
+    }
+    let options = LandlockOptions {
+        network: request.network,
+        helper: request.helper,
+        writable: state.writable,
+        max_processes: request.max_processes,
+        chdir: request.chdir,
+    };
+    Ok(Plan::Landlock(LandlockSandbox::new(
+        request.policy,
+        &resources,
+        &options,
+    )?))
+}
+
+fn seatbelt(request: SandboxRequest<'_>) -> Result<Plan<'_>, SandboxError> {
+    if !request.devices.is_empty() {
+        return Err(SandboxError::Unsupported {
+            backend: "seatbelt",
+            reason: format!("device nodes {:?} cannot be granted", request.devices),
+        });
+    }
+    let tmpdir = std::env::temp_dir();
+    Ok(Plan::Seatbelt(SeatbeltSandbox::new(
+        request.policy,
+        &tmpdir,
+        request.network,
+        request.chdir,
+    )))
+}
+
+fn docker(request: SandboxRequest<'_>) -> Result<Plan<'_>, SandboxError> {
+    let Some(options) = request.docker else {
+        return Err(SandboxError::Unsupported {
+            backend: "docker",
+            reason: "no container options were given (the pinned image and the run id)".into(),
+        });
+    };
+    let plan = crate::docker::DockerPlan::new(request.policy, &options);
+    let report = crate::docker::docker_report(request.policy, &options);
+    Ok(Plan::Docker {
+        policy: request.policy,
+        options: Box::new(options),
+        plan: Box::new(plan),
+        report,
+    })
+}
+
+impl AnySandbox {
+    /// Runs `command` confined and waits: vibesys stays the parent (a
+    /// subreaper for the host backends) and whatever the command leaves
+    /// behind is killed when it exits. `env` is the command's whole
+    /// environment (`None`: inherited; for Docker the container's
+    /// allow-list applies); it starts in the request's `chdir`. Returns
+    /// the command's exit code (128+N for signal N); an error means the
+    /// command did not run.
+    pub fn run(
+        &self,
+        command: &[OsString],
+        env: Option<&[(OsString, OsString)]>,
+    ) -> Result<i32, SandboxError> {
+        match self {
+            Self::Host(s) => {
+                crate::launch::run_bwrap(&s.launch_plan(env), command, s.process_limit())
+            }
+            Self::Landlock(s) => crate::launch::run_landlock(
+                s.plan(),
+                command,
+                s.process_limit(),
+                env,
+                Some(s.chdir()),
+            ),
+            Self::Seatbelt(s) => {
+                let argv = s.wrap(command)?;
+                let Some((program, args)) = argv.split_first() else {
+                    return Err(SandboxError::InvalidCommand("the command is empty".into()));
+                };
+                let mut cmd = std::process::Command::new(program);
+                cmd.args(args).current_dir(s.chdir());
+                if let Some(env) = env {
+                    cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+                }
+                crate::launch::terminate_with_parent(&mut cmd);
+                let status = cmd.status().map_err(|source| SandboxError::Os {
+                    what: format!("starting {}", program.to_string_lossy()),
+                    source,
+                })?;
+                Ok(crate::launch::exit_code(status))
+            }
+            Self::Docker(s) => {
+                let workdir = s.plan().workdir.clone();
+                s.attach(command, &workdir)
+            }
+        }
+    }
+
+    /// The Docker sandbox, when that is the backend (its container runs
+    /// framework commands too).
+    pub fn as_docker(&self) -> Option<&DockerSandbox> {
+        match self {
+            Self::Docker(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn inner(&self) -> &dyn Confinement {
+        match self {
+            Self::Host(s) => s,
+            Self::Landlock(s) => s,
+            Self::Seatbelt(s) => s,
+            Self::Docker(s) => s.as_ref(),
+        }
+    }
+}
+
+impl Confinement for AnySandbox {
+    fn backend(&self) -> &'static str {
+        self.inner().backend()
+    }
+
+    fn wrap(&self, argv: &[OsString]) -> Result<Vec<OsString>, SandboxError> {
+        self.inner().wrap(argv)
+    }
+
+    fn agent_path(&self, host: &Path) -> PathBuf {
+        self.inner().agent_path(host)
+    }
+
+    fn report(&self) -> &EnforcementReport {
+        self.inner().report()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::confinement::PathEnforcement;
+    use crate::policy::Access;
+
+    fn report(enforced: bool) -> EnforcementReport {
+        EnforcementReport {
+            backend: "test",
+            workspace: "/w".into(),
+            paths: vec![PathEnforcement {
+                path: "docs".into(),
+                access: Access::ReadOnly,
+                enforced,
+                how: String::new(),
+            }],
+            outside: String::new(),
+            hardening: Vec::new(),
+            gaps: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn an_incomplete_report_is_refused_unless_landlock_was_chosen() {
+        let gap = report(false);
+        let err = check_enforcement(&gap, ConfineMode::Auto, Enforcement::Required).unwrap_err();
+        assert!(err.reason.contains("docs (read-only)"), "{err}");
+        check_enforcement(&gap, ConfineMode::Landlock, Enforcement::Required).unwrap();
+        check_enforcement(&gap, ConfineMode::Bwrap, Enforcement::Optional).unwrap();
+        check_enforcement(&report(true), ConfineMode::Bwrap, Enforcement::Required).unwrap();
+    }
+}
