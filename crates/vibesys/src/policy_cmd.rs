@@ -48,7 +48,7 @@ struct ShowArgs {
     json: bool,
     /// The command whose plan to show, as `exec -- CMD` would run it (its
     /// host resources depend on it; default `sh`).
-    #[arg(trailing_var_arg = true, value_name = "CMD", last = true)]
+    #[arg(last = true, value_name = "CMD")]
     command: Vec<OsString>,
 }
 

@@ -76,6 +76,7 @@ fn wrapped_landlock_argv_confines_and_reports_gaps() {
             helper: vibesys(),
             writable: Vec::new(),
             max_processes: 4096,
+            chdir: None,
         },
     )
     .unwrap();
