@@ -3,9 +3,9 @@
 //! hidden state), with the real git and the real bwrap.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod common;
 
-use support::*;
+use common::*;
 use vs_runtime::{CandidateId, CandidateWorktree, RunId, StateLayout};
 
 #[test]

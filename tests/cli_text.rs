@@ -1,9 +1,9 @@
 //! Snapshots of what users read: `--help` texts and error messages.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod common;
 
-use support::*;
+use common::*;
 
 fn help(args: &[&str]) -> String {
     let out = std::process::Command::new(vibesys())

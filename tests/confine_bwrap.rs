@@ -2,11 +2,11 @@
 //! root and as an unprivileged user.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod common;
 
 use std::time::{Duration, Instant};
 
-use support::*;
+use common::*;
 
 fn bwrap_needed() {
     require_tool("bwrap", "apt-get install bubblewrap");

@@ -5,13 +5,13 @@
 //! and a bounded number of processes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use support::*;
+use common::*;
 
 const BACKENDS: [&str; 2] = ["landlock", "bwrap"];
 
@@ -22,7 +22,7 @@ fn probes() -> &'static (PathBuf, PathBuf) {
         require_tool("gcc", "apt-get install gcc libc6-dev");
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hygiene-probes");
         std::fs::create_dir_all(&dir).unwrap();
-        let src = support::tests_dir().join("hygiene");
+        let src = common::tests_dir().join("hygiene");
         let build = |name: &str, extra: &[&str]| {
             let out = dir.join(format!("{name}-{}", std::process::id()));
             let status = Command::new("gcc")

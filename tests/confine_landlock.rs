@@ -3,9 +3,9 @@
 //! documented gaps.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod common;
 
-use support::*;
+use common::*;
 
 fn landlock_needed() {
     let abi = std::process::Command::new(vibesys())

@@ -3,11 +3,11 @@
 //! bwrap, `internal-landlock` for Landlock).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod common;
 
 use std::ffi::OsString;
 
-use support::*;
+use common::*;
 use vs_sandbox::config::PolicyConfig;
 use vs_sandbox::{
     BwrapOptions, Confinement, HostResources, HostSandbox, LandlockOptions, LandlockSandbox,

@@ -5,7 +5,7 @@
 //! `vibesys.toml` files. Each attack must fail and leave the host as it was.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use support::*;
+use common::*;
 
 fn bwrap_needed() {
     require_tool("bwrap", "apt-get install bubblewrap");

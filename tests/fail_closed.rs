@@ -2,9 +2,9 @@
 //! naming the cause, and the command not run.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod common;
 
-use support::*;
+use common::*;
 
 fn run(p: &Project, env: &[(&str, &str)], args: &[&str]) -> std::process::Output {
     let mut full = vec!["exec"];

@@ -16,13 +16,13 @@
 //!   `can't bind: destination not found`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use support::{As, command_as, require_tool, test_user, users};
+use common::{As, command_as, require_tool, test_user, users};
 
 const INSTALL: &str = "install Debian's podman and charliecloud (scripts/install-deps.sh)";
 
@@ -66,8 +66,8 @@ impl Work {
 
     /// `vibesys image build images/editor.toml --format FORMAT`; the report.
     fn build(&self, out: &str, format: &str) -> serde_json::Value {
-        let spec = support::repo_root().join("images/editor.toml");
-        let r = json(&ok(Command::new(support::vibesys())
+        let spec = common::repo_root().join("images/editor.toml");
+        let r = json(&ok(Command::new(common::vibesys())
             .current_dir(&self.dir)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -140,7 +140,7 @@ fn podman_loads_the_archive_and_the_oci_archive_with_the_pinned_ids() {
             .collect();
     }
     let lock = w.dir.join("images.lock");
-    ok(Command::new(support::vibesys())
+    ok(Command::new(common::vibesys())
         .current_dir(&w.dir)
         .args(["image", "pin", "editor.tar", "editor-oci.tar", "--lock"])
         .arg(&lock)
@@ -208,7 +208,7 @@ fn ch_run(who: As, dir: &Path, opts: &[&str], image: &Path) {
                   && test -s /etc/hosts && echo mounted";
     let user = match who {
         As::Root => "root".to_owned(),
-        As::User => support::TEST_USER.to_owned(),
+        As::User => common::TEST_USER.to_owned(),
     };
     let mut args = opts.to_vec();
     args.extend([image.to_str().unwrap(), "--", "/bin/sh", "-c", script]);

@@ -3,12 +3,12 @@
 //! inside the confined process.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use support::*;
+use common::*;
 
 const STANDIN: &str = r#"#!/bin/sh
 # Records what it was given, from inside the sandbox.

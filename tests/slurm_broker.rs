@@ -5,8 +5,8 @@
 //! cancellation on disconnect, SIGTERM and after SIGKILL.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
 mod slurm_support;
-mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::*;
 use slurm_support::{GPU_DIR, slurm};
-use support::*;
 
 /// Names of the run's jobs Slurm knows (running or finished), except the
 /// start-up probe.

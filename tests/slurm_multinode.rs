@@ -6,7 +6,7 @@
 //! mounted at its own path on every node.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod common;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use support::*;
+use common::*;
 
 /// The cluster; removed (containers, network, state) when dropped.
 struct Cluster {

@@ -12,15 +12,15 @@ mod docker_support;
 mod slurm_support;
 // Both harnesses load the shared `common` module; each keeps its own copy.
 #[allow(clippy::duplicate_mod)]
-mod support;
+mod common;
 
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use common::{As, assert_code, project, stderr, unique, vibesys};
 use docker_support::{TestImage, containers_of_run, static_vibesys};
 use slurm_support::{GPU_DIR, brokers_of_run, live_jobs, slurm};
-use support::{As, assert_code, project, stderr, unique, vibesys};
 
 /// What a finished session must leave: nothing of its run.
 fn assert_nothing_left(run: &str) {
@@ -41,9 +41,9 @@ fn assert_nothing_left(run: &str) {
     }
 }
 
-/// The project of support::project (docs/ read-only; secret/ and
+/// The project of common::project (docs/ read-only; secret/ and
 /// token.txt hidden) with the broker's settings and a gate.
-fn slurm_project(agent_gpu: bool) -> support::Project {
+fn slurm_project(agent_gpu: bool) -> common::Project {
     let p = project(As::Root);
     let mut toml = std::fs::read_to_string(p.root.join("vibesys.toml")).unwrap();
     toml.push_str(&format!(

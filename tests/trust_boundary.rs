@@ -7,14 +7,14 @@
 //! project.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod common;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use support::*;
+use common::*;
 
 fn toml_string(s: &str) -> String {
     serde_json::to_string(s).unwrap()

@@ -5,12 +5,12 @@
 //! refused operator value and widening names the cause.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod common;
 
 use std::path::Path;
 use std::process::Output;
 
-use support::*;
+use common::*;
 
 /// A project with credentials, a real git repository and run state, and
 /// no `[sandbox]` table at all.
