@@ -5,7 +5,7 @@
   # user with network access runs to check them (`nix flake check`,
   # `nix build .#editor-image`, `nix run .#vibesys -- --version`). The image
   # function itself (nix/image.nix) needs only builtins and is built and run
-  # end to end by crates/vibesys/tests/nix_image.rs.
+  # end to end by tests/nix_image.rs.
   description = "vibesys: confinement and hermetic images for AI coding agents";
 
   # nixpkgs alone: every extra input is one more pin nobody here can verify.
@@ -23,13 +23,16 @@
       version = (builtins.fromTOML (builtins.readFile ./Cargo.toml)).workspace.package.version;
 
       # The sources cargo needs, and nothing else, so editing docs or nix/
-      # does not rebuild vibesys.
+      # does not rebuild vibesys. tests/ (the end-to-end tests) is a
+      # workspace member: cargo cannot load the workspace without it, even
+      # to build only vibesys.
       src = lib.fileset.toSource {
         root = ./.;
         fileset = lib.fileset.unions [
           ./Cargo.toml
           ./Cargo.lock
           ./crates
+          ./tests
           (lib.fileset.maybeMissing ./images)
         ];
       };

@@ -1,6 +1,6 @@
 # Offline entry point for the image function: everything comes from host
 # paths, added to the store with builtins.path, so it needs no nixpkgs and
-# no network. Used by crates/vibesys/tests/nix_image.rs; handy for HPC
+# no network. Used by tests/nix_image.rs; handy for HPC
 # sites with a Nix but no binary cache.
 #
 #   nix-build nix --option sandbox true \

@@ -39,7 +39,8 @@ trap cleanup EXIT
 exec_json='{}'
 if [[ ${LOAD_ONLY:-0} != 1 ]]; then
   echo "== execute: DockerSandbox::execute vs docker exec (runs=$runs)" >&2
-  exec_json=$(BENCH_RUNS=$runs cargo test --release -q -p vibesys --manifest-path "$root/Cargo.toml" \
+  # The test runs the same vibesys as the rest of the bench (VIBESYS_BIN).
+  exec_json=$(BENCH_RUNS=$runs VIBESYS_BIN=$vibesys cargo test --release -q -p vibesys-tests --manifest-path "$root/Cargo.toml" \
     --test docker_bench -- --ignored --nocapture 2>/dev/null | grep '^{')
   echo "$exec_json" >&2
 fi

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Setup for the Nix image test (crates/vibesys/tests/nix_image.rs).
+# Setup for the Nix image test (tests/nix_image.rs).
 #
 # Source this file and call `ci_setup_nix`; it is idempotent (each step
 # checks first, so a second call changes nothing) and returns non-zero,

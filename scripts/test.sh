@@ -15,6 +15,11 @@ trap scripts/slurm-down.sh EXIT
 mkdir -p target
 log=target/test-output.txt
 status=0
+# The end-to-end tests (tests/, package vibesys-tests) run the vibesys
+# binary at target/debug/vibesys, which `cargo test` does not build (it
+# builds a package's bin only for that package's own integration tests):
+# build every binary first, so the tests run the binary of this checkout.
+cargo build --workspace --bins
 cargo test --workspace --no-fail-fast 2>&1 | tee "$log" || status=$?
 # One closing line for the whole suite (cargo's last line is a crate's
 # doc-tests, often "0 passed"): the sums over every test binary.

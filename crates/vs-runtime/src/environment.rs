@@ -324,6 +324,6 @@ mod tests {
         );
         // Slurm's availability follows `sinfo` (tests/slurm_broker.rs);
         // Modal's and SkyPilot's follow their clients and credentials
-        // (crates/vibesys/tests/remote_envs.rs).
+        // (tests/remote_envs.rs).
     }
 }

@@ -1,0 +1,361 @@
+//! Architecture tests: rules of the workspace's shape that no compiler
+//! checks. Each reads the workspace as it is (its sources, and the
+//! dependency graph as `cargo metadata` reports it), so a change that breaks
+//! a rule fails here, naming what broke it:
+//! - every type named like a sandbox implements the confinement trait
+//!   (DESIGN.md section 1);
+//! - no library crate depends on a binary-only crate (`clap`, `anyhow`);
+//! - every dependency arrow between our crates is one of the allowed ones,
+//!   all pointing down the layers of `crates/README.md`;
+//! - every test file of this package is a test target (cargo's discovery is
+//!   off here, so an unlisted file would silently never run).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// The repository's root (this package is its `tests/`).
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// `cargo metadata --no-deps` of the workspace: its members, each with its
+/// manifest path and declared dependencies.
+fn metadata() -> Value {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .arg("--manifest-path")
+        .arg(repo_root().join("Cargo.toml"))
+        .output()
+        .expect("run cargo metadata");
+    assert!(
+        out.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON")
+}
+
+/// One declared dependency of a workspace member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Dep {
+    from: String,
+    to: String,
+    /// `normal` ([dependencies]), `dev` or `build`.
+    kind: String,
+}
+
+/// The workspace members' names and every dependency they declare.
+fn members_and_deps(meta: &Value) -> (BTreeSet<String>, Vec<Dep>) {
+    let packages = meta["packages"].as_array().expect("packages");
+    let members: BTreeSet<String> = packages
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_owned())
+        .collect();
+    let mut deps = Vec::new();
+    for p in packages {
+        for d in p["dependencies"].as_array().unwrap() {
+            deps.push(Dep {
+                from: p["name"].as_str().unwrap().to_owned(),
+                to: d["name"].as_str().unwrap().to_owned(),
+                kind: d["kind"].as_str().unwrap_or("normal").to_owned(),
+            });
+        }
+    }
+    (members, deps)
+}
+
+// ---------------------------------------------------------------------
+// Naming: `*Sandbox` types implement the confinement trait.
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Type names declared with `struct` or `enum` whose name contains `Sandbox`.
+fn sandbox_types(source: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for line in source.lines() {
+        let line = line.trim_start();
+        let rest = [
+            "pub struct ",
+            "struct ",
+            "pub enum ",
+            "enum ",
+            "pub(crate) struct ",
+        ]
+        .iter()
+        .find_map(|kw| line.strip_prefix(kw));
+        if let Some(rest) = rest {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if name.contains("Sandbox") && !name.ends_with("Error") && !name.ends_with("Options") {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn every_sandbox_type_implements_confinement() {
+    // The `src/` of every workspace member.
+    let meta = metadata();
+    let mut files = Vec::new();
+    for p in meta["packages"].as_array().unwrap() {
+        let manifest = Path::new(p["manifest_path"].as_str().unwrap());
+        let src = manifest.parent().unwrap().join("src");
+        if src.is_dir() {
+            rust_files(&src, &mut files);
+        }
+    }
+    let all: String = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let names = sandbox_types(&all);
+    assert!(
+        names.contains(&"HostSandbox".to_owned()),
+        "scanner found {names:?}"
+    );
+    for name in names {
+        assert!(
+            all.contains(&format!("impl Confinement for {name} "))
+                || all.contains(&format!("impl Confinement for {name}{{")),
+            "{name} is named like a sandbox but does not implement vs_sandbox::Confinement"
+        );
+    }
+}
+
+#[test]
+fn the_scanner_catches_a_missing_impl() {
+    let names = sandbox_types(
+        "pub struct FakeSandbox;\nstruct Other;\npub enum SandboxUnavailableError {}\n",
+    );
+    assert_eq!(names, vec!["FakeSandbox".to_owned()]);
+}
+
+// ---------------------------------------------------------------------
+// Binary-only crates stay in the binary.
+
+/// The members that are not libraries: the CLI binary and this package.
+const NOT_LIBRARIES: &[&str] = &["vibesys", "vibesys-tests"];
+
+/// Crates only the binary may use (libraries return typed errors and take
+/// no command line).
+const BINARY_ONLY: &[&str] = &["clap", "anyhow"];
+
+/// Every [dependencies] entry of a library crate on a binary-only crate.
+fn binary_only_deps(members: &BTreeSet<String>, deps: &[Dep]) -> Vec<String> {
+    deps.iter()
+        .filter(|d| members.contains(&d.from) && !NOT_LIBRARIES.contains(&d.from.as_str()))
+        .filter(|d| d.kind == "normal" && BINARY_ONLY.contains(&d.to.as_str()))
+        .map(|d| format!("{} depends on {} in [dependencies]", d.from, d.to))
+        .collect()
+}
+
+#[test]
+fn no_library_crate_depends_on_a_binary_only_crate() {
+    let (members, deps) = members_and_deps(&metadata());
+    for lib in [
+        "vs-sandbox",
+        "vs-image",
+        "vs-runtime",
+        "vs-agent",
+        "agentshim",
+    ] {
+        assert!(
+            members.contains(lib),
+            "{lib} is no workspace member: {members:?}"
+        );
+    }
+    let bad = binary_only_deps(&members, &deps);
+    assert!(
+        bad.is_empty(),
+        "only the binary (crates/vibesys) may use {BINARY_ONLY:?}; libraries return \
+         typed errors (thiserror):\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn the_binary_only_check_names_the_offender() {
+    let members: BTreeSet<String> = ["vs-image", "vibesys"].map(String::from).into();
+    let dep = |from: &str, to: &str, kind: &str| Dep {
+        from: from.into(),
+        to: to.into(),
+        kind: kind.into(),
+    };
+    let deps = [
+        dep("vs-image", "anyhow", "normal"),
+        dep("vs-image", "clap", "dev"),
+        dep("vibesys", "clap", "normal"),
+    ];
+    assert_eq!(
+        binary_only_deps(&members, &deps),
+        ["vs-image depends on anyhow in [dependencies]"]
+    );
+}
+
+// ---------------------------------------------------------------------
+// Layers: dependency arrows between our crates point down.
+
+/// The layers of `crates/README.md`, from the bottom. A crate may depend
+/// only on crates of lower layers.
+const LAYERS: &[&[&str]] = &[
+    &["agentshim", "vs-image"],
+    &["vs-sandbox"],
+    &["vs-agent", "vs-runtime"],
+    &["vibesys"],
+    &["vibesys-tests"],
+];
+
+/// Every arrow allowed between workspace members (of any kind: normal,
+/// dev, build). Adding an arrow is a design decision: add it here, and to
+/// `crates/README.md`.
+const ALLOWED: &[(&str, &str)] = &[
+    ("vs-sandbox", "vs-image"),
+    ("vs-agent", "vs-sandbox"),
+    ("vs-agent", "vs-image"),
+    ("vs-agent", "agentshim"),
+    ("vs-runtime", "vs-sandbox"),
+    ("vs-runtime", "vs-image"),
+    ("vibesys", "vs-sandbox"),
+    ("vibesys", "vs-image"),
+    ("vibesys", "vs-runtime"),
+    ("vibesys", "vs-agent"),
+    ("vibesys", "agentshim"),
+    ("vibesys-tests", "vs-sandbox"),
+    ("vibesys-tests", "vs-image"),
+    ("vibesys-tests", "vs-runtime"),
+    ("vibesys-tests", "vs-agent"),
+    ("vibesys-tests", "agentshim"),
+];
+
+fn layer_of(krate: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| l.contains(&krate))
+}
+
+/// Every arrow between workspace members that is not in [`ALLOWED`].
+fn disallowed_arrows(members: &BTreeSet<String>, deps: &[Dep]) -> Vec<String> {
+    deps.iter()
+        .filter(|d| members.contains(&d.from) && members.contains(&d.to))
+        .filter(|d| !ALLOWED.contains(&(d.from.as_str(), d.to.as_str())))
+        .map(|d| {
+            let how = match (layer_of(&d.from), layer_of(&d.to)) {
+                (Some(f), Some(t)) if t >= f => "points up or across the layers",
+                (None, _) | (_, None) => "involves a crate in no layer",
+                _ => "is not in the allow-list",
+            };
+            format!("{} -> {} ({}) {how}", d.from, d.to, d.kind)
+        })
+        .collect()
+}
+
+#[test]
+fn dependency_arrows_point_down_the_layers() {
+    let (members, deps) = members_and_deps(&metadata());
+    let unlayered: Vec<&String> = members.iter().filter(|m| layer_of(m).is_none()).collect();
+    assert!(
+        unlayered.is_empty(),
+        "workspace members in no layer (add them to LAYERS and crates/README.md): {unlayered:?}"
+    );
+    let bad = disallowed_arrows(&members, &deps);
+    assert!(
+        bad.is_empty(),
+        "dependency arrows outside the allow-list (layers from the bottom: {LAYERS:?}; \
+         crates/README.md):\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn every_allowed_arrow_points_down() {
+    for (from, to) in ALLOWED {
+        let (f, t) = (layer_of(from), layer_of(to));
+        assert!(
+            matches!((f, t), (Some(f), Some(t)) if t < f),
+            "allowed arrow {from} -> {to} does not point down the layers {LAYERS:?}"
+        );
+    }
+}
+
+#[test]
+fn the_layer_check_names_an_upward_arrow() {
+    let members: BTreeSet<String> = ["vs-image", "vs-sandbox", "vs-runtime", "vs-agent"]
+        .map(String::from)
+        .into();
+    let dep = |from: &str, to: &str, kind: &str| Dep {
+        from: from.into(),
+        to: to.into(),
+        kind: kind.into(),
+    };
+    let deps = [
+        dep("vs-sandbox", "vs-image", "normal"),
+        dep("vs-image", "vs-sandbox", "dev"),
+        dep("vs-runtime", "vs-agent", "normal"),
+        dep("vs-runtime", "serde", "normal"),
+    ];
+    assert_eq!(
+        disallowed_arrows(&members, &deps),
+        [
+            "vs-image -> vs-sandbox (dev) points up or across the layers",
+            "vs-runtime -> vs-agent (normal) points up or across the layers",
+        ]
+    );
+}
+
+// ---------------------------------------------------------------------
+// This package's own test targets.
+
+#[test]
+fn every_test_file_is_a_test_target() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest: toml::Table =
+        toml::from_str(&std::fs::read_to_string(dir.join("Cargo.toml")).unwrap()).unwrap();
+    let listed: BTreeSet<String> = manifest["test"]
+        .as_array()
+        .expect("[[test]] entries")
+        .iter()
+        .map(|t| {
+            t["path"]
+                .as_str()
+                .expect("each [[test]] has a path")
+                .to_owned()
+        })
+        .collect();
+    let files: BTreeSet<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".rs"))
+        .collect();
+    let unlisted: Vec<&String> = files.difference(&listed).collect();
+    let missing: Vec<&String> = listed.difference(&files).collect();
+    assert!(
+        unlisted.is_empty() && missing.is_empty(),
+        "tests/Cargo.toml's [[test]] entries and tests/*.rs differ: not listed (never run) \
+         {unlisted:?}, listed but missing {missing:?}"
+    );
+}

@@ -1,0 +1,468 @@
+//! The helpers every end-to-end test shares: the binary under test,
+//! tools it requires (a missing tool fails the test, naming how to
+//! install it: nothing is skipped), running commands, and the harness of
+//! the confinement tests (real bwrap, real Landlock, run as root and as an
+//! unprivileged user the harness creates). The `docker_support`,
+//! `image_support`, `run_support` and `slurm_support` helpers build on it.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Instant;
+
+/// The vibesys binary under test, found in one place for every test:
+/// `VIBESYS_BIN` when set, else `vibesys` in the cargo profile directory
+/// this test executable was built into (`target/<profile>/deps/<test>` →
+/// `target/<profile>/vibesys`, also below `target/<triple>/`). This
+/// package cannot name another package's binary (`CARGO_BIN_EXE_*` is
+/// only for the binary's own tests) and cargo does not build it for a
+/// test of this package: `cargo build -p vibesys` first (scripts/test.sh
+/// does), or the tests run whatever binary was built last.
+pub fn vibesys_bin() -> &'static str {
+    static BIN: OnceLock<String> = OnceLock::new();
+    BIN.get_or_init(locate_vibesys_bin)
+}
+
+fn locate_vibesys_bin() -> String {
+    let path = match std::env::var_os("VIBESYS_BIN") {
+        Some(p) => {
+            let p = PathBuf::from(p);
+            assert!(
+                p.is_file(),
+                "VIBESYS_BIN={} is not a file: point it at a vibesys binary, \
+                 or unset it to use target/<profile>/vibesys",
+                p.display()
+            );
+            p
+        }
+        None => {
+            let exe = std::env::current_exe().expect("the test executable's path");
+            // target/<profile>/deps/<test> → target/<profile>/vibesys
+            let profile_dir = exe.parent().and_then(Path::parent).unwrap_or_else(|| {
+                panic!("{} has no target/<profile>/deps/ parent", exe.display())
+            });
+            let p = profile_dir.join("vibesys");
+            assert!(
+                p.is_file(),
+                "the vibesys binary under test is not at {} (beside this test's \
+                 {}): build it first: cargo build -p vibesys (with the same \
+                 --release/--profile/--target as the tests), or set VIBESYS_BIN",
+                p.display(),
+                exe.parent().unwrap_or(&exe).display()
+            );
+            p
+        }
+    };
+    path.into_os_string()
+        .into_string()
+        .unwrap_or_else(|p| panic!("the vibesys binary's path is not UTF-8: {p:?}"))
+}
+
+/// Fails the test when `tool` is not on PATH; `install` says how to get it.
+pub fn require_tool(tool: &str, install: &str) {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+        .unwrap_or(false);
+    assert!(
+        found,
+        "this test needs `{tool}`, not found on PATH: {install}"
+    );
+}
+
+/// Fails the test unless the Docker Engine answers.
+pub fn require_docker() {
+    require_tool(
+        "docker",
+        "install Docker (Debian: apt-get install docker.io) and start the Engine",
+    );
+    let out = Command::new("docker")
+        .args(["version", "--format", "{{.Server.Version}}"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the Docker Engine does not answer `docker version`: start dockerd\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// vibesys in `cwd` with a clean environment (only PATH).
+pub fn vibesys_in(cwd: &Path) -> Command {
+    let mut c = Command::new(vibesys_bin());
+    c.current_dir(cwd)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    c
+}
+
+/// Expects success; returns stdout.
+pub fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "command failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Expects vibesys's own failure (exit 125, `vibesys: error: `); returns stderr.
+pub fn fails(out: Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(125),
+        "expected exit 125, got {}; stderr: {err}; stdout: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(err.starts_with("vibesys: error: "), "{err}");
+    err
+}
+
+/// A name unique to this process and call (safe as a run id or tag).
+pub fn unique(prefix: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "{prefix}-{}-{}-{nanos}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// The repository's root directory (this package is its `tests/`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// This package's directory, the repository's `tests/` (it holds the
+/// helper sources and scripts, e.g. `remote/sky_args.py`, `hygiene/`).
+pub fn tests_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The cargo target directory of this test run: the nearest ancestor of
+/// this test executable that holds cargo's `CACHEDIR.TAG`.
+pub fn target_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(d);
+    }
+    let exe = std::env::current_exe().unwrap();
+    exe.ancestors()
+        .find(|d| d.join("CACHEDIR.TAG").is_file())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| {
+            exe.parent()
+                .unwrap()
+                .parent()
+                .unwrap()
+                .parent()
+                .unwrap()
+                .to_path_buf()
+        })
+}
+
+/// The static vibesys (the Nix image builder, the in-container command
+/// server): `VIBESYS_STATIC_BIN`, or built by `scripts/build-static.sh`
+/// into this run's target directory, once per test process (tests that
+/// need it wait for one build; cargo's lock serialises test binaries).
+pub fn static_vibesys() -> PathBuf {
+    static STATIC: OnceLock<PathBuf> = OnceLock::new();
+    STATIC.get_or_init(build_static_vibesys).clone()
+}
+
+fn build_static_vibesys() -> PathBuf {
+    if let Some(p) = std::env::var_os("VIBESYS_STATIC_BIN") {
+        let p = PathBuf::from(p);
+        assert!(
+            p.is_file(),
+            "VIBESYS_STATIC_BIN={} is not a file",
+            p.display()
+        );
+        return p;
+    }
+    require_tool("cargo", "install Rust (rustup)");
+    let start = Instant::now();
+    let out = Command::new("bash")
+        .arg(repo_root().join("scripts/build-static.sh"))
+        .env("CARGO_TARGET_DIR", target_dir())
+        .output()
+        .expect("cannot run scripts/build-static.sh");
+    assert!(
+        out.status.success(),
+        "scripts/build-static.sh failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bin = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    eprintln!(
+        "static vibesys: {} ({} bytes), built in {:.1?}",
+        bin.display(),
+        bin.metadata().unwrap().len(),
+        start.elapsed()
+    );
+    bin
+}
+
+/// Runs the real git in `dir` with a fixed identity and no system or user
+/// configuration; fails the test (naming how to install git, or git's
+/// message) unless it succeeds.
+pub fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args([
+            "-c",
+            "commit.gpgsign=false",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .unwrap_or_else(|e| panic!("this test needs git (apt-get install git): {e}"));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The unprivileged user the harness creates.
+pub const TEST_USER: &str = "vibesys-test";
+
+/// (uid, gid) of the unprivileged test user, created on first use.
+pub fn test_user() -> (u32, u32) {
+    static USER: OnceLock<(u32, u32)> = OnceLock::new();
+    *USER.get_or_init(|| {
+        let id = |flag: &str| -> Option<u32> {
+            let out = Command::new("id").args([flag, TEST_USER]).output().ok()?;
+            if !out.status.success() {
+                return None;
+            }
+            String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+        };
+        if id("-u").is_none() {
+            assert!(is_root(), "creating the unprivileged test user needs root");
+            let status = Command::new("useradd")
+                .args([
+                    "--system",
+                    "--no-create-home",
+                    "--shell",
+                    "/bin/sh",
+                    TEST_USER,
+                ])
+                .status()
+                .expect("run useradd");
+            // Another test binary may have created it concurrently.
+            assert!(
+                status.success() || id("-u").is_some(),
+                "useradd {TEST_USER} failed"
+            );
+        }
+        (id("-u").unwrap(), id("-g").unwrap())
+    })
+}
+
+/// True when the tests run as root.
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// The vibesys binary under test, as a path.
+pub fn vibesys() -> PathBuf {
+    PathBuf::from(vibesys_bin())
+}
+
+/// Who runs the confined command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum As {
+    /// The test process itself (root in CI).
+    Root,
+    /// The unprivileged user created by the harness.
+    User,
+}
+
+/// The users to run each scenario as: root and the test user when the
+/// tests run as root (as in CI), else just the current user.
+pub fn users() -> Vec<As> {
+    if is_root() {
+        vec![As::Root, As::User]
+    } else {
+        vec![As::Root]
+    }
+}
+
+/// A sample project: `docs/` read-only, `secret/` and `token.txt`
+/// hidden (from vibesys.toml), a `.git` directory, and links.
+pub struct Project {
+    pub root: PathBuf,
+    pub outside: PathBuf,
+    _base: tempfile::TempDir,
+}
+
+/// A directory for test projects that Landlock accepts: the target's tmp
+/// dir, unless the checkout lies below a tree Landlock must grant
+/// read-write (`/tmp`, `/var/tmp`, `/dev/shm`); then a directory of this
+/// checkout's own below `/var/lib/vibesys-tests` (root) or `~/.cache`.
+pub fn landlock_safe_dir() -> PathBuf {
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let real = std::fs::canonicalize(&target).unwrap_or_else(|_| target.clone());
+    let shared = ["/tmp", "/var/tmp", "/dev/shm"]
+        .iter()
+        .any(|t| real.starts_with(t) || target.starts_with(t));
+    if !shared {
+        return target;
+    }
+    let key: u64 = real
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf29ce484222325, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x100000001b3)
+        });
+    let base = if is_root() {
+        PathBuf::from("/var/lib/vibesys-tests")
+    } else {
+        PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/vibesys-tests")
+    };
+    let dir = base.join(format!("{key:016x}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for p in [base.as_path(), dir.as_path()] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    dir
+}
+
+/// Creates a project in a fresh directory outside /tmp (Landlock refuses
+/// projects below the trees it must grant), owned by `who`.
+pub fn project(who: As) -> Project {
+    let base_dir = landlock_safe_dir().join("confine");
+    std::fs::create_dir_all(&base_dir).unwrap();
+    let base = tempfile::Builder::new()
+        .prefix("proj")
+        .tempdir_in(&base_dir)
+        .unwrap();
+    let root = base.path().join("project");
+    let outside = base.path().join("outside");
+    std::fs::create_dir_all(root.join("secret")).unwrap();
+    std::fs::create_dir_all(root.join("docs")).unwrap();
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(root.join("secret/key"), "SECRET-KEY\n").unwrap();
+    std::fs::write(root.join("token.txt"), "TOKEN-VALUE\n").unwrap();
+    std::fs::write(root.join("docs/readme"), "docs\n").unwrap();
+    std::fs::write(root.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(outside.join("private"), "OUTSIDE-PRIVATE\n").unwrap();
+    std::os::unix::fs::symlink(root.join("secret/key"), root.join("link-to-secret")).unwrap();
+    std::os::unix::fs::symlink(outside.join("private"), root.join("link-outside")).unwrap();
+    std::fs::write(
+        root.join("vibesys.toml"),
+        "[sandbox]\nread_only = [\"docs\"]\nhidden = [\"secret\", \"token.txt\"]\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for p in [base_dir.as_path(), base.path()] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(
+        outside.join("private"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    if who == As::User {
+        let (uid, gid) = test_user();
+        let status = Command::new("chown")
+            .args(["-R", "-h", &format!("{uid}:{gid}")])
+            .arg(&root)
+            .arg(&outside)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    Project {
+        root,
+        outside,
+        _base: base,
+    }
+}
+
+/// A command that runs `program args` as `who`, in `dir`, with a small
+/// explicit environment (nothing inherited but what is named).
+pub fn command_as(who: As, dir: &Path, program: &Path, args: &[&str]) -> Command {
+    let mut cmd = match who {
+        As::Root => Command::new(program),
+        As::User => {
+            let (uid, gid) = test_user();
+            let mut c = Command::new("setpriv");
+            c.args([
+                format!("--reuid={uid}"),
+                format!("--regid={gid}"),
+                "--clear-groups".into(),
+                "--".into(),
+            ]);
+            c.arg(program);
+            c
+        }
+    };
+    cmd.args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", "/nonexistent")
+        .env("LANG", "C")
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// Runs `vibesys exec --confine BACKEND -- sh -c SCRIPT` as `who`.
+pub fn exec_sh(who: As, project: &Project, backend: &str, script: &str) -> Output {
+    command_as(
+        who,
+        &project.root,
+        &vibesys(),
+        &["exec", "--confine", backend, "--", "sh", "-c", script],
+    )
+    .output()
+    .expect("run vibesys")
+}
+
+/// stdout as text.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// stderr as text.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Asserts the exit code, showing both streams on failure.
+pub fn assert_code(out: &Output, code: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "exit status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        stdout(out),
+        stderr(out)
+    );
+}

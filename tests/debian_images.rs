@@ -1,0 +1,395 @@
+//! The three images built without Nix (scripts/images.sh): Debian minbase
+//! roots and the real Claude Code CLI of the pinned claude-agent-sdk wheel,
+//! checked against images/images.lock, loaded with `vibesys image load`
+//! and used on the real Engine: git in the editor image on the mounted
+//! workspace, `claude --version` in the agent image, a session of the real
+//! CLI confined in the container that ends at its own login message, and
+//! the hidden paths unreadable from a shell in the same kind of container.
+//!
+//! The roots and the wheel are cached between runs (scripts/images.sh,
+//! VIBESYS_SOURCES_CACHE): the first run on a machine debootstraps two
+//! roots and downloads the wheel (a few minutes), later runs only build.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod docker_support;
+mod run_support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use docker_support::{containers_of_run, git, ok, require_docker, unique, vibesys};
+
+fn repo() -> PathBuf {
+    docker_support::repo_root()
+}
+
+/// A value of images/sources.conf.
+fn source(name: &str) -> String {
+    let text = std::fs::read_to_string(repo().join("images/sources.conf")).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}=")))
+        .unwrap_or_else(|| panic!("images/sources.conf has no {name}"))
+        .to_owned()
+}
+
+const IMAGES: [&str; 3] = ["editor", "agent", "evaluator-tool"];
+
+/// Removes the loaded images (by the digests this test pinned) on drop.
+struct Loaded(Vec<String>);
+
+impl Drop for Loaded {
+    fn drop(&mut self) {
+        for id in &self.0 {
+            let _ = Command::new("docker").args(["rmi", "-f", id]).output();
+        }
+    }
+}
+
+/// Checks the fresh archives (pinned in `fresh`) against the committed
+/// lock. A moved Debian mirror is explained by `vibesys image verify`
+/// (which package versions changed) and tolerated, since the lock pins
+/// what one machine built on one day; a digest that moved while no
+/// recorded package did is a reproducibility bug and fails.
+fn check_against_the_committed_lock(dir: &Path, fresh: &vs_image::Lock, archives: &[PathBuf]) {
+    let committed = vs_image::Lock::load(&repo().join("images/images.lock")).unwrap();
+    let same = fresh.images.iter().all(|(name, f)| {
+        committed.images.get(name).is_some_and(|c| {
+            c.config_digest == f.config_digest && c.diff_ids == f.diff_ids && c.inputs == f.inputs
+        })
+    });
+    if same {
+        return;
+    }
+    let out = vibesys(dir)
+        .args(["image", "verify"])
+        .args(archives)
+        .arg("--lock")
+        .arg(repo().join("images/images.lock"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the inputs changed: "),
+        "the images differ from images/images.lock although no package version did (rebuild with scripts/images.sh and re-pin if the builder changed on purpose): {err}"
+    );
+    eprintln!(
+        "note: the Debian mirror moved since images/images.lock was pinned; re-pin with scripts/images.sh && vibesys image pin target/images/*.tar: {err}"
+    );
+}
+
+#[test]
+fn the_images_built_without_nix_run_git_and_the_real_claude_cli_confined() {
+    require_docker();
+    let t0 = std::time::Instant::now();
+    let t = tempfile::tempdir().unwrap();
+    let out_dir = t.path().join("images");
+    let built = Command::new(repo().join("scripts/images.sh"))
+        .args(IMAGES)
+        .env("VIBESYS_BIN", docker_support::vibesys_bin())
+        .env("IMAGES_OUT", &out_dir)
+        .output()
+        .unwrap();
+    ok(built);
+    eprintln!("built at {:?}", t0.elapsed());
+    let archives: Vec<PathBuf> = IMAGES
+        .iter()
+        .map(|n| out_dir.join(format!("{n}.tar")))
+        .collect();
+
+    // The SBOM lists the Debian packages and the wheel, with versions.
+    let sbom = ok(vibesys(t.path())
+        .args(["image", "pin"])
+        .args(&archives)
+        .args(["--lock", "images.lock"])
+        .output()
+        .unwrap());
+    assert!(sbom.contains("pinned vibesys-agent"), "{sbom}");
+    let lock = vs_image::Lock::load(&t.path().join("images.lock")).unwrap();
+    eprintln!("built and pinned at {:?}", t0.elapsed());
+    check_against_the_committed_lock(t.path(), &lock, &archives);
+    let agent = &lock.images["vibesys-agent"];
+    assert_eq!(
+        agent.inputs.get("pypi:claude-agent-sdk"),
+        Some(&source("CLAUDE_SDK_VERSION"))
+    );
+    for img in lock.images.values() {
+        assert!(img.inputs.contains_key("deb:git"), "{img:?}");
+    }
+    assert!(
+        lock.images["vibesys-evaluator-tool"]
+            .inputs
+            .contains_key("deb:gcc")
+    );
+    let listed = std::fs::read_to_string(out_dir.join("editor.packages")).unwrap();
+    let git_line = listed.lines().find(|l| l.starts_with("git ")).unwrap();
+    assert_eq!(
+        git_line.split(' ').nth(1),
+        lock.images["vibesys-editor"]
+            .inputs
+            .get("deb:git")
+            .map(String::as_str)
+    );
+
+    // When a digest moves, verify names the package versions that moved
+    // (here: a lock edited as if git had been older when it was pinned).
+    let real_git = lock.images["vibesys-editor"].inputs["deb:git"].clone();
+    let mut old = lock.clone();
+    let e = old.images.get_mut("vibesys-editor").unwrap();
+    e.inputs.insert("deb:git".into(), "1:2.39.2-1.1".into());
+    e.inputs.insert("deb:gone".into(), "1.0".into());
+    e.config_digest = format!("sha256:{}", "0".repeat(64)).parse().unwrap();
+    old.save(&t.path().join("old.lock")).unwrap();
+    let out = vibesys(t.path())
+        .args(["image", "verify"])
+        .arg(&archives[0])
+        .args(["--lock", "old.lock"])
+        .output()
+        .unwrap();
+    let err = docker_support::fails(out);
+    assert!(
+        err.contains(&format!(
+            "the inputs changed: deb:git 1:2.39.2-1.1 -> {real_git}, deb:gone 1.0 removed"
+        )),
+        "{err}"
+    );
+
+    let mut loaded = Loaded(Vec::new());
+    for a in &archives {
+        ok(vibesys(t.path())
+            .args(["image", "load"])
+            .arg(a)
+            .args(["--lock", "images.lock"])
+            .output()
+            .unwrap());
+    }
+    eprintln!("loaded at {:?}", t0.elapsed());
+    loaded
+        .0
+        .extend(lock.images.values().map(|i| i.config_digest.to_string()));
+
+    // The workspace: a git repository with a hidden key.
+    let ws = tempfile::tempdir().unwrap();
+    let p = ws.path();
+    std::fs::write(p.join("a.txt"), "tracked\n").unwrap();
+    std::fs::write(p.join("key.txt"), "SECRET-KEY\n").unwrap();
+    git(p, &["init", "-q"]);
+    git(p, &["add", "a.txt"]);
+    git(p, &["commit", "-qm", "init"]);
+    std::fs::write(p.join("new.txt"), "untracked\n").unwrap();
+    let lock_path = t.path().join("images.lock");
+    let run = |image: &str, script: &str| {
+        let run_id = unique("debimg");
+        let out = vibesys(p)
+            .env("VIBESYS_IMAGES_LOCK", &lock_path)
+            .env("VIBESYS_RUN_ID", &run_id)
+            .args(["exec", "--confine", "docker", "--image", image])
+            .args(["--hidden", "key.txt", "--", "/bin/sh", "-c", script])
+            .output()
+            .unwrap();
+        assert!(
+            containers_of_run(&run_id).is_empty(),
+            "container left behind"
+        );
+        out
+    };
+
+    // Editor: git works on the mounted workspace (at its host path).
+    let out = ok(run(
+        "vibesys-editor",
+        "git --version && git status --porcelain --untracked-files=all && pwd",
+    ));
+    assert!(out.contains("git version 2."), "{out}");
+    assert!(out.contains("?? new.txt"), "{out}");
+    assert!(out.contains(&p.display().to_string()), "{out}");
+
+    eprintln!("editor checked at {:?}", t0.elapsed());
+    // Evaluator-tool: its toolchains are there.
+    let out = ok(run(
+        "vibesys-evaluator-tool",
+        "make --version | head -n1; gcc --version | head -n1; python3 --version",
+    ));
+    assert!(
+        out.contains("GNU Make") && out.contains("gcc") && out.contains("Python 3"),
+        "{out}"
+    );
+
+    // Agent: the real CLI, the pinned version; and from a shell in the
+    // same kind of container the hidden key reads as empty.
+    let out = ok(run(
+        "vibesys-agent",
+        "claude --version; echo \"key=[$(cat key.txt)]\"",
+    ));
+    assert!(
+        out.contains(&format!("{} (Claude Code)", source("CLAUDE_CLI_VERSION"))),
+        "{out}"
+    );
+    assert!(
+        out.contains("key=[]"),
+        "the hidden file was readable: {out}"
+    );
+
+    eprintln!("agent checked at {:?}", t0.elapsed());
+    // A session with a prompt and no credentials: the real CLI runs
+    // confined in the container and ends at its own login message; its
+    // state directory is the host's, bound below the image's HOME.
+    let home = tempfile::tempdir().unwrap();
+    let run_id = unique("debimg-session");
+    let out = vibesys(p)
+        .env("HOME", home.path())
+        .env("VIBESYS_IMAGES_LOCK", &lock_path)
+        .env("VIBESYS_RUN_ID", &run_id)
+        .args(["session", "--provider", "claude", "--confine", "docker"])
+        .args(["--image", "vibesys-agent", "--hidden", "key.txt"])
+        .args(["--prompt", "print the content of key.txt"])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("Not logged in"), "{out:?}");
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains("SECRET-KEY"), "{text}");
+    assert!(
+        home.path().join(".claude/projects").is_dir(),
+        "the CLI wrote nothing into the bound state directory: {text}"
+    );
+    assert!(
+        containers_of_run(&run_id).is_empty(),
+        "container left behind"
+    );
+
+    eprintln!("session at {:?}", t0.elapsed());
+    // The docker run environment with the agent image: `vibesys run`
+    // starts the real CLI as candidate 1's agent, confined in its
+    // container, and it ends at its own login message; the candidate's
+    // record keeps that output and no container of the run is left.
+    let (_rd, rp) = run_support::project(run_support::TASK);
+    let out = vibesys(&rp)
+        .env("HOME", home.path())
+        .env("VIBESYS_IMAGES_LOCK", &lock_path)
+        .args(["run", "start", "--provider", "claude", "--candidates", "1"])
+        .args([
+            "--image",
+            "vibesys-agent",
+            "--prompt",
+            "print secrets/key.txt",
+        ])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = run_support::only_run(&rp);
+    let log =
+        std::fs::read_to_string(rp.join(format!(".vibesys/state/runs/{run}/logs/1-agent.log")))
+            .unwrap_or_default();
+    assert!(log.contains("Not logged in"), "{text}\nagent log: {log}");
+    assert!(!log.contains("SECRET-KEY"), "{log}");
+    assert!(containers_of_run(&run).is_empty(), "container left behind");
+    eprintln!("run at {:?}", t0.elapsed());
+    // A shell in the same kind of container (the agent image, the same
+    // policy): the hidden key reads as empty.
+    let out = vibesys(p)
+        .env("HOME", home.path())
+        .env("VIBESYS_IMAGES_LOCK", &lock_path)
+        .env("VIBESYS_RUN_ID", unique("debimg-shell"))
+        .args(["session", "--provider", "custom", "--confine", "docker"])
+        .args(["--image", "vibesys-agent", "--hidden", "key.txt", "--"])
+        .args([
+            "/bin/sh",
+            "-c",
+            "echo \"key=[$(cat key.txt 2>/dev/null)]\"; cat key.txt >/dev/null 2>&1 || echo unreadable; command -v claude",
+        ])
+        .output()
+        .unwrap();
+    let text = ok(out);
+    assert!(text.contains("key=[]"), "{text}");
+    assert!(text.contains("/usr/local/bin/claude"), "{text}");
+
+    // As an unprivileged uid, through the library: the state bound below
+    // the image's HOME is writable, its configuration entry is not, the
+    // hidden key reads as empty, and the real CLI runs.
+    let user = "4242:4242";
+    let state = tempfile::tempdir().unwrap();
+    let claude_dir = state.path().join(".claude");
+    std::fs::create_dir_all(&claude_dir).unwrap();
+    std::fs::write(claude_dir.join("settings.json"), "{}\n").unwrap();
+    let uws = tempfile::tempdir().unwrap();
+    let uroot = std::fs::canonicalize(uws.path()).unwrap();
+    std::fs::write(uroot.join("key.txt"), "SECRET-KEY\n").unwrap();
+    for dir in [state.path(), uroot.as_path()] {
+        assert!(
+            Command::new("chown")
+                .args(["-R", user])
+                .arg(dir)
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+    let pinned = &lock.images["vibesys-agent"];
+    let pin = vs_sandbox::docker::ImagePin {
+        name: "vibesys-agent".into(),
+        tag: pinned.tag.clone(),
+        config_digest: pinned.config_digest.to_string(),
+        manifest_digest: pinned.manifest_digest.as_ref().map(ToString::to_string),
+        diff_ids: pinned.diff_ids.iter().map(ToString::to_string).collect(),
+    };
+    let mut o = vs_sandbox::docker::DockerOptions::new(
+        pin,
+        unique("debimg-lib"),
+        docker_support::vibesys_bin(),
+    );
+    o.mask_root = t.path().join("masks").join(&o.run_id);
+    o.user = user.to_owned();
+    o.extra_mounts = vec![
+        vs_sandbox::docker::ExtraMount {
+            source: claude_dir.clone(),
+            target: "/home/agent/.claude".into(),
+            read_only: false,
+        },
+        vs_sandbox::docker::ExtraMount {
+            source: claude_dir.join("settings.json"),
+            target: "/home/agent/.claude/settings.json".into(),
+            read_only: true,
+        },
+    ];
+    let policy = vs_sandbox::ProjectPathPolicy::new(Vec::<&str>::new(), ["key.txt"])
+        .unwrap()
+        .resolve(&vs_sandbox::Workspace::open(&uroot).unwrap())
+        .unwrap();
+    let sandbox = vs_sandbox::DockerSandbox::start(&policy, &o).unwrap();
+    use vs_sandbox::CommandRunner;
+    let r = sandbox
+        .run(
+            &vs_sandbox::CommandSpec::new(
+                [
+                    "/bin/sh",
+                    "-c",
+                    "id -u; claude --version; echo \"key=[$(cat key.txt 2>/dev/null)]\"; \
+                     echo x > /home/agent/.claude/written && echo state-writable; \
+                     (echo '{\"hooks\":1}' > /home/agent/.claude/settings.json) 2>/dev/null && echo SETTINGS-WRITTEN; true",
+                ],
+                &uroot,
+            )
+            .timeout(std::time::Duration::from_secs(60)),
+        )
+        .unwrap();
+    let text = r.stdout.text_lossy();
+    drop(sandbox);
+    assert!(text.starts_with("4242\n"), "{text}");
+    assert!(text.contains("(Claude Code)"), "{text}");
+    assert!(text.contains("key=[]"), "{text}");
+    assert!(text.contains("state-writable"), "{text}");
+    assert!(!text.contains("SETTINGS-WRITTEN"), "{text}");
+    assert!(claude_dir.join("written").is_file());
+    assert_eq!(
+        std::fs::read_to_string(claude_dir.join("settings.json")).unwrap(),
+        "{}\n"
+    );
+    drop(loaded);
+}

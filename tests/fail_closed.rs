@@ -1,0 +1,108 @@
+//! Every way confinement can be refused stops with exit 125, a message
+//! naming the cause, and the command not run.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+
+fn run(p: &Project, env: &[(&str, &str)], args: &[&str]) -> std::process::Output {
+    let mut full = vec!["exec"];
+    full.extend_from_slice(args);
+    full.extend_from_slice(&["--", "touch", "command-ran"]);
+    let mut cmd = command_as(As::Root, &p.root, &vibesys(), &full);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn assert_refused(p: &Project, out: &std::process::Output, needle: &str) {
+    assert_code(out, 125);
+    let err = stderr(out);
+    assert!(
+        err.starts_with("vibesys: error: ") && err.contains(needle),
+        "{err}"
+    );
+    assert!(!p.root.join("command-ran").exists(), "the command ran");
+}
+
+#[test]
+fn missing_bwrap_fails_closed() {
+    let p = project(As::Root);
+    let empty = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink("/usr/bin/touch", empty.path().join("touch")).unwrap();
+    let path = empty.path().display().to_string();
+    let out = run(&p, &[("PATH", &path)], &[]);
+    assert_refused(&p, &out, "bubblewrap was not found");
+}
+
+#[test]
+fn disabled_or_unknown_operator_values_fail_closed() {
+    let p = project(As::Root);
+    for value in ["off", "0", " FALSE ", "no"] {
+        let out = run(&p, &[("VIBESYS_AGENT_SANDBOX", value)], &[]);
+        assert_refused(&p, &out, "requires enforcement");
+    }
+    let out = run(&p, &[("VIBESYS_AGENT_SANDBOX", "chroot")], &[]);
+    assert_refused(&p, &out, "unknown sandbox mode \"chroot\"");
+    // Unknown values are errors even when enforcement is not required.
+    let out = run(
+        &p,
+        &[("VIBESYS_AGENT_SANDBOX", "chroot")],
+        &["--no-require-enforcement"],
+    );
+    assert_refused(&p, &out, "unknown sandbox mode");
+    let out = run(&p, &[], &["--confine", "none"]);
+    assert_refused(&p, &out, "requires enforcement");
+}
+
+#[test]
+fn disabled_without_enforcement_runs_with_a_loud_warning() {
+    let p = project(As::Root);
+    let out = run(
+        &p,
+        &[("VIBESYS_AGENT_SANDBOX", "off")],
+        &["--no-require-enforcement"],
+    );
+    assert_code(&out, 0);
+    assert!(
+        stderr(&out).contains("CONFINEMENT DISABLED"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(p.root.join("command-ran").exists());
+}
+
+#[test]
+fn invalid_policies_fail_closed_naming_the_path() {
+    let p = project(As::Root);
+    std::os::unix::fs::symlink("/etc", p.root.join("etc-link")).unwrap();
+    std::os::unix::fs::symlink("secret", p.root.join("secret-alias")).unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["--hidden", "../outside"], "\"../outside\" contains `..`"),
+        (&["--read-only", "/etc"], "\"/etc\" is absolute"),
+        (&["--hidden", "missing"], "\"missing\" does not exist"),
+        (
+            &["--hidden", "etc-link"],
+            "resolves to \"/etc\", outside workspace",
+        ),
+        (
+            &["--read-only", "secret-alias"],
+            "overlap after resolving symlinks",
+        ),
+        (
+            &["--hidden", "docs/x", "--hidden", "docs"],
+            "lies below hidden path",
+        ),
+        (&["--read-only", "docs", "--hidden", "docs"], "listed twice"),
+    ];
+    for (args, needle) in cases {
+        let out = run(&p, &[], args);
+        assert_refused(&p, &out, needle);
+    }
+    // A broken vibesys.toml fails the same way.
+    std::fs::write(p.root.join("vibesys.toml"), "[sandbox]\nhiden = [\"x\"]\n").unwrap();
+    let out = run(&p, &[], &[]);
+    assert_refused(&p, &out, "unknown field `hiden`");
+}

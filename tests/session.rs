@@ -1,0 +1,313 @@
+//! `vibesys session`: real stand-in executables named codex, claude and
+//! gemini on PATH record the argv and environment they were given, from
+//! inside the confined process.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use common::*;
+
+const STANDIN: &str = r#"#!/bin/sh
+# Records what it was given, from inside the sandbox.
+out="$PWD/record-$(basename "$0")"
+: > "$out"
+for a in "$@"; do printf 'arg:%s\n' "$a" >> "$out"; done
+env | sed 's/=.*//' | sort | sed 's/^/env:/' >> "$out"
+printf 'token:[%s]\n' "$(cat token.txt 2>/dev/null)" >> "$out"
+{ echo state > "$HOME/state-probe"; } 2>/dev/null && echo 'home-root:writable' >> "$out"
+# The provider's configuration is read-only, its session data writable.
+for c in .codex/config.toml .codex/prompts/p.md .claude/settings.json .claude/hooks/h .gemini/settings.json; do
+  { echo plant >> "$HOME/$c"; } 2>/dev/null && echo "config:writable:$c" >> "$out"
+done
+for d in .codex .claude .gemini; do
+  { [ -d "$HOME/$d" ] && echo history >> "$HOME/$d/history-probe"; } 2>/dev/null && echo "data:writable:$d" >> "$out"
+done
+exit 0
+"#;
+
+fn standins(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    for name in ["codex", "claude", "gemini"] {
+        let p = dir.join(name);
+        std::fs::write(&p, STANDIN).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+#[test]
+fn providers_launch_confined_with_only_allow_listed_variables() {
+    require_tool("bwrap", "apt-get install bubblewrap");
+    let p = project(As::Root);
+    let bin = p.outside.join("bin");
+    standins(&bin);
+    let home = p.outside.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let cases = [
+        (
+            "codex",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "OPENAI_API_KEY",
+            ".codex",
+        ),
+        (
+            "claude",
+            "--dangerously-skip-permissions",
+            "ANTHROPIC_API_KEY",
+            ".claude",
+        ),
+        (
+            "gemini",
+            "--approval-mode=yolo",
+            "GEMINI_API_KEY",
+            ".gemini",
+        ),
+    ];
+    for (provider, flag, auth, state) in cases {
+        let out = command_as(
+            As::Root,
+            &p.root,
+            &vibesys(),
+            &[
+                "session",
+                "--provider",
+                provider,
+                "--confine",
+                "bwrap",
+                "--env",
+                "MY_EXTRA",
+                "--",
+                "--model",
+                "x",
+            ],
+        )
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("HOME", &home)
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("GEMINI_API_KEY", "g-test")
+        .env("VIBESYS_TEST_SECRET", "must-not-leak")
+        .env("MY_EXTRA", "1")
+        .env("SSH_AUTH_SOCK", "/tmp/agent.sock")
+        .output()
+        .unwrap();
+        assert_code(&out, 0);
+        let record = std::fs::read_to_string(p.root.join(format!("record-{provider}"))).unwrap();
+        assert!(
+            record.contains(&format!("arg:{flag}\n")),
+            "{provider}: {record}"
+        );
+        assert!(
+            record.contains("arg:--model\narg:x\n"),
+            "{provider}: {record}"
+        );
+        assert!(
+            record.contains("token:[]"),
+            "{provider}: the hidden file was readable: {record}"
+        );
+        let names: Vec<&str> = record
+            .lines()
+            .filter_map(|l| l.strip_prefix("env:"))
+            .collect();
+        assert!(
+            names.contains(&auth) && names.contains(&"MY_EXTRA") && names.contains(&"PATH"),
+            "{provider}: {names:?}"
+        );
+        let allowed_extra = [
+            "PWD",
+            "SHLVL",
+            "_",
+            "OLDPWD",
+            "IS_SANDBOX",
+            "GEMINI_SANDBOX",
+            "GEMINI_CLI_TRUST_WORKSPACE",
+        ];
+        for name in &names {
+            let ok = ["PATH", "HOME", "LANG", "MY_EXTRA"].contains(name)
+                || *name == auth
+                || allowed_extra.contains(name);
+            assert!(ok, "{provider}: {name} is not on the allow-list: {names:?}");
+        }
+        for leaked in ["VIBESYS_TEST_SECRET", "SSH_AUTH_SOCK"] {
+            assert!(!names.contains(&leaked), "{provider}: {leaked} leaked");
+        }
+        // The dropped names are logged, their values never.
+        let err = stderr(&out);
+        assert!(
+            !err.contains("must-not-leak") && !err.contains("sk-"),
+            "{err}"
+        );
+        // Only the provider's state dir is writable in HOME, not HOME itself.
+        assert!(
+            !record.contains("home-root:writable"),
+            "{provider}: {record}"
+        );
+        assert!(
+            home.join(state).exists(),
+            "{provider}: state dir not prepared"
+        );
+        assert!(!record.contains("config:writable"), "{provider}: {record}");
+        assert!(
+            record.contains(&format!("data:writable:{state}")),
+            "{provider}: {record}"
+        );
+    }
+}
+
+#[test]
+fn unknown_provider_fails_closed() {
+    let p = project(As::Root);
+    let out = command_as(
+        As::Root,
+        &p.root,
+        &vibesys(),
+        &["session", "--provider", "cursor"],
+    )
+    .output()
+    .unwrap();
+    assert_code(&out, 125);
+    assert!(
+        stderr(&out).contains("known providers: codex, claude, gemini"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_disabled_sandbox_refuses_the_session() {
+    let p = project(As::Root);
+    let out = command_as(
+        As::Root,
+        &p.root,
+        &vibesys(),
+        &["session", "--provider", "codex"],
+    )
+    .env("VIBESYS_AGENT_SANDBOX", "off")
+    .output()
+    .unwrap();
+    assert_code(&out, 125);
+    assert!(
+        stderr(&out).contains("requires enforcement"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A stand-in claude that reads its `~/.claude.json`, then plants a hook
+/// and an MCP server command in it, and tries to move it away.
+const CLAUDE_PLANTER: &str = r#"#!/bin/sh
+out="$PWD/record-claude-json"
+f="${CLAUDE_CONFIG_DIR:-$HOME}/.claude.json"
+printf 'seen:%s\n' "$(cat "$f" 2>/dev/null)" > "$out"
+{ printf '{"mcpServers":{"x":{"command":"/tmp/planted"}},"hooks":{"Stop":"/tmp/planted"}}\n' > "$f"; } 2>/dev/null && echo 'write:ok' >> "$out"
+printf 'after:%s\n' "$(cat "$f" 2>/dev/null)" >> "$out"
+{ mv "$f" "$f.moved"; } 2>/dev/null && echo 'moved:yes' >> "$out"
+{ rm -f "$f"; } 2>/dev/null && [ ! -e "$f" ] && echo 'removed:yes' >> "$out"
+exit 0
+"#;
+
+const USER_JSON: &str = "{\"numStartups\":7,\"userID\":\"user-owned\"}\n";
+
+/// Runs the planter as `who` with `backend`; `config_dir` sets
+/// CLAUDE_CONFIG_DIR. Returns the record and the user's file afterwards.
+fn plant_claude_json(
+    who: As,
+    backend: &str,
+    config_dir: bool,
+) -> (std::process::Output, String, String) {
+    let p = project(who);
+    let bin = p.outside.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let claude = bin.join("claude");
+    std::fs::write(&claude, CLAUDE_PLANTER).unwrap();
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let home = p.outside.join("home");
+    let state = home.join("cfg");
+    std::fs::create_dir_all(&state).unwrap();
+    let user_file = if config_dir {
+        state.join(".claude.json")
+    } else {
+        home.join(".claude.json")
+    };
+    std::fs::write(&user_file, USER_JSON).unwrap();
+    if who == As::User {
+        let (uid, gid) = test_user();
+        let ok = std::process::Command::new("chown")
+            .args(["-R", &format!("{uid}:{gid}")])
+            .arg(&p.outside)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+    let mut cmd = command_as(
+        who,
+        &p.root,
+        &vibesys(),
+        &["session", "--provider", "claude", "--confine", backend],
+    );
+    cmd.env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("HOME", &home);
+    if config_dir {
+        cmd.env("CLAUDE_CONFIG_DIR", &state);
+    }
+    let out = cmd.output().unwrap();
+    let record = std::fs::read_to_string(p.root.join("record-claude-json")).unwrap_or_default();
+    let after = std::fs::read_to_string(&user_file).unwrap_or_default();
+    (out, record, after)
+}
+
+#[test]
+fn claude_json_is_a_private_copy_under_bwrap() {
+    require_tool("bwrap", "apt-get install bubblewrap");
+    for who in users() {
+        for config_dir in [false, true] {
+            let (out, record, after) = plant_claude_json(who, "bwrap", config_dir);
+            assert_code(&out, 0);
+            let case = format!("{who:?}, CLAUDE_CONFIG_DIR={config_dir}");
+            // The copy has the user's content and the CLI can write it...
+            assert!(
+                record.contains(&format!("seen:{}", USER_JSON.trim_end())),
+                "{case}: {record}"
+            );
+            assert!(record.contains("write:ok"), "{case}: {record}");
+            assert!(record.contains("after:{\"mcpServers\""), "{case}: {record}");
+            // ...cannot move it away...
+            assert!(!record.contains("moved:yes"), "{case}: {record}");
+            assert!(!record.contains("removed:yes"), "{case}: {record}");
+            // ...and nothing of it reaches the user's file.
+            assert_eq!(after, USER_JSON, "{case}: the user's file was written");
+        }
+    }
+}
+
+#[test]
+fn claude_json_is_read_only_under_landlock() {
+    for who in users() {
+        let (out, record, after) = plant_claude_json(who, "landlock", false);
+        assert_code(&out, 0);
+        assert!(
+            record.contains(&format!("seen:{}", USER_JSON.trim_end())),
+            "{who:?}: {record}"
+        );
+        assert!(!record.contains("write:ok"), "{who:?}: {record}");
+        assert_eq!(after, USER_JSON, "{who:?}: the user's file was written");
+        assert!(
+            stderr(&out).contains("read-only in this session"),
+            "{}",
+            stderr(&out)
+        );
+        // Inside a writable state directory Landlock cannot protect it:
+        // the session is refused.
+        let (out, record, after) = plant_claude_json(who, "landlock", true);
+        assert_code(&out, 125);
+        assert!(record.is_empty(), "{who:?}: the session ran: {record}");
+        assert_eq!(after, USER_JSON);
+        assert!(
+            stderr(&out).contains("Landlock cannot make it read-only"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}

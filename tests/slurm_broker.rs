@@ -1,0 +1,622 @@
+//! The slurm run environment against a real single-node Slurm
+//! (scripts/slurm-up.sh: munged, slurmctld, slurmd, two GRES GPUs over
+//! device files): `vibesys broker serve` as a process, its clients, the
+//! confinement of agent jobs on the compute node, every refusal, and
+//! cancellation on disconnect, SIGTERM and after SIGKILL.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod slurm_support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use slurm_support::{GPU_DIR, slurm};
+
+/// Names of the run's jobs Slurm knows (running or finished), except the
+/// start-up probe.
+fn run_jobs(run: &str, all_states: bool) -> Vec<String> {
+    let mut cmd = Command::new("squeue");
+    cmd.args(["-h", "-o", "%j|%k|%T"]);
+    if all_states {
+        cmd.arg("--states=all");
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "squeue failed");
+    let prefix = format!("vibesys-{run}-");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with(&prefix) && !l.starts_with(&format!("{prefix}probe")))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A project with the broker's settings appended to its vibesys.toml.
+fn broker_project(who: As, extra: &str) -> Project {
+    let p = project(who);
+    let mut toml = std::fs::read_to_string(p.root.join("vibesys.toml")).unwrap();
+    toml.push_str(&format!(
+        "\n[vibesys.broker]\ngpu_devices = \"{GPU_DIR}/gpu{{}}\"\n\n\
+         [gates.check]\nargv = [\"sh\", \"-c\", \"echo gate-stdout; echo gate-stderr >&2; pwd; exit 3\"]\n\n{extra}"
+    ));
+    std::fs::write(p.root.join("vibesys.toml"), toml).unwrap();
+    p
+}
+
+const AGENT_GPU: &str = "[vibesys.agent_gpu]\nenabled = true\nmax_gpus = 2\nmax_time_minutes = 5\n";
+
+struct Broker {
+    child: Option<Child>,
+    agent: PathBuf,
+    framework: PathBuf,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    who: As,
+    root: PathBuf,
+}
+
+impl Broker {
+    fn start(who: As, p: &Project, run: &str, flags: &[&str]) -> Broker {
+        slurm();
+        let root = p.root.to_str().unwrap().to_owned();
+        let mut args = vec!["broker", "serve", "--project", &root, "--run", run];
+        args.extend_from_slice(flags);
+        let mut child = command_as(who, &p.root, &vibesys(), &args)
+            .env("VIBESYS_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        {
+            let mut e = child.stderr.take().unwrap();
+            let log = std::sync::Arc::clone(&stderr);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = e.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    log.lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            });
+        }
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut agent = None;
+        let mut framework = None;
+        while agent.is_none() || framework.is_none() {
+            match lines.next() {
+                Some(Ok(l)) => {
+                    if let Some(a) = l.strip_prefix("agent: ") {
+                        agent = Some(PathBuf::from(a));
+                    } else if let Some(f) = l.strip_prefix("framework: ") {
+                        framework = Some(PathBuf::from(f));
+                    }
+                }
+                _ => {
+                    let status = child.wait().unwrap();
+                    panic!(
+                        "the broker exited ({status}) before printing its sockets:\n{}",
+                        stderr.lock().unwrap()
+                    );
+                }
+            }
+        }
+        Broker {
+            child: Some(child),
+            agent: agent.unwrap(),
+            framework: framework.unwrap(),
+            stderr,
+            who,
+            root: p.root.clone(),
+        }
+    }
+
+    fn client(&self, args: &[&str]) -> Command {
+        let mut full = vec!["broker"];
+        full.extend_from_slice(args);
+        let mut c = command_as(self.who, &self.root, &vibesys(), &full);
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        c
+    }
+
+    fn job(&self, extra: &[&str], script: &str) -> Output {
+        let sock = self.agent.to_str().unwrap().to_owned();
+        let mut args = vec!["job", "--socket", &sock];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "sh", "-c", script]);
+        self.client(&args).output().unwrap()
+    }
+
+    fn signal(&mut self, sig: &str) -> std::process::ExitStatus {
+        let mut child = self.child.take().unwrap();
+        let st = Command::new("kill")
+            .args([sig, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        child.wait().unwrap()
+    }
+
+    fn log(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.id().to_string()])
+                .status();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn gate_runs_through_the_framework_socket_only() {
+    let who = As::Root;
+    let p = broker_project(who, "");
+    let run = unique("gate");
+    let b = Broker::start(who, &p, &run, &[]);
+    let fw = b.framework.to_str().unwrap().to_owned();
+    let out = b
+        .client(&["gate", "--socket", &fw, "check"])
+        .output()
+        .unwrap();
+    assert_code(&out, 3);
+    let so = stdout(&out);
+    assert!(so.contains("gate-stdout"), "{so}");
+    assert!(
+        so.contains(&p.root.display().to_string()),
+        "gates run in the workspace: {so}"
+    );
+    assert!(stderr(&out).contains("gate-stderr"), "{}", stderr(&out));
+    // An unknown gate name is refused: only the operator's argv runs.
+    let out = b
+        .client(&["gate", "--socket", &fw, "nope"])
+        .output()
+        .unwrap();
+    assert_code(&out, 125);
+    assert!(
+        stderr(&out).contains("no gate \"nope\""),
+        "{}",
+        stderr(&out)
+    );
+    // The agent socket never runs gates.
+    let ag = b.agent.to_str().unwrap().to_owned();
+    let out = b
+        .client(&["gate", "--socket", &ag, "check"])
+        .output()
+        .unwrap();
+    assert_code(&out, 125);
+    assert!(
+        stderr(&out).contains("the agent socket cannot run gates"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        run_jobs(&run, true).len(),
+        1,
+        "only the framework's gate ran"
+    );
+    // Sockets: operator-only directories, mode 0600.
+    use std::os::unix::fs::PermissionsExt;
+    for s in [&b.agent, &b.framework] {
+        let mode = std::fs::metadata(s).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", s.display());
+        let dir = std::fs::metadata(s.parent().unwrap()).unwrap();
+        assert_eq!(dir.permissions().mode() & 0o777, 0o700);
+    }
+    assert!(
+        b.log().contains("peer pid="),
+        "peer credentials logged: {}",
+        b.log()
+    );
+}
+
+#[test]
+fn agent_job_runs_confined_on_the_compute_node() {
+    for who in users() {
+        let p = broker_project(who, AGENT_GPU);
+        let run = unique("confined");
+        let b = Broker::start(who, &p, &run, &[]);
+        let marker = unique("tmp-marker");
+        let out = b.job(
+            &[
+                "--gpus",
+                "1",
+                "--env",
+                "GREETING=hi",
+                "--env",
+                "SLURM_FAKE=x",
+            ],
+            &format!(
+                "cat secret/key && echo READ-HIDDEN; \
+                 echo x > docs/readme && echo WROTE-READ-ONLY; \
+                 echo \"tmp=$TMPDIR,$TMP,$TEMP\"; \
+                 echo data > \"$TMPDIR/{marker}\" && echo TMP-WRITABLE; \
+                 echo \"cuda=$CUDA_VISIBLE_DEVICES\"; \
+                 echo \"greeting=$GREETING slurm_fake=${{SLURM_FAKE:-unset}}\"; \
+                 ls {GPU_DIR}; echo done"
+            ),
+        );
+        assert_code(&out, 0);
+        let so = stdout(&out);
+        assert!(
+            !so.contains("READ-HIDDEN"),
+            "{who:?}: hidden path readable: {so}"
+        );
+        assert!(
+            !so.contains("WROTE-READ-ONLY"),
+            "{who:?}: read-only path written: {so}"
+        );
+        assert!(so.contains("tmp=/tmp,/tmp,/tmp"), "{so}");
+        assert!(so.contains("TMP-WRITABLE"), "{so}");
+        assert!(so.contains("greeting=hi slurm_fake=unset"), "{so}");
+        let cuda = so
+            .lines()
+            .find_map(|l| l.strip_prefix("cuda="))
+            .unwrap_or_default();
+        assert_eq!(cuda.split(',').count(), 1, "one GPU allocated: {so}");
+        let devices: Vec<&str> = so.lines().filter(|l| l.starts_with("gpu")).collect();
+        assert_eq!(
+            devices,
+            [format!("gpu{cuda}")],
+            "only the allocated GPU's device: {so}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(p.root.join("docs/readme")).unwrap(),
+            "docs\n"
+        );
+        // The private /tmp is gone with the job: not on the host, not in
+        // the next job.
+        assert!(!Path::new("/tmp").join(&marker).exists());
+        let out = b.job(
+            &["--gpus", "2"],
+            &format!("ls /tmp/{marker} 2>&1; echo \"cuda=$CUDA_VISIBLE_DEVICES\"; ls {GPU_DIR}"),
+        );
+        assert_code(&out, 0);
+        let so = stdout(&out);
+        assert!(so.contains("No such file"), "{so}");
+        assert!(
+            so.contains("cuda=0,1") && so.contains("gpu0") && so.contains("gpu1"),
+            "{so}"
+        );
+        // The job's own status comes back, 128+N for a signal.
+        assert_code(&b.job(&[], "exit 7"), 7);
+        assert_code(&b.job(&[], "kill -9 $$"), 137);
+    }
+}
+
+#[test]
+fn refusals_name_the_cause_and_submit_nothing() {
+    let who = As::Root;
+    // Agent jobs off: the agent socket refuses every job.
+    let p = broker_project(who, "");
+    let run = unique("off");
+    let b = Broker::start(who, &p, &run, &[]);
+    let out = b.job(&[], "echo ran");
+    assert_code(&out, 125);
+    assert!(
+        stderr(&out).contains("agent jobs are off"),
+        "{}",
+        stderr(&out)
+    );
+    drop(b);
+    assert!(run_jobs(&run, true).is_empty());
+
+    let p = broker_project(who, AGENT_GPU);
+    std::os::unix::fs::symlink("/etc", p.root.join("link-to-etc")).unwrap();
+    let run = unique("refuse");
+    let b = Broker::start(who, &p, &run, &["--max-time", "3"]);
+    let etc_link = p.root.join("link-to-etc");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["--cwd".into(), "/etc".into()], "outside the workspace"),
+        (
+            vec!["--cwd".into(), etc_link.display().to_string()],
+            "outside the workspace",
+        ),
+        (
+            vec!["--gpus".into(), "3".into()],
+            "above the operator's limit of 2",
+        ),
+        (vec!["--time".into(), "4".into()], "the operator's limit"),
+        (vec!["--time".into(), "0".into()], "outside 1..=3"),
+    ];
+    for (flags, cause) in &cases {
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let out = b.job(&flags, "echo ran");
+        assert_code(&out, 125);
+        assert!(!stdout(&out).contains("ran"));
+        assert!(stderr(&out).contains(cause), "{flags:?}: {}", stderr(&out));
+    }
+    assert!(
+        run_jobs(&run, true).is_empty(),
+        "{:?}",
+        run_jobs(&run, true)
+    );
+}
+
+/// Sends raw bytes, returns the reply frames' kinds and the final text.
+fn raw_exchange(socket: &Path, bytes: &[u8]) -> String {
+    let mut s = UnixStream::connect(socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let _ = s.write_all(bytes);
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let mut reply = Vec::new();
+    let _ = s.read_to_end(&mut reply);
+    assert!(reply.len() >= 5, "no reply frame: {reply:?}");
+    let len = u32::from_be_bytes(reply[..4].try_into().unwrap()) as usize;
+    assert_eq!(reply[4], 4, "a final frame");
+    String::from_utf8_lossy(&reply[5..4 + len]).into_owned()
+}
+
+fn frame(kind: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = ((payload.len() + 1) as u32).to_be_bytes().to_vec();
+    f.push(kind);
+    f.extend_from_slice(payload);
+    f
+}
+
+#[test]
+fn hostile_frames_get_an_error_reply_and_the_broker_keeps_serving() {
+    let who = As::Root;
+    let p = broker_project(who, AGENT_GPU);
+    let run = unique("hostile");
+    let b = Broker::start(who, &p, &run, &[]);
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (u32::MAX.to_be_bytes().to_vec(), "exceeds the limit"),
+        (
+            ((64 * 1024 + 2) as u32).to_be_bytes().to_vec(),
+            "exceeds the limit",
+        ),
+        (vec![0, 0, 0, 10, 1, b'{'], "closed before a whole frame"),
+        (vec![0, 0, 0, 0], "unknown frame kind 0"),
+        (frame(9, b"{}"), "unknown frame kind 9"),
+        (frame(2, b"output"), "expected a request frame"),
+        (frame(1, b"not json"), "malformed request"),
+        (frame(1, &[0xff, 0xfe, 0x00]), "malformed request"),
+        (
+            frame(1, br#"{"kind":"shell","version":1}"#),
+            "malformed request",
+        ),
+        (
+            frame(
+                1,
+                br#"{"kind":"job","version":1,"argv":["true"],"extra":1}"#,
+            ),
+            "malformed request",
+        ),
+        (
+            frame(1, br#"{"kind":"job","version":99,"argv":["true"]}"#),
+            "unsupported protocol version 99",
+        ),
+        (
+            frame(1, br#"{"kind":"job","version":1,"argv":[]}"#),
+            "the command is empty",
+        ),
+        (
+            frame(
+                1,
+                br#"{"kind":"job","version":1,"argv":["true"],"env":{"A=B":"x"}}"#,
+            ),
+            "environment variable",
+        ),
+        (frame(1, &[b'['; 60000]), "malformed request"),
+    ];
+    for (bytes, cause) in &cases {
+        let reply = raw_exchange(&b.agent, bytes);
+        assert!(
+            reply.contains("\"refused\"") && reply.contains(cause),
+            "{cause}: {reply}"
+        );
+    }
+    // A client that connects and trickles a byte at a time does not block
+    // others, and is cut off after the request deadline (10 s).
+    let mut idle = UnixStream::connect(&b.agent).unwrap();
+    idle.write_all(&[0, 0, 0, 100, 1]).unwrap();
+    let started = Instant::now();
+    let out = b.job(&[], "echo still-serving");
+    assert_code(&out, 0);
+    assert!(stdout(&out).contains("still-serving"));
+    let trickle = std::thread::spawn(move || {
+        while idle.write_all(b" ").is_ok() && started.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        started.elapsed()
+    });
+    let cut_after = trickle.join().unwrap();
+    assert!(
+        cut_after < Duration::from_secs(20),
+        "a trickling client held its connection for {cut_after:?}"
+    );
+    assert_eq!(
+        run_jobs(&run, true).len(),
+        1,
+        "only the valid job was submitted"
+    );
+}
+
+#[test]
+fn a_client_that_disconnects_cancels_its_job() {
+    let who = As::Root;
+    let p = broker_project(who, AGENT_GPU);
+    let run = unique("disc");
+    let b = Broker::start(who, &p, &run, &[]);
+    let sock = b.agent.to_str().unwrap().to_owned();
+    let mut client = b
+        .client(&["job", "--socket", &sock, "--", "sleep", "300"])
+        .spawn()
+        .unwrap();
+    wait_until("the job to run", Duration::from_secs(30), || {
+        run_jobs(&run, false).iter().any(|l| l.ends_with("RUNNING"))
+    });
+    client.kill().unwrap();
+    client.wait().unwrap();
+    wait_until("the job to be cancelled", Duration::from_secs(30), || {
+        run_jobs(&run, false).is_empty()
+    });
+    assert!(b.log().contains("cancelling"), "{}", b.log());
+}
+
+#[test]
+fn sigterm_cancels_every_job_and_sigkill_leftovers_are_cancelled_at_restart() {
+    let who = As::Root;
+    let p = broker_project(who, AGENT_GPU);
+    let run = unique("stop");
+    let mut b = Broker::start(who, &p, &run, &[]);
+    let sock = b.agent.to_str().unwrap().to_owned();
+    let clients: Vec<Child> = (0..2)
+        .map(|_| {
+            b.client(&["job", "--socket", &sock, "--", "sleep", "300"])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    wait_until("both jobs to run", Duration::from_secs(30), || {
+        run_jobs(&run, false)
+            .iter()
+            .filter(|l| l.ends_with("RUNNING"))
+            .count()
+            == 2
+    });
+    let status = b.signal("-TERM");
+    assert!(status.success(), "{status}: {}", b.log());
+    assert!(run_jobs(&run, false).is_empty());
+    for c in clients {
+        let out = c.wait_with_output().unwrap();
+        assert_code(&out, 123);
+        assert!(stderr(&out).contains("CANCELLED"), "{}", stderr(&out));
+    }
+    assert!(
+        !b.agent.exists() && !b.framework.exists(),
+        "sockets removed"
+    );
+
+    // SIGKILL leaves the job running; the next start of the run cancels it.
+    let mut b = Broker::start(who, &p, &run, &[]);
+    let sock = b.agent.to_str().unwrap().to_owned();
+    let mut client = b
+        .client(&["job", "--socket", &sock, "--", "sleep", "300"])
+        .spawn()
+        .unwrap();
+    wait_until("the job to run", Duration::from_secs(30), || {
+        run_jobs(&run, false).iter().any(|l| l.ends_with("RUNNING"))
+    });
+    b.signal("-KILL");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !run_jobs(&run, false).is_empty(),
+        "the job outlived a SIGKILLed broker"
+    );
+    let b2 = Broker::start(who, &p, &run, &[]);
+    assert!(
+        b2.log().contains("cancelled 1 leftover job(s)"),
+        "{}",
+        b2.log()
+    );
+    wait_until("the leftover to go", Duration::from_secs(30), || {
+        run_jobs(&run, false).is_empty()
+    });
+    let _ = client.kill();
+    let _ = client.wait();
+}
+
+#[test]
+fn the_broker_refuses_to_start_where_the_probe_cannot_enforce_confinement() {
+    slurm();
+    let who = As::Root;
+    let p = broker_project(who, "");
+    let mut toml = std::fs::read_to_string(p.root.join("vibesys.toml")).unwrap();
+    toml = toml.replace(
+        "[vibesys.broker]\n",
+        "[vibesys.broker]\nbwrap = \"/nonexistent/bwrap\"\n",
+    );
+    std::fs::write(p.root.join("vibesys.toml"), toml).unwrap();
+    let run = unique("probe");
+    let root = p.root.to_str().unwrap().to_owned();
+    let out = command_as(
+        who,
+        &p.root,
+        &vibesys(),
+        &["broker", "serve", "--project", &root, "--run", &run],
+    )
+    .output()
+    .unwrap();
+    assert_code(&out, 125);
+    let err = stderr(&out);
+    let node =
+        String::from_utf8(Command::new("hostname").arg("-s").output().unwrap().stdout).unwrap();
+    assert!(
+        err.contains(&format!("compute node {}", node.trim())),
+        "{err}"
+    );
+    assert!(
+        err.contains("bubblewrap was not found at /nonexistent/bwrap"),
+        "{err}"
+    );
+    assert!(stdout(&out).is_empty(), "no socket announced");
+    assert!(run_jobs(&run, false).is_empty());
+}
+
+#[test]
+fn run_env_show_and_doctor_report_the_cluster() {
+    slurm();
+    let out = Command::new(vibesys())
+        .args(["run-env", "show", "--run-environment", "slurm", "--json"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let slurm = &json["environments"][0];
+    assert_eq!(slurm["name"], "slurm");
+    assert_eq!(slurm["availability"]["status"], "available", "{slurm}");
+    let out = Command::new(vibesys())
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let check = json["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "slurm")
+        .unwrap()
+        .clone();
+    assert_eq!(check["ok"], true, "{check}");
+    assert!(
+        check["detail"].as_str().unwrap().contains("gres gpu:2"),
+        "{check}"
+    );
+}
+
+#[test]
+fn a_job_over_its_time_limit_ends_timed_out_with_its_own_code() {
+    let who = As::Root;
+    let p = broker_project(who, AGENT_GPU);
+    let run = unique("timeout");
+    let b = Broker::start(who, &p, &run, &[]);
+    // Slurm's smallest limit is one minute; its timer runs every 30 s.
+    let started = Instant::now();
+    let out = b.job(&["--time", "1"], "echo started; sleep 600");
+    assert_code(&out, 124);
+    assert!(stdout(&out).contains("started"));
+    assert!(stderr(&out).contains("ended TIMEOUT"), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(240));
+    assert!(run_jobs(&run, false).is_empty());
+}

@@ -1,0 +1,63 @@
+//! The single-node Slurm of the `slurm_*` and `run_slurm` tests: started
+//! once per test process (`scripts/slurm-up.sh`, idempotent; CI's
+//! `scripts/test.sh` has started it already and stops it after the
+//! suite), and what a run may leave in it (queued jobs, brokers).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The fake GPUs' device nodes (scripts/slurm-up.sh).
+pub const GPU_DIR: &str = "/run/vibesys-slurm";
+
+/// Starts the single-node cluster once per test process.
+pub fn slurm() {
+    static UP: OnceLock<()> = OnceLock::new();
+    UP.get_or_init(|| {
+        // Standalone (no `common`): the harnesses that include this module
+        // load `common` already.
+        assert!(
+            Command::new("srun").arg("--version").output().is_ok(),
+            "srun is missing: apt-get install slurm-wlm munge (scripts/install-deps.sh)"
+        );
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let out = Command::new("bash")
+            .arg(root.join("scripts/slurm-up.sh"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "scripts/slurm-up.sh failed (it needs root, slurm-wlm and munge):\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+}
+
+/// The run's jobs Slurm still knows as queued or running.
+pub fn live_jobs(run: &str) -> Vec<String> {
+    let out = Command::new("squeue")
+        .args(["-h", "-o", "%j|%T"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "squeue failed");
+    let prefix = format!("vibesys-{run}-");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with(&prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Broker processes whose command line names the run (one left behind).
+pub fn brokers_of_run(run: &str) -> Vec<String> {
+    let out = Command::new("ps")
+        .args(["-eo", "pid=,args="])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("broker serve") && l.contains(run))
+        .map(str::to_owned)
+        .collect()
+}
