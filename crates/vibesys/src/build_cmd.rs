@@ -7,12 +7,12 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
+use vs_runtime::build_confine::{BuildConfinement, BuildRequest, run_build};
 use vs_runtime::environment::ALL_ENVIRONMENTS;
 use vs_runtime::{
-    BuildRecord, BuildSpec, EnvironmentDescription, RunEnvironment, RunId,
-    RuntimeError, StateLayout, open_run_environment,
+    BuildRecord, BuildSpec, EnvironmentDescription, RunEnvironment, RunId, RuntimeError,
+    StateLayout, open_run_environment,
 };
-use vs_runtime::build_confine::{BuildConfinement, BuildRequest, run_build};
 use vs_sandbox::config::PolicyConfig;
 use vs_sandbox::controls::SANDBOX_ENV;
 use vs_sandbox::{ConfineMode, DockerOptions};

@@ -192,4 +192,3 @@ pub fn execute_summary() -> String {
         Err(e) => format!("{e:#}"),
     }
 }
-

@@ -103,12 +103,8 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     let project = args.policy.resolve()?;
     let env = command_env(&args)?;
     let cwd = cwd();
-    let mut request = project.sandbox_request(
-        &args.command[0],
-        &host_env(),
-        cwd.as_deref(),
-        helper_exe()?,
-    );
+    let mut request =
+        project.sandbox_request(&args.command[0], &host_env(), cwd.as_deref(), helper_exe()?);
     if mode == ConfineMode::Docker {
         request.docker = Some(crate::docker_cmd::options_for(
             &project,

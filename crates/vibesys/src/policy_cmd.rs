@@ -70,7 +70,8 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
     let host_env = host_env();
     let cwd = cwd();
     let helper = helper_exe()?;
-    let request = || project.sandbox_request(&command[0], &host_env, cwd.as_deref(), helper.clone());
+    let request =
+        || project.sandbox_request(&command[0], &host_env, cwd.as_deref(), helper.clone());
     // The environment `exec` gives the command (without --env).
     let exec_env = vs_agent::env::exec_env_allowlist(std::env::vars_os(), &[])?.vars;
     let wants = |b: Backend| args.backend.is_none_or(|x| x == b);
@@ -102,7 +103,10 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
             Ok(plan) => {
                 let value = describe_plan(&plan, &exec_env, &mut text)?;
                 push_report(&mut text, plan.report());
-                backends.insert(name.into(), json!({ "plan": value, "report": plan.report() }));
+                backends.insert(
+                    name.into(),
+                    json!({ "plan": value, "report": plan.report() }),
+                );
             }
             Err(e) => {
                 text.push_str(&format!("  unusable: {e}\n"));

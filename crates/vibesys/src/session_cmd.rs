@@ -162,7 +162,9 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
     request.state = state.into();
     let confinement = select(request, mode, enforcement)?;
     let mut cmd = session_command(
-        confinement.as_ref().map(|c| c as &dyn vs_sandbox::Confinement),
+        confinement
+            .as_ref()
+            .map(|c| c as &dyn vs_sandbox::Confinement),
         &launch,
         &env,
         &cwd,
@@ -250,7 +252,10 @@ fn run_in_docker(
         .map(str::to_owned)
         .collect();
     options.env = EnvAllowList::default().with(names);
-    let program = launch.argv.first().context("the provider command is empty")?;
+    let program = launch
+        .argv
+        .first()
+        .context("the provider command is empty")?;
     let mut request = project.sandbox_request(program, &host_env(), Some(cwd), helper_exe()?);
     request.docker = Some(options);
     let sandbox = select(

@@ -120,11 +120,7 @@ pub fn run_build(request: BuildRequest<'_>) -> (Option<String>, Result<TrustedBu
         let spec = request.spec;
         let checkout = BuildCheckout::create(request.layout, request.run, request.commit)?;
         commit = Some(checkout.commit().to_owned());
-        let program = spec
-            .argv()
-            .first()
-            .map(OsString::from)
-            .unwrap_or_default();
+        let program = spec.argv().first().map(OsString::from).unwrap_or_default();
         let sandbox = build_confinement(
             checkout.path(),
             request.config,

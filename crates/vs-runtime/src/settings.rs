@@ -16,9 +16,7 @@ use std::path::{Path, PathBuf};
 use vs_sandbox::config::PolicyConfig;
 use vs_sandbox::defaults::Defaults;
 use vs_sandbox::resources::ResourceOrigin;
-use vs_sandbox::{
-    HostResources, ProjectPathPolicy, ResolvedPolicy, SandboxRequest, Workspace,
-};
+use vs_sandbox::{ConfineRequest, HostResources, ProjectPathPolicy, ResolvedPolicy, Workspace};
 
 use crate::error::Result;
 use crate::state::{STATE_DIR, StateLayout};
@@ -202,7 +200,7 @@ impl ProjectSettings {
         env: &[(OsString, OsString)],
         cwd: Option<&Path>,
         helper: PathBuf,
-    ) -> SandboxRequest<'_> {
+    ) -> ConfineRequest<'_> {
         let resources = self.resources(
             program,
             env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())),
@@ -211,7 +209,7 @@ impl ProjectSettings {
             .iter()
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| v.clone());
-        let mut request = SandboxRequest::new(&self.resolved, resources, helper);
+        let mut request = ConfineRequest::new(&self.resolved, resources, helper);
         request.network = self.network;
         request.chdir = self.chdir_in(cwd);
         request.max_processes = self.config.max_processes();

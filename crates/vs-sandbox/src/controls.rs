@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
-pub use crate::error::SandboxUnavailableError;
 use crate::error::SandboxError;
+pub use crate::error::SandboxUnavailableError;
 
 /// The environment variable that chooses the confinement mechanism.
 pub const SANDBOX_ENV: &str = "VIBESYS_AGENT_SANDBOX";

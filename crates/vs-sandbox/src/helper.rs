@@ -196,7 +196,9 @@ impl Helper {
     /// `vibesys: error: ...` with status 125).
     pub fn run(self) -> i32 {
         let result = match self {
-            Self::Launch { slots, limit, argv } => crate::launch::run_with_fds(&slots, &argv, &limit),
+            Self::Launch { slots, limit, argv } => {
+                crate::launch::run_with_fds(&slots, &argv, &limit)
+            }
             Self::Landlock { plan, limit, argv } => {
                 crate::launch::run_landlock(&plan, &argv, &limit, None, None)
             }

@@ -112,7 +112,6 @@ impl LandlockPlan {
             network,
         })
     }
-
 }
 
 /// Agent confinement with Landlock (Linux 5.13+). Weaker than bwrap:

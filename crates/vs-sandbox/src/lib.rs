@@ -44,4 +44,4 @@ pub use private_file::PrivateFile;
 pub use resources::HostResources;
 pub use runner::{CommandResult, CommandRunner, CommandSpec, LocalShellRunner, RunnerError};
 pub use seatbelt::{SeatbeltPlan, SeatbeltSandbox};
-pub use select::{AnySandbox, Backend, Plan, ProviderState, SandboxRequest, plan, select};
+pub use select::{AnySandbox, Backend, ConfineRequest, Plan, ProviderState, plan, select};

@@ -1,7 +1,7 @@
 //! The one place that turns a confinement mode into a backend.
 //!
 //! Every entry point (exec, session, build, run) builds a
-//! [`SandboxRequest`] and calls [`select`]; it holds the only match on
+//! [`ConfineRequest`] and calls [`select`]; it holds the only match on
 //! [`ConfineMode`]. The result is an [`AnySandbox`], which implements
 //! [`Confinement`] by an exhaustive match, so call sites carry no `cfg`
 //! and no backend type.
@@ -43,7 +43,7 @@ pub struct ProviderState {
 /// Everything a backend needs besides the mode: what the entry point
 /// decided, once.
 #[derive(Debug)]
-pub struct SandboxRequest<'a> {
+pub struct ConfineRequest<'a> {
     /// The project policy, validated against its workspace.
     pub policy: &'a ResolvedPolicy,
     /// Read-only host paths.
@@ -71,7 +71,7 @@ pub struct SandboxRequest<'a> {
     pub bwrap_program: Option<PathBuf>,
 }
 
-impl<'a> SandboxRequest<'a> {
+impl<'a> ConfineRequest<'a> {
     /// A request with no provider state, devices or Docker options.
     pub fn new(policy: &'a ResolvedPolicy, resources: HostResources, helper: PathBuf) -> Self {
         Self {
@@ -109,7 +109,7 @@ pub enum AnySandbox {
 /// required (logged loudly). A required enforcement with paths the
 /// backend does not enforce is refused, unless Landlock was chosen.
 pub fn select(
-    request: SandboxRequest<'_>,
+    request: ConfineRequest<'_>,
     mode: ConfineMode,
     enforcement: Enforcement,
 ) -> Result<Option<AnySandbox>, SandboxError> {
@@ -121,9 +121,9 @@ pub fn select(
         Plan::Bwrap(s) => AnySandbox::Host(s),
         Plan::Landlock(s) => AnySandbox::Landlock(s),
         Plan::Seatbelt(s) => AnySandbox::Seatbelt(s),
-        Plan::Docker { policy, options, .. } => {
-            AnySandbox::Docker(Box::new(DockerSandbox::start(policy, &options)?))
-        }
+        Plan::Docker {
+            policy, options, ..
+        } => AnySandbox::Docker(Box::new(DockerSandbox::start(policy, &options)?)),
     };
     check_enforcement(sandbox.report(), mode, enforcement)?;
     Ok(Some(sandbox))
@@ -203,7 +203,7 @@ impl Plan<'_> {
 
 /// Lowers the request with `backend` into the plan [`select`] would run
 /// (`policy show` prints it; `select` builds its sandboxes from it).
-pub fn plan(request: SandboxRequest<'_>, backend: Backend) -> Result<Plan<'_>, SandboxError> {
+pub fn plan(request: ConfineRequest<'_>, backend: Backend) -> Result<Plan<'_>, SandboxError> {
     match backend {
         Backend::Bwrap => bwrap(request),
         Backend::Landlock => landlock(request),
@@ -267,7 +267,7 @@ fn platform_default() -> PlatformDefault {
     PlatformDefault::None
 }
 
-fn bwrap(request: SandboxRequest<'_>) -> Result<Plan<'_>, SandboxError> {
+fn bwrap(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
     let options = BwrapOptions {
         program: match request.bwrap_program {
             Some(p) => p,
@@ -289,7 +289,7 @@ fn bwrap(request: SandboxRequest<'_>) -> Result<Plan<'_>, SandboxError> {
     )?))
 }
 
-fn landlock(request: SandboxRequest<'_>) -> Result<Plan<'_>, SandboxError> {
+fn landlock(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
     let unsupported = |reason: String| SandboxError::Unsupported {
         backend: "landlock",
         reason,
@@ -338,7 +338,7 @@ fn landlock(request: SandboxRequest<'_>) -> Result<Plan<'_>, SandboxError> {
     )?))
 }
 
-fn seatbelt(request: SandboxRequest<'_>) -> Result<Plan<'_>, SandboxError> {
+fn seatbelt(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
     if !request.devices.is_empty() {
         return Err(SandboxError::Unsupported {
             backend: "seatbelt",
@@ -354,7 +354,7 @@ fn seatbelt(request: SandboxRequest<'_>) -> Result<Plan<'_>, SandboxError> {
     )))
 }
 
-fn docker(request: SandboxRequest<'_>) -> Result<Plan<'_>, SandboxError> {
+fn docker(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
     let Some(options) = request.docker else {
         return Err(SandboxError::Unsupported {
             backend: "docker",

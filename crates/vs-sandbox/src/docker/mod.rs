@@ -14,6 +14,8 @@ mod attach;
 mod channel;
 mod engine;
 mod env;
+mod execute;
+mod lifecycle;
 mod plan;
 mod procs;
 mod sandbox;
@@ -45,6 +47,20 @@ pub enum DockerError {
         operation: &'static str,
         /// The Engine's (or the client's) message.
         message: String,
+    },
+    /// The run's container ended right after it started.
+    #[error(
+        "the run's container {container} exited at start ({}){}; check that the image has /bin/sh (and the command server, when used) and that it starts",
+        exit_code.map_or_else(|| "exit code unknown".to_owned(), |c| format!("exit code {c}")),
+        if output.is_empty() { String::new() } else { format!(", after printing: {output}") }
+    )]
+    ExitedAtStart {
+        /// The container ID.
+        container: String,
+        /// Its main process's exit code, when the Engine reported it.
+        exit_code: Option<i64>,
+        /// The end of what it printed.
+        output: String,
     },
     /// The pinned image is not in the Engine.
     #[error(

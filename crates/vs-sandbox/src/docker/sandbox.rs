@@ -1,57 +1,36 @@
 //! `DockerSandbox`: one workspace container per run, driven through the
-//! Engine API.
+//! Engine API. This module holds the value and its start; the container's
+//! creation and clean-up are in [`super::lifecycle`], the framework's
+//! commands (`execute`, the [`CommandRunner`] side) in [`super::execute`].
 
-use std::collections::HashMap;
 use std::ffi::OsString;
-use std::io;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use bollard::container::LogOutput;
-use bollard::exec::{StartExecOptions, StartExecResults};
-use bollard::models::{ContainerCreateBody, ExecConfig, HostConfig, Mount, MountType};
-use bollard::query_parameters::{
-    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, ListContainersOptionsBuilder,
-    RemoveContainerOptionsBuilder,
-};
-use futures_util::StreamExt;
-use tokio::io::AsyncWriteExt;
+use bollard::query_parameters::RemoveContainerOptionsBuilder;
 
 use crate::confinement::{Confinement, EnforcementReport};
 use crate::error::SandboxError;
 use crate::policy::ResolvedPolicy;
-use crate::runner::{
-    CommandResult, CommandRunner, CommandSpec, DEFAULT_OUTPUT_CAP, HeadTail, RunnerError,
-};
+use crate::runner::{CommandResult, CommandRunner, CommandSpec, DEFAULT_OUTPUT_CAP};
 
 use super::DockerError;
-use super::channel::{Channel, Output, READY_TIMEOUT, Writer};
+use super::channel::{Channel, READY_TIMEOUT};
 use super::engine::{Engine, engine_err, is_not_found};
-use super::plan::{
-    DockerOptions, DockerPlan, MountRole, RUN_ID_LABEL, docker_report, valid_run_id,
+use super::execute::to_strings;
+use super::lifecycle::{
+    ExitWatch, Lifeline, exited_at_start, prepare_masks, remove_orphan_masks,
+    remove_run_containers, start_container,
 };
+use super::plan::{DockerOptions, DockerPlan, docker_report, valid_run_id};
 use super::procs;
-
-/// How long output is still read after the command's own process exited
-/// (a descendant may hold the stream open).
-const DRAIN_GRACE: Duration = Duration::from_millis(500);
-
-/// The attached stdin of the container's main process. While vibesys
-/// holds it, the container runs; when vibesys exits or dies, the Engine
-/// closes the container's stdin, the main process ends and the Engine
-/// removes the container (`AutoRemove`).
-struct Lifeline {
-    input: Writer,
-    output: Output,
-}
 
 /// What holds the container alive: the bare lifeline, or the command
 /// server's channel over that same connection.
-enum Link {
-    /// Only held: dropping it closes the container's stdin.
-    #[allow(dead_code)]
+pub(super) enum Link {
+    /// Held (dropping it closes the container's stdin); its output is read
+    /// only to say why the container died.
     Lifeline(Lifeline),
     Server(Arc<Channel>),
 }
@@ -73,15 +52,18 @@ enum Link {
 /// container still labelled with it.
 pub struct DockerSandbox {
     /// Taken (and so closed) by `stop`.
-    link: Mutex<Option<Link>>,
-    engine: Engine,
-    plan: DockerPlan,
-    options: DockerOptions,
-    container_id: String,
-    init_pid: i32,
-    lifeline_pid: i32,
-    report: EnforcementReport,
-    output_cap: usize,
+    pub(super) link: Mutex<Option<Link>>,
+    /// The main process's exit code once it ends (see
+    /// [`DockerSandbox::exited`]).
+    pub(super) exit: Mutex<Option<ExitWatch>>,
+    pub(super) engine: Engine,
+    pub(super) plan: DockerPlan,
+    pub(super) options: DockerOptions,
+    pub(super) container_id: String,
+    pub(super) init_pid: i32,
+    pub(super) lifeline_pid: i32,
+    pub(super) report: EnforcementReport,
+    pub(super) output_cap: usize,
 }
 
 impl std::fmt::Debug for DockerSandbox {
@@ -135,13 +117,38 @@ impl DockerSandbox {
             }
         };
         let started = engine.block_on(start_container(engine.docker(), &plan));
-        let (container_id, lifeline) = match started {
+        let (container_id, lifeline, exit) = match started {
             Ok(v) => v,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&options.mask_root);
                 return Err(e);
             }
         };
+        // Before anything of the agent runs, the main process must be
+        // there to check the mounts in; one that ended at start is named
+        // with its exit code and output, not a later "no such container".
+        let inspect = engine.block_on(engine.docker().inspect_container(
+            &container_id,
+            None::<bollard::query_parameters::InspectContainerOptions>,
+        ));
+        let pid = match inspect {
+            Ok(i) => i.state.and_then(|s| s.pid).unwrap_or(0),
+            Err(e) if is_not_found(&e) => 0,
+            Err(e) => {
+                exit.abort();
+                let _ = std::fs::remove_dir_all(&options.mask_root);
+                return Err(engine_err("inspect container", e).into());
+            }
+        };
+        if pid <= 0 {
+            let err = engine.block_on(exited_at_start(&container_id, exit, Some(lifeline.output)));
+            let _ = engine.block_on(engine.docker().remove_container(
+                &container_id,
+                Some(RemoveContainerOptionsBuilder::new().force(true).build()),
+            ));
+            let _ = std::fs::remove_dir_all(&options.mask_root);
+            return Err(err.into());
+        }
         let (link, ready) = if options.command_server.is_some() {
             let (ch, ready) = Channel::open(
                 |f| engine.spawn(f),
@@ -155,6 +162,7 @@ impl DockerSandbox {
         };
         let mut sandbox = Self {
             link: Mutex::new(Some(link)),
+            exit: Mutex::new(Some(exit)),
             engine,
             plan,
             options: options.clone(),
@@ -164,24 +172,8 @@ impl DockerSandbox {
             report,
             output_cap: DEFAULT_OUTPUT_CAP,
         };
-        // Before anything of the agent runs: every bind is where it was
-        // planned and is what was checked. Dropping `sandbox` on error
-        // removes the container.
-        let inspect = sandbox
-            .engine
-            .block_on(sandbox.engine.docker().inspect_container(
-                &sandbox.container_id,
-                None::<bollard::query_parameters::InspectContainerOptions>,
-            ))
-            .map_err(|e| engine_err("inspect container", e))?;
-        let pid = inspect.state.and_then(|s| s.pid).unwrap_or(0);
-        if pid <= 0 {
-            return Err(DockerError::Engine {
-                operation: "start container",
-                message: "the container exited at start (no process to check its mounts in)".into(),
-            }
-            .into());
-        }
+        // Every bind is where it was planned and is what was checked.
+        // Dropping `sandbox` on error removes the container.
         super::verify::verify(&expected, pid)?;
         sandbox.init_pid = i32::try_from(pid).unwrap_or(0);
         if let Some(ready) = ready {
@@ -224,7 +216,7 @@ impl DockerSandbox {
         self
     }
 
-    fn channel(&self) -> Option<Arc<Channel>> {
+    pub(super) fn channel(&self) -> Option<Arc<Channel>> {
         match &*self.link.lock().unwrap_or_else(PoisonError::into_inner) {
             Some(Link::Server(ch)) => Some(ch.clone()),
             _ => None,
@@ -270,11 +262,64 @@ impl DockerSandbox {
             env,
             argv: to_strings(argv).map_err(SandboxError::from)?,
         };
-        super::attach::attach_with(&self.engine, &request)
+        match super::attach::attach_with(&self.engine, &request) {
+            Err(e) if self.is_gone() => {
+                tracing::debug!("attach failed: {e}");
+                Err(self.engine.block_on(self.exited_async()).into())
+            }
+            other => other,
+        }
+    }
+
+    /// True when the Engine no longer knows the container.
+    fn is_gone(&self) -> bool {
+        let inspect = self.engine.block_on(self.engine.docker().inspect_container(
+            &self.container_id,
+            None::<bollard::query_parameters::InspectContainerOptions>,
+        ));
+        matches!(inspect, Err(e) if is_not_found(&e))
+    }
+
+    /// Why the container is gone (the Engine answered "no such
+    /// container"): its main process's exit code and the end of its output.
+    pub(super) async fn exited_async(&self) -> DockerError {
+        let exit = self
+            .exit
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        // The container is dead: its lifeline's output ends with what it
+        // printed (the command server's channel reads its own).
+        let output = {
+            let mut link = self.link.lock().unwrap_or_else(PoisonError::into_inner);
+            match link.take() {
+                Some(Link::Lifeline(l)) => Some(l.output),
+                other => {
+                    *link = other;
+                    None
+                }
+            }
+        };
+        match exit {
+            Some(exit) => exited_at_start(&self.container_id, exit, output).await,
+            None => DockerError::ExitedAtStart {
+                container: self.container_id.clone(),
+                exit_code: None,
+                output: String::new(),
+            },
+        }
     }
 
     /// Stops and removes the container and its masks now.
     pub fn stop(&self) {
+        if let Some(exit) = self
+            .exit
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            exit.abort();
+        }
         let docker = self.engine.docker();
         let _ = self.engine.block_on(docker.remove_container(
             &self.container_id,
@@ -322,579 +367,5 @@ impl Confinement for DockerSandbox {
 
     fn report(&self) -> &EnforcementReport {
         &self.report
-    }
-}
-
-impl CommandRunner for DockerSandbox {
-    fn run(&self, command: &CommandSpec) -> Result<CommandResult, RunnerError> {
-        match self.channel() {
-            Some(ch) => {
-                let argv = to_strings(&command.argv)?;
-                let env = self.command_env(command)?;
-                let cwd = utf8_cwd(command)?;
-                self.engine.block_on(ch.run(command, argv, env, cwd))
-            }
-            None => self.engine.block_on(self.run_async(command)),
-        }
-    }
-}
-
-fn utf8_cwd(command: &CommandSpec) -> Result<String, RunnerError> {
-    command
-        .cwd
-        .to_str()
-        .map(str::to_owned)
-        .ok_or_else(|| RunnerError::NulByte {
-            what: "working directory (not UTF-8)",
-            value: command.cwd.to_string_lossy().into_owned(),
-        })
-}
-
-fn to_strings(argv: &[OsString]) -> Result<Vec<String>, RunnerError> {
-    if argv.is_empty() {
-        return Err(RunnerError::EmptyCommand);
-    }
-    argv.iter()
-        .map(|a| {
-            let s = a.to_str().ok_or_else(|| RunnerError::NulByte {
-                what: "argument (not UTF-8, which the Engine API cannot carry)",
-                value: a.to_string_lossy().into_owned(),
-            })?;
-            if s.contains('\0') {
-                return Err(RunnerError::NulByte {
-                    what: "argument",
-                    value: s.to_owned(),
-                });
-            }
-            Ok(s.to_owned())
-        })
-        .collect()
-}
-
-fn runner_engine(operation: &'static str, e: bollard::errors::Error) -> RunnerError {
-    RunnerError::Os {
-        operation,
-        source: io::Error::other(e.to_string()),
-    }
-}
-
-impl DockerSandbox {
-    /// The variables a command gets on top of the image's environment:
-    /// the allow-listed host variables when it inherits, then its own.
-    fn command_env(&self, command: &CommandSpec) -> Result<Vec<(String, String)>, RunnerError> {
-        let mut env: Vec<(String, String)> = Vec::new();
-        if command.inherit_env {
-            for entry in self.options.env.pick_from_process() {
-                if let Some((k, v)) = entry.split_once('=') {
-                    env.push((k.to_owned(), v.to_owned()));
-                }
-            }
-        }
-        for (k, v) in &command.env {
-            let (Some(k), Some(v)) = (k.to_str(), v.to_str()) else {
-                return Err(RunnerError::InvalidEnvName {
-                    name: k.to_string_lossy().into_owned(),
-                });
-            };
-            if k.is_empty() || k.contains(['=', '\0']) {
-                return Err(RunnerError::InvalidEnvName { name: k.to_owned() });
-            }
-            if v.contains('\0') {
-                return Err(RunnerError::NulByte {
-                    what: "environment value",
-                    value: k.to_owned(),
-                });
-            }
-            env.retain(|(name, _)| name != k);
-            env.push((k.to_owned(), v.to_owned()));
-        }
-        Ok(env)
-    }
-
-    async fn run_async(&self, command: &CommandSpec) -> Result<CommandResult, RunnerError> {
-        let started = Instant::now();
-        let argv = to_strings(&command.argv)?;
-        let env: Vec<String> = self
-            .command_env(command)?
-            .into_iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        let workdir = utf8_cwd(command)?;
-        let workdir = workdir.as_str();
-        let docker = self.engine.docker();
-        let exec = docker
-            .create_exec(
-                &self.container_id,
-                ExecConfig {
-                    attach_stdin: Some(command.stdin.is_some()),
-                    attach_stdout: Some(true),
-                    attach_stderr: Some(true),
-                    tty: Some(false),
-                    env: Some(env),
-                    cmd: Some(argv),
-                    user: Some(self.plan.user.clone()),
-                    working_dir: Some(workdir.to_owned()),
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(|e| runner_engine("docker exec create", e))?;
-        let started_exec = docker
-            .start_exec(
-                &exec.id,
-                Some(StartExecOptions {
-                    detach: false,
-                    tty: false,
-                    output_capacity: Some(64 * 1024),
-                }),
-            )
-            .await
-            .map_err(|e| runner_engine("docker exec start", e))?;
-        let StartExecResults::Attached {
-            mut output,
-            mut input,
-        } = started_exec
-        else {
-            return Err(RunnerError::SupervisorLost {
-                detail: "the Engine started the exec detached".into(),
-            });
-        };
-        if let Some(bytes) = &command.stdin {
-            // A command that does not read stdin may close it early.
-            let _ = input.write_all(bytes).await;
-            let _ = input.shutdown().await;
-        } else {
-            let _ = input.shutdown().await;
-        }
-        let mut out = HeadTail::new(self.output_cap);
-        let mut err = HeadTail::new(self.output_cap);
-        let deadline = command.timeout.map(|t| started + t);
-        let mut timed_out = false;
-        let mut cancelled = false;
-        let mut exited_at: Option<Instant> = None;
-        let mut next_exit_poll = Instant::now() + Duration::from_millis(250);
-        loop {
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                timed_out = true;
-                break;
-            }
-            if command.cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
-                cancelled = true;
-                break;
-            }
-            if exited_at.is_some_and(|t| now >= t + DRAIN_GRACE) {
-                break;
-            }
-            let mut wake = now + Duration::from_millis(20);
-            if command.cancel.is_none() {
-                wake = now + Duration::from_millis(250);
-            }
-            if let Some(d) = deadline {
-                wake = wake.min(d);
-            }
-            wake = wake.min(next_exit_poll);
-            let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(wake));
-            tokio::select! {
-                item = output.next() => match item {
-                    Some(Ok(LogOutput::StdOut { message } | LogOutput::Console { message })) => out.push(&message),
-                    Some(Ok(LogOutput::StdErr { message })) => err.push(&message),
-                    Some(Ok(LogOutput::StdIn { .. })) => {}
-                    Some(Err(e)) => return Err(runner_engine("docker exec output", e)),
-                    None => break,
-                },
-                () = sleep => {
-                    if Instant::now() >= next_exit_poll && exited_at.is_none() {
-                        next_exit_poll = Instant::now() + Duration::from_millis(250);
-                        if let Ok(info) = docker.inspect_exec(&exec.id).await
-                            && info.running == Some(false)
-                        {
-                            exited_at = Some(Instant::now());
-                        }
-                    }
-                }
-            }
-        }
-        drop(output);
-        let (exit_code, signal) = if timed_out || cancelled {
-            let info = docker
-                .inspect_exec(&exec.id)
-                .await
-                .map_err(|e| runner_engine("docker exec inspect", e))?;
-            let pid = info.pid.and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
-            let (init, lifeline) = (self.init_pid, self.lifeline_pid);
-            procs::kill_tree(pid, init, lifeline);
-            (128 + libc::SIGKILL, Some(libc::SIGKILL))
-        } else {
-            let mut info = docker
-                .inspect_exec(&exec.id)
-                .await
-                .map_err(|e| runner_engine("docker exec inspect", e))?;
-            // The stream can end a moment before the Engine records the exit.
-            let until = Instant::now() + Duration::from_secs(5);
-            while info.running == Some(true) && Instant::now() < until {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                info = docker
-                    .inspect_exec(&exec.id)
-                    .await
-                    .map_err(|e| runner_engine("docker exec inspect", e))?;
-            }
-            let code = info
-                .exit_code
-                .and_then(|c| i32::try_from(c).ok())
-                .unwrap_or(-1);
-            // Docker reports a signal death as 128+N, like the shell.
-            let signal = (129..=159).contains(&code).then_some(code - 128);
-            (code, signal)
-        };
-        Ok(CommandResult {
-            exit_code,
-            signal,
-            timed_out,
-            cancelled,
-            duration: started.elapsed(),
-            stdout: out.finish(),
-            stderr: err.finish(),
-        })
-    }
-}
-
-/// Every container (running or not) carrying `label` (`key` or `key=value`).
-async fn labelled_containers(
-    docker: &bollard::Docker,
-    label: String,
-) -> Result<Vec<bollard::models::ContainerSummary>, bollard::errors::Error> {
-    let filters: HashMap<String, Vec<String>> = HashMap::from([("label".into(), vec![label])]);
-    docker
-        .list_containers(Some(
-            ListContainersOptionsBuilder::new()
-                .all(true)
-                .filters(&filters)
-                .build(),
-        ))
-        .await
-}
-
-async fn remove_run_containers(docker: &bollard::Docker, run_id: &str) -> Result<(), SandboxError> {
-    let list = labelled_containers(docker, format!("{RUN_ID_LABEL}={run_id}"))
-        .await
-        .map_err(|e| engine_err("list containers", e))?;
-    for c in list {
-        let Some(id) = c.id else { continue };
-        tracing::warn!(container = %id, run_id, "removing a container left by a dead run with the same id");
-        match docker
-            .remove_container(
-                &id,
-                Some(RemoveContainerOptionsBuilder::new().force(true).build()),
-            )
-            .await
-        {
-            Ok(()) => {}
-            Err(e) if is_not_found(&e) => {}
-            // Already being removed (AutoRemove in progress).
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 409, ..
-            }) => {}
-            Err(e) => return Err(engine_err("remove container", e)),
-        }
-    }
-    // The name may still be taken for a moment while AutoRemove finishes.
-    Ok(())
-}
-
-/// Removes mask directories of runs that have no container any more (a
-/// run killed with `SIGKILL` cannot remove its own). Only directories
-/// older than a minute are considered, so a run that is starting right
-/// now keeps its masks.
-async fn remove_orphan_masks(docker: &bollard::Docker, own: &Path) {
-    let Some(base) = own.parent() else { return };
-    let Ok(entries) = std::fs::read_dir(base) else {
-        return;
-    };
-    let Ok(list) = labelled_containers(docker, RUN_ID_LABEL.to_owned()).await else {
-        return;
-    };
-    let live: Vec<String> = list
-        .into_iter()
-        .filter_map(|c| c.labels.and_then(|mut l| l.remove(RUN_ID_LABEL)))
-        .collect();
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let old = entry
-            .metadata()
-            .ok()
-            .and_then(|m| m.modified().ok())
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age > Duration::from_secs(60));
-        if path != own && old && valid_run_id(&name) && !live.contains(&name) {
-            let _ = std::fs::remove_dir_all(&path);
-        }
-    }
-}
-
-/// Creates the mask directories and files: the base directory (mode
-/// 0700, must be ours), the run's directory inside it, and one empty
-/// entry per hidden path (0555 directories, 0444 files).
-fn prepare_masks(root: &Path, plan: &DockerPlan) -> Result<(), SandboxError> {
-    let mask_err = |path: &Path, source: io::Error| -> SandboxError {
-        DockerError::Mask {
-            path: path.to_path_buf(),
-            source,
-        }
-        .into()
-    };
-    let base = root.parent().unwrap_or(root);
-    match std::fs::create_dir(base) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => {
-            std::fs::create_dir_all(base).map_err(|_| mask_err(base, e))?;
-        }
-    }
-    let meta = std::fs::symlink_metadata(base).map_err(|e| mask_err(base, e))?;
-    let me = std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(u32::MAX);
-    if !meta.is_dir() || meta.uid() != me {
-        return Err(mask_err(
-            base,
-            io::Error::other("not a directory owned by the current user"),
-        ));
-    }
-    std::fs::set_permissions(base, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| mask_err(base, e))?;
-    if root.exists() {
-        make_removable(root);
-        std::fs::remove_dir_all(root).map_err(|e| mask_err(root, e))?;
-    }
-    std::fs::create_dir(root).map_err(|e| mask_err(root, e))?;
-    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| mask_err(root, e))?;
-    for m in &plan.mounts {
-        match m.role {
-            MountRole::MaskDir => {
-                std::fs::create_dir(&m.source).map_err(|e| mask_err(&m.source, e))?;
-                std::fs::set_permissions(&m.source, std::fs::Permissions::from_mode(0o555))
-                    .map_err(|e| mask_err(&m.source, e))?;
-            }
-            MountRole::MaskFile => {
-                std::fs::File::create(&m.source).map_err(|e| mask_err(&m.source, e))?;
-                std::fs::set_permissions(&m.source, std::fs::Permissions::from_mode(0o444))
-                    .map_err(|e| mask_err(&m.source, e))?;
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-fn make_removable(root: &Path) {
-    let _ = std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700));
-}
-
-/// The plan's device nodes as the Engine's `HostConfig.Devices`.
-fn device_mappings(plan: &DockerPlan) -> Vec<bollard::models::DeviceMapping> {
-    plan.devices
-        .iter()
-        .map(|d| bollard::models::DeviceMapping {
-            path_on_host: Some(d.path_on_host.to_string_lossy().into_owned()),
-            path_in_container: Some(d.path_in_container.to_string_lossy().into_owned()),
-            cgroup_permissions: Some(d.cgroup_permissions.clone()),
-        })
-        .collect()
-}
-
-/// The plan's GPU requests as the Engine's `HostConfig.DeviceRequests`.
-fn device_requests(plan: &DockerPlan) -> Vec<bollard::models::DeviceRequest> {
-    plan.device_requests
-        .iter()
-        .map(|r| bollard::models::DeviceRequest {
-            driver: Some(r.driver.clone()),
-            count: Some(r.count),
-            device_ids: (!r.device_ids.is_empty()).then(|| r.device_ids.clone()),
-            capabilities: Some(r.capabilities.clone()),
-            options: None,
-        })
-        .collect()
-}
-
-async fn start_container(
-    docker: &bollard::Docker,
-    plan: &DockerPlan,
-) -> Result<(String, Lifeline), SandboxError> {
-    let mounts = plan
-        .mounts
-        .iter()
-        .map(|m| Mount {
-            target: Some(m.target.to_string_lossy().into_owned()),
-            source: Some(m.source.to_string_lossy().into_owned()),
-            typ: Some(MountType::BIND),
-            read_only: Some(m.read_only),
-            ..Default::default()
-        })
-        .collect();
-    let serving = plan.execute_via == "command-server";
-    let host = HostConfig {
-        // The server's replies go only to vibesys, never to a log file.
-        log_config: serving.then(|| bollard::models::HostConfigLogConfig {
-            typ: Some("none".into()),
-            config: None,
-        }),
-        mounts: Some(mounts),
-        cap_drop: Some(plan.cap_drop.clone()),
-        security_opt: Some(plan.security_opt.clone()),
-        network_mode: Some(plan.network_mode.clone()),
-        devices: Some(device_mappings(plan)),
-        device_requests: Some(device_requests(plan)),
-        pids_limit: Some(plan.pids_limit),
-        memory: Some(plan.memory_bytes),
-        memory_swap: Some(plan.memory_bytes),
-        init: Some(plan.init),
-        auto_remove: Some(true),
-        privileged: Some(false),
-        ..Default::default()
-    };
-    let body = ContainerCreateBody {
-        image: Some(plan.image.clone()),
-        user: Some(plan.user.clone()),
-        cmd: Some(plan.lifeline.clone()),
-        entrypoint: Some(Vec::new()),
-        working_dir: Some(plan.workdir.to_string_lossy().into_owned()),
-        labels: Some(plan.labels.clone().into_iter().collect()),
-        open_stdin: Some(true),
-        stdin_once: Some(true),
-        attach_stdin: Some(true),
-        attach_stdout: Some(serving),
-        attach_stderr: Some(serving),
-        tty: Some(false),
-        env: Some(Vec::new()),
-        host_config: Some(host),
-        ..Default::default()
-    };
-    // A container of a dead run may still be going away under AutoRemove.
-    let mut tries = 0;
-    let created = loop {
-        match docker
-            .create_container(
-                Some(
-                    CreateContainerOptionsBuilder::new()
-                        .name(&plan.name)
-                        .build(),
-                ),
-                body.clone(),
-            )
-            .await
-        {
-            Ok(c) => break c,
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 409, ..
-            }) if tries < 50 => {
-                tries += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => return Err(engine_err("create container", e)),
-        }
-    };
-    let id = created.id;
-    let attached = docker
-        .attach_container(
-            &id,
-            Some(
-                AttachContainerOptionsBuilder::new()
-                    .stream(true)
-                    .stdin(true)
-                    .stdout(serving)
-                    .stderr(serving)
-                    .build(),
-            ),
-        )
-        .await;
-    let attached = match attached {
-        Ok(a) => a,
-        Err(e) => {
-            let _ = docker
-                .remove_container(
-                    &id,
-                    Some(RemoveContainerOptionsBuilder::new().force(true).build()),
-                )
-                .await;
-            return Err(engine_err("attach container", e));
-        }
-    };
-    if let Err(e) = docker
-        .start_container(
-            &id,
-            None::<bollard::query_parameters::StartContainerOptions>,
-        )
-        .await
-    {
-        let _ = docker
-            .remove_container(
-                &id,
-                Some(RemoveContainerOptionsBuilder::new().force(true).build()),
-            )
-            .await;
-        return Err(engine_err("start container", e));
-    }
-    Ok((
-        id,
-        Lifeline {
-            input: attached.input,
-            output: attached.output,
-        },
-    ))
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-    use crate::docker::{DeviceAccess, GpuSelection, ImagePin};
-    use crate::{ProjectPathPolicy, Workspace};
-
-    /// The exact Engine fields a plan's devices become.
-    #[test]
-    fn devices_lower_to_the_engine_host_config() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = Workspace::open(dir.path()).unwrap();
-        let policy = ProjectPathPolicy::empty().resolve(&ws).unwrap();
-        let pin = ImagePin {
-            name: "vibesys-editor".into(),
-            tag: "latest".into(),
-            config_digest: format!("sha256:{}", "a".repeat(64)),
-            manifest_digest: None,
-            diff_ids: vec![],
-        };
-        let mut opts = DockerOptions::new(pin, "r1", "/usr/bin/vibesys");
-        let plan = DockerPlan::new(&policy, &opts);
-        assert!(device_mappings(&plan).is_empty() && device_requests(&plan).is_empty());
-        opts.devices = DeviceAccess {
-            nvidia: Some(GpuSelection::Ids(vec!["0".into(), "2".into()])),
-            nodes: vec!["/dev/kfd".into()],
-        };
-        let plan = DockerPlan::new(&policy, &opts);
-        assert_eq!(
-            device_mappings(&plan),
-            [bollard::models::DeviceMapping {
-                path_on_host: Some("/dev/kfd".into()),
-                path_in_container: Some("/dev/kfd".into()),
-                cgroup_permissions: Some("rw".into()),
-            }]
-        );
-        assert_eq!(
-            device_requests(&plan),
-            [bollard::models::DeviceRequest {
-                driver: Some("nvidia".into()),
-                count: Some(0),
-                device_ids: Some(vec!["0".into(), "2".into()]),
-                capabilities: Some(vec![vec!["gpu".into()]]),
-                options: None,
-            }]
-        );
-        opts.devices.nvidia = Some(GpuSelection::All);
-        let all = device_requests(&DockerPlan::new(&policy, &opts));
-        assert_eq!(all[0].count, Some(-1));
-        assert_eq!(all[0].device_ids, None);
     }
 }
