@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 #[path = "../common/mod.rs"]
-mod common;
+pub mod common;
 // Each test binary uses a different subset.
 #[allow(unused_imports)]
 pub use common::{
@@ -45,6 +45,12 @@ impl TestImage {
 
     /// Like [`TestImage::new`], without loading it.
     pub fn build(load: bool) -> Self {
+        Self::build_with(load, |spec| spec)
+    }
+
+    /// Like [`TestImage::build`], with `images/editor.toml` rewritten by
+    /// `edit` first (a broken image, say).
+    pub fn build_with(load: bool, edit: impl FnOnce(String) -> String) -> Self {
         require_docker();
         let dir = tempfile::tempdir().unwrap();
         let name = unique("vibesys-test");
@@ -57,6 +63,7 @@ impl TestImage {
                 &format!("[config.labels]\n\"dev.vibesys.test\" = \"{name}\"\n"),
             );
         assert!(spec.contains(&name), "images/editor.toml changed shape");
+        let spec = edit(spec);
         let spec_path = dir.path().join("spec.toml");
         std::fs::write(&spec_path, spec).unwrap();
         let archive = dir.path().join("image.tar");

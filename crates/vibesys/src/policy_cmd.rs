@@ -120,7 +120,7 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
         let out = json!({
             "hidden_in_history": in_history,
             "workspace": project.workspace.root(),
-            "command": command,
+            "command": command.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>(),
             "chdir": project.chdir_in(cwd.as_deref()),
             "policy": {
                 "read_only": project.policy.read_only(),

@@ -401,7 +401,7 @@ pub(super) async fn exited_at_start(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::docker::{DeviceAccess, GpuSelection, ImagePin};
+    use crate::docker::{DeviceAccess, DockerOptions, GpuSelection, ImagePin};
     use crate::{ProjectPathPolicy, Workspace};
 
     /// The exact Engine fields a plan's devices become.

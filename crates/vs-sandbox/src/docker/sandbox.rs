@@ -137,7 +137,7 @@ impl DockerSandbox {
             Err(e) => {
                 exit.abort();
                 let _ = std::fs::remove_dir_all(&options.mask_root);
-                return Err(engine_err("inspect container", e).into());
+                return Err(engine_err("inspect container", e));
             }
         };
         if pid <= 0 {
