@@ -3,9 +3,9 @@
 //! command server a run's container starts.
 //!
 //! One type writes an argv ([`Helper::argv`]) and reads it back
-//! ([`Helper::parse`]); [`helper_main`] is the whole entry point, called by
-//! the binary before it parses its own command line. Nothing else encodes
-//! or decodes these argvs.
+//! ([`Helper::parse`]); [`crate::helper_main`] is the whole entry point,
+//! called by the binary before it parses its own command line. Nothing
+//! else encodes or decodes these argvs.
 //!
 //! ```text
 //! internal-launch (--fd SLOT)... [LIMIT] -- bwrap ARGS -- CMD...
@@ -22,9 +22,8 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
-use crate::bwrap::FdSlot;
-use crate::landlock::LandlockPlan;
-use crate::launch::{EXIT_CONFINE_FAILED, EXIT_USAGE};
+use crate::fd_slot::FdSlot;
+use crate::landlock_rules::LandlockPlan;
 use crate::limits::ProcessLimit;
 
 /// A helper's own arguments were malformed (exit 122).
@@ -191,57 +190,6 @@ impl Helper {
         };
         Ok(Some(helper))
     }
-
-    /// Runs the helper; returns its exit status (errors are printed as
-    /// `vibesys: error: ...` with status 125).
-    pub fn run(self) -> i32 {
-        let result = match self {
-            Self::Launch { slots, limit, argv } => {
-                crate::launch::run_with_fds(&slots, &argv, &limit)
-            }
-            Self::Landlock { plan, limit, argv } => {
-                crate::launch::run_landlock(&plan, &argv, &limit, None, None)
-            }
-            Self::DockerAttach {
-                container,
-                user,
-                workdir,
-                env,
-                argv,
-            } => attach(container, user, workdir, env, argv),
-            Self::CommandServer => return crate::docker::serve_commands(),
-        };
-        match result {
-            Ok(code) => code,
-            Err(err) => {
-                eprintln!("vibesys: error: {err}");
-                EXIT_CONFINE_FAILED
-            }
-        }
-    }
-}
-
-/// The helper entry point: when `args` (the process's whole argv, the
-/// program first) names a helper, calls `on_start` with it (the binary
-/// sets up logging there), runs it and returns its exit status; `None`
-/// otherwise (the caller parses its own command line).
-pub fn helper_main(
-    mut args: impl Iterator<Item = OsString>,
-    on_start: impl FnOnce(&Helper),
-) -> Option<i32> {
-    let _program = args.next()?;
-    let subcommand = args.next()?;
-    match Helper::parse(&subcommand, args) {
-        Ok(None) => None,
-        Ok(Some(helper)) => {
-            on_start(&helper);
-            Some(helper.run())
-        }
-        Err(err) => {
-            eprintln!("vibesys: error: {err}");
-            Some(EXIT_USAGE)
-        }
-    }
 }
 
 /// The command after `--`; an empty one is a usage error.
@@ -354,32 +302,6 @@ fn parse_attach(it: &mut impl Iterator<Item = OsString>) -> Result<Helper, Strin
         env,
         argv: command(it)?,
     })
-}
-
-/// [`Helper::DockerAttach`]: the command in the container, attached.
-fn attach(
-    container: String,
-    user: String,
-    workdir: PathBuf,
-    env: Vec<String>,
-    argv: Vec<OsString>,
-) -> Result<i32, crate::SandboxError> {
-    let argv = argv
-        .into_iter()
-        .map(|a| {
-            a.into_string().map_err(|a| {
-                crate::SandboxError::InvalidCommand(format!("argument {a:?} is not UTF-8"))
-            })
-        })
-        .collect::<Result<Vec<String>, _>>()?;
-    let request = crate::docker::AttachRequest {
-        container,
-        user,
-        workdir,
-        env: crate::docker::EnvAllowList::new(env).pick_from_process(),
-        argv,
-    };
-    crate::docker::attach(&request)
 }
 
 #[cfg(test)]

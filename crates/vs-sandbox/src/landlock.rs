@@ -20,22 +20,7 @@ use crate::limits::ProcessLimit;
 use crate::policy::{Access, ResolvedPolicy};
 use crate::resources::HostResources;
 
-/// Devices a confined command may write.
-pub const WRITABLE_DEVICES: &[&str] = &[
-    "/dev/null",
-    "/dev/zero",
-    "/dev/full",
-    "/dev/random",
-    "/dev/urandom",
-    "/dev/tty",
-    "/dev/ptmx",
-    "/dev/pts",
-    "/dev/shm",
-];
-
-/// Trees granted read-write besides the workspace. A workspace inside one
-/// of them would be writable through it, so it is refused.
-pub const WRITABLE_TREES: &[&str] = &["/tmp", "/dev/shm", "/var/tmp"];
+pub use crate::landlock_rules::{LandlockPlan, WRITABLE_DEVICES, WRITABLE_TREES};
 
 /// Options of the Landlock backend.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -52,66 +37,6 @@ pub struct LandlockOptions {
     /// The directory [`crate::AnySandbox::run`] starts the command in
     /// (inside the workspace), or the workspace root when `None`.
     pub chdir: Option<PathBuf>,
-}
-
-/// The Landlock rules for a policy.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LandlockPlan {
-    /// Paths granted read and execute.
-    pub read: Vec<PathBuf>,
-    /// Paths granted every file-system right.
-    pub write: Vec<PathBuf>,
-    /// Whether TCP stays allowed.
-    pub network: bool,
-}
-
-impl LandlockPlan {
-    /// Lowers a resolved policy and resources into rules.
-    pub fn new(
-        policy: &ResolvedPolicy,
-        resources: &HostResources,
-        network: bool,
-    ) -> Result<Self, SandboxError> {
-        let root = policy.workspace().root();
-        for tree in WRITABLE_TREES {
-            let tree = Path::new(tree);
-            let real = std::fs::canonicalize(tree).unwrap_or_else(|_| tree.to_path_buf());
-            if root.starts_with(tree) || root.starts_with(&real) {
-                return Err(SandboxError::UnsafeWorkspace {
-                    backend: "landlock",
-                    workspace: root.to_path_buf(),
-                    reason: format!(
-                        "it lies below {}, which Landlock must grant read-write; move the project elsewhere or use bwrap",
-                        tree.display()
-                    ),
-                });
-            }
-        }
-        // Landlock cannot take a right back below a granted directory, so a
-        // resource that holds a host secret (/etc/ssl with ssl/private,
-        // /etc granted whole) is granted entry by entry around it.
-        let secrets: Vec<PathBuf> = resources.secrets().into_iter().map(|s| s.path).collect();
-        // A secret is recognised by its file identity, whatever the path
-        // a rule names it by (a symlink, a hard link): one stat per rule
-        // instead of a canonicalisation.
-        let identities: Vec<(u64, u64)> = secrets.iter().filter_map(|s| identity(s)).collect();
-        let mut read: Vec<PathBuf> = Vec::new();
-        for r in resources.iter().filter(|r| r.symlink_target.is_none()) {
-            grant_around(&r.path, &secrets, &identities, &mut read, 0);
-        }
-        read.push("/proc".into());
-        read.push("/dev".into());
-        let mut write = vec![root.to_path_buf()];
-        write.extend(WRITABLE_TREES.iter().map(PathBuf::from));
-        write.extend(WRITABLE_DEVICES.iter().map(PathBuf::from));
-        let mut seen = std::collections::BTreeSet::new();
-        write.retain(|p| (p == root || p.exists()) && seen.insert(p.clone()));
-        Ok(Self {
-            read,
-            write,
-            network,
-        })
-    }
 }
 
 /// Agent confinement with Landlock (Linux 5.13+). Weaker than bwrap:
@@ -273,40 +198,4 @@ impl Confinement for LandlockSandbox {
     fn report(&self) -> &EnforcementReport {
         &self.report
     }
-}
-
-/// Adds `path` to `out`, or, when a secret lies below it, every entry of it
-/// but the secrets (recursively, a few levels deep at most: the secrets sit
-/// one or two levels below a granted directory).
-fn grant_around(
-    path: &Path,
-    secrets: &[PathBuf],
-    identities: &[(u64, u64)],
-    out: &mut Vec<PathBuf>,
-    depth: u8,
-) {
-    // A rule on a symlink grants its target: never one that is a secret.
-    if secrets.iter().any(|s| s == path) || identity(path).is_some_and(|i| identities.contains(&i))
-    {
-        return;
-    }
-    let holds_secret = secrets.iter().any(|s| s.starts_with(path));
-    if !holds_secret || depth >= 6 {
-        out.push(path.to_path_buf());
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(path) else {
-        return;
-    };
-    let mut names: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
-    names.sort();
-    for entry in names {
-        grant_around(&entry, secrets, identities, out, depth + 1);
-    }
-}
-
-/// The (device, inode) a path names, following symlinks.
-fn identity(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }

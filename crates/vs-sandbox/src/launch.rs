@@ -4,21 +4,17 @@
 
 use std::ffi::OsString;
 
-use crate::bwrap::{BwrapPlan, FdSlot};
+use crate::bwrap::BwrapPlan;
+use crate::fd_slot::FdSlot;
 use crate::error::SandboxError;
-use crate::landlock::LandlockPlan;
+use crate::landlock_rules::LandlockPlan;
 use crate::limits::ProcessLimit;
 #[cfg(target_os = "linux")]
 use crate::linux::supervise::{ChildSetup, Prepared};
 
-/// Helper exit status: its own arguments were malformed.
-pub const EXIT_USAGE: i32 = 122;
-/// Helper exit status: confinement could not be applied; nothing ran.
-pub const EXIT_CONFINE_FAILED: i32 = 125;
-/// Helper exit status: the command exists but cannot be executed.
-pub const EXIT_CANNOT_EXECUTE: i32 = 126;
-/// Helper exit status: the command was not found.
-pub const EXIT_NOT_FOUND: i32 = 127;
+pub use crate::exit_codes::{
+    EXIT_CANNOT_EXECUTE, EXIT_CONFINE_FAILED, EXIT_NOT_FOUND, EXIT_USAGE, exec_failure_code, exit_code,
+};
 
 /// Makes the process `cmd` starts receive SIGTERM when the thread that
 /// spawned it exits, vibesys killed with SIGKILL included (Linux:
@@ -28,25 +24,6 @@ pub fn terminate_with_parent(cmd: &mut std::process::Command) {
     crate::linux::parent_death::terminate_with_parent(cmd);
     #[cfg(not(target_os = "linux"))]
     let _ = cmd;
-}
-
-/// The exit code a shell would report: the code, or 128+N for signal N.
-pub fn exit_code(status: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => code,
-        (None, Some(sig)) => 128 + sig,
-        (None, None) => EXIT_CONFINE_FAILED,
-    }
-}
-
-/// Maps an `exec` failure to the helper's exit status.
-pub fn exec_failure_code(err: &std::io::Error) -> i32 {
-    if err.kind() == std::io::ErrorKind::NotFound {
-        EXIT_NOT_FOUND
-    } else {
-        EXIT_CANNOT_EXECUTE
-    }
 }
 
 /// Runs `command` under the bwrap plan as a child, waits, and returns its

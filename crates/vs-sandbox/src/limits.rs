@@ -45,18 +45,12 @@ impl ProcessLimit {
     /// The mechanism that bounds `max` processes on this host: a pids
     /// cgroup where one can be created, else `RLIMIT_NPROC` under a user
     /// namespace when not root (for root, `RLIMIT_NPROC` is never
-    /// enforced), else none.
+    /// enforced), else none. (On Linux: `crate::linux::pids`.)
+    #[cfg(not(target_os = "linux"))]
     pub fn choose(max: u64) -> Self {
-        #[cfg(target_os = "linux")]
-        {
-            crate::linux::pids::choose(max)
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            let _ = max;
-            Self::Unbounded {
-                reason: "process limits are implemented on Linux only".into(),
-            }
+        let _ = max;
+        Self::Unbounded {
+            reason: "process limits are implemented on Linux only".into(),
         }
     }
 

@@ -2,7 +2,6 @@
 //! run's container, through the command server or the Engine's exec API,
 //! with the host runner's bounded result, timeout and cancellation.
 
-use std::ffi::OsString;
 use std::io;
 use std::time::{Duration, Instant};
 
@@ -15,6 +14,7 @@ use tokio::io::AsyncWriteExt;
 use crate::runner::{CommandResult, CommandRunner, CommandSpec, HeadTail, RunnerError};
 
 use super::engine::is_not_found;
+use super::argv::to_strings;
 use super::procs;
 use super::sandbox::DockerSandbox;
 
@@ -47,26 +47,6 @@ fn utf8_cwd(command: &CommandSpec) -> Result<String, RunnerError> {
         })
 }
 
-pub(super) fn to_strings(argv: &[OsString]) -> Result<Vec<String>, RunnerError> {
-    if argv.is_empty() {
-        return Err(RunnerError::EmptyCommand);
-    }
-    argv.iter()
-        .map(|a| {
-            let s = a.to_str().ok_or_else(|| RunnerError::NulByte {
-                what: "argument (not UTF-8, which the Engine API cannot carry)",
-                value: a.to_string_lossy().into_owned(),
-            })?;
-            if s.contains('\0') {
-                return Err(RunnerError::NulByte {
-                    what: "argument",
-                    value: s.to_owned(),
-                });
-            }
-            Ok(s.to_owned())
-        })
-        .collect()
-}
 
 fn runner_engine(operation: &'static str, e: bollard::errors::Error) -> RunnerError {
     RunnerError::Os {

@@ -10,6 +10,7 @@
 
 use std::path::PathBuf;
 
+mod argv;
 mod attach;
 mod channel;
 mod engine;

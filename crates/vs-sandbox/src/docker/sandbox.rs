@@ -18,7 +18,7 @@ use crate::runner::{CommandResult, CommandRunner, CommandSpec, DEFAULT_OUTPUT_CA
 use super::DockerError;
 use super::channel::{Channel, READY_TIMEOUT};
 use super::engine::{Engine, engine_err, is_not_found};
-use super::execute::to_strings;
+use super::argv::to_strings;
 use super::lifecycle::{
     ExitWatch, Lifeline, exited_at_start, prepare_masks, remove_orphan_masks,
     remove_run_containers, start_container,

@@ -9,7 +9,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use crate::bwrap::{FIRST_SLOT_FD, FdSlot};
+use crate::fd_slot::{FIRST_SLOT_FD, FdSlot};
 use crate::error::SandboxError;
 
 fn os_err(what: &str) -> SandboxError {

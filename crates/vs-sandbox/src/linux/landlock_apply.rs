@@ -11,7 +11,7 @@ use landlock::{
 
 use crate::controls::SandboxUnavailableError;
 use crate::error::SandboxError;
-use crate::landlock::LandlockPlan;
+use crate::landlock_rules::LandlockPlan;
 
 /// The newest ABI whose rights we ask for (best effort below it).
 const TARGET_ABI: ABI = ABI::V6;

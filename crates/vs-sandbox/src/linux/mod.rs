@@ -6,5 +6,6 @@ pub mod mount_check;
 pub mod parent_death;
 pub mod pids;
 pub mod probe;
+pub mod reap;
 pub mod seccomp;
 pub mod supervise;

@@ -79,9 +79,17 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// The mechanism that bounds `max` processes here (see
-/// [`ProcessLimit::choose`]).
-pub fn choose(max: u64) -> ProcessLimit {
+impl ProcessLimit {
+    /// The mechanism that bounds `max` processes on this host: a pids
+    /// cgroup where one can be created, else `RLIMIT_NPROC` under a user
+    /// namespace when not root (for root, `RLIMIT_NPROC` is never
+    /// enforced), else none.
+    pub fn choose(max: u64) -> Self {
+        choose(max)
+    }
+}
+
+fn choose(max: u64) -> ProcessLimit {
     let (mount_v2, mount_v1) = mounts();
     let (own_v2, own_v1) = own_cgroups();
     if let (Some(m), Some(c)) = (&mount_v2, &own_v2) {
@@ -256,7 +264,7 @@ impl PidsCgroup {
                 // this run's cgroup (a process cannot leave it by itself).
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
-            super::supervise::reap_exited();
+            super::reap::reap_exited();
             match std::fs::remove_dir(&self.dir) {
                 Ok(()) => return,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,

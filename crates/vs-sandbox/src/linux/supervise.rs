@@ -16,6 +16,7 @@ use crate::error::SandboxError;
 use crate::limits::ProcessLimit;
 
 use super::pids::PidsCgroup;
+use super::reap::reap_exited;
 
 /// Makes this process the subreaper of its descendants: orphans of the
 /// confined tree are reparented to it instead of to init.
@@ -28,20 +29,6 @@ pub fn become_subreaper() -> Result<(), SandboxError> {
         });
     }
     Ok(())
-}
-
-/// Reaps every child that has already exited (never blocks). Returns
-/// false when this process has no child left at all.
-pub fn reap_exited() -> bool {
-    loop {
-        let mut status = 0;
-        // SAFETY: waitpid writes one int we own.
-        let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        if r > 0 {
-            continue;
-        }
-        return r == 0;
-    }
 }
 
 /// The children of this process (all threads), from /proc.
@@ -718,7 +705,7 @@ unsafe fn supervise_tree(
                 libc::kill(libc::getpid(), sig);
                 libc::_exit(128 + sig)
             }
-            _ => libc::_exit(crate::launch::EXIT_CONFINE_FAILED),
+            _ => libc::_exit(crate::exit_codes::EXIT_CONFINE_FAILED),
         }
     }
 }
