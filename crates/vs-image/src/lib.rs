@@ -17,6 +17,7 @@ mod build;
 mod cache;
 mod digest;
 mod error;
+mod files;
 mod graph;
 mod input;
 mod json;
@@ -24,25 +25,27 @@ mod layer;
 mod lock;
 mod mounts;
 mod oci;
+mod options;
 mod packages;
 mod perm;
 mod pipe;
 mod read;
+mod report;
 mod spec;
 mod squashfs;
 mod store;
 mod tarw;
 mod textfile;
 
-pub use build::{
-    BuildOptions, BuildReport, BuiltLayer, Compression, OutputFormat, Progress, Source, build,
-};
+pub use build::build;
 pub use digest::Digest;
 pub use error::Error;
 pub use graph::{ReferencesGraph, StorePathInfo};
 pub use lock::{FoundImage, IdKind, Lock, LockedArchive, LockedImage, relative_to};
 pub use mounts::{MOUNT_POINTS, MountPoint};
+pub use options::{BuildOptions, Compression, OutputFormat, Progress, Source};
 pub use read::{InspectReport, LayerReport, SbomSummary, inspect};
+pub use report::{BuildReport, BuiltLayer};
 pub use spec::{ExtraFile, FileKind, HostSource, ImageConfig, ImageSpec, NixSource};
 
 /// Result alias of this crate.

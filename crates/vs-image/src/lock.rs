@@ -21,7 +21,9 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Digest, Error, InspectReport};
+use crate::digest::Digest;
+use crate::error::Error;
+use crate::read::InspectReport;
 
 /// The lock file format version written by this crate.
 pub const LOCK_VERSION: u32 = 1;
@@ -166,7 +168,7 @@ impl Lock {
             path: path.to_owned(),
             reason: e.to_string(),
         })?;
-        let dir = crate::build::parent_of(path);
+        let dir = crate::files::parent_of(path);
         let mut tmp = tempfile::NamedTempFile::new_in(&dir)
             .map_err(|e| Error::io("create temporary file in", &dir, e))?;
         tmp.write_all(b"# Written by `vibesys image pin`; checked by `vibesys image verify`.\n")
