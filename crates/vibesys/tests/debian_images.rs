@@ -332,13 +332,7 @@ fn the_images_built_without_nix_run_git_and_the_real_claude_cli_confined() {
         );
     }
     let pinned = &lock.images["vibesys-agent"];
-    let pin = vs_sandbox::docker::ImagePin {
-        name: "vibesys-agent".into(),
-        tag: pinned.tag.clone(),
-        config_digest: pinned.config_digest.to_string(),
-        manifest_digest: pinned.manifest_digest.as_ref().map(ToString::to_string),
-        diff_ids: pinned.diff_ids.iter().map(ToString::to_string).collect(),
-    };
+    let pin = vs_sandbox::docker::ImagePin::from_locked("vibesys-agent", pinned);
     let mut o = vs_sandbox::docker::DockerOptions::new(
         pin,
         unique("debimg-lib"),

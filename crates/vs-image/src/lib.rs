@@ -9,8 +9,9 @@
 //! (both at once) or a squashfs rootfs.
 //!
 //! [`inspect`] reads any of the image formats back and, with verification,
-//! re-hashes every blob. [`Lock`] is `images/images.lock`; [`Lock::check_found`]
-//! is the call a loader uses to refuse an image that does not match its pin.
+//! re-hashes every blob. [`Lock`] is `images/images.lock`; [`Pin::check`] is
+//! the one check that decides whether a found image (in an engine, or read
+//! from an archive) matches its pin.
 
 mod archive;
 mod build;
@@ -41,7 +42,7 @@ pub use build::build;
 pub use digest::Digest;
 pub use error::Error;
 pub use graph::{ReferencesGraph, StorePathInfo};
-pub use lock::{FoundImage, IdKind, Lock, LockedArchive, LockedImage, relative_to};
+pub use lock::{FoundId, FoundImage, IdKind, Lock, LockedArchive, LockedImage, Pin, relative_to};
 pub use mounts::{MOUNT_POINTS, MountPoint};
 pub use options::{BuildOptions, Compression, OutputFormat, Progress, Source};
 pub use read::{InspectReport, LayerReport, SbomSummary, inspect};
