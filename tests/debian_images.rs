@@ -46,34 +46,61 @@ impl Drop for Loaded {
 }
 
 /// Checks the fresh archives (pinned in `fresh`) against the committed
-/// lock. A moved Debian mirror is explained by `vibesys image verify`
-/// (which package versions changed) and tolerated, since the lock pins
-/// what one machine built on one day; a digest that moved while no
-/// recorded package did is a reproducibility bug and fails.
+/// lock with the loader's own check ([`vs_image::Pin::check`]): each
+/// rebuilt image must have the committed manifest digest, config digest
+/// and diff_ids, else the test fails naming the image and both digests.
+/// When the Debian mirror moved since the lock was pinned, `vibesys image
+/// verify` names the package versions that changed: the committed lock is
+/// then stale and must be re-pinned, which this check makes visible
+/// instead of tolerating.
 fn check_against_the_committed_lock(dir: &Path, fresh: &vs_image::Lock, archives: &[PathBuf]) {
-    let committed = vs_image::Lock::load(&repo().join("images/images.lock")).unwrap();
-    let same = fresh.images.iter().all(|(name, f)| {
-        committed.images.get(name).is_some_and(|c| {
-            c.config_digest == f.config_digest && c.diff_ids == f.diff_ids && c.inputs == f.inputs
-        })
-    });
-    if same {
+    let committed_path = repo().join("images/images.lock");
+    let committed = vs_image::Lock::load(&committed_path).unwrap();
+    let mut differences = Vec::new();
+    for (name, f) in &fresh.images {
+        let found = vs_image::FoundImage {
+            id: vs_image::FoundId::Documents {
+                config: f.config_digest.clone(),
+                manifest: f.manifest_digest.clone(),
+            },
+            diff_ids: f.diff_ids.clone(),
+        };
+        let checked = committed.image(name, &committed_path).and_then(|c| {
+            if c.manifest_digest.is_none() || f.manifest_digest.is_none() {
+                return Err(vs_image::Error::Malformed {
+                    path: committed_path.clone(),
+                    reason: format!("{name}: a manifest digest is missing"),
+                });
+            }
+            c.pin(name).check(&found)
+        });
+        if let Err(e) = checked {
+            differences.push(e.to_string());
+        }
+    }
+    let unbuilt: Vec<&String> = committed
+        .images
+        .keys()
+        .filter(|n| !fresh.images.contains_key(*n))
+        .collect();
+    assert!(
+        unbuilt.is_empty(),
+        "images/images.lock pins images scripts/images.sh did not build: {unbuilt:?}"
+    );
+    if differences.is_empty() {
         return;
     }
     let out = vibesys(dir)
         .args(["image", "verify"])
         .args(archives)
         .arg("--lock")
-        .arg(repo().join("images/images.lock"))
+        .arg(&committed_path)
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("the inputs changed: "),
-        "the images differ from images/images.lock although no package version did (rebuild with scripts/images.sh and re-pin if the builder changed on purpose): {err}"
-    );
-    eprintln!(
-        "note: the Debian mirror moved since images/images.lock was pinned; re-pin with scripts/images.sh && vibesys image pin target/images/*.tar: {err}"
+    panic!(
+        "the rebuilt images differ from images/images.lock:\n  {}\n`vibesys image verify` says: {}\n(if the Debian mirror moved or the builder changed on purpose, re-pin: scripts/images.sh && vibesys image pin target/images/*.tar)",
+        differences.join("\n  "),
+        String::from_utf8_lossy(&out.stderr).trim()
     );
 }
 
@@ -332,13 +359,7 @@ fn the_images_built_without_nix_run_git_and_the_real_claude_cli_confined() {
         );
     }
     let pinned = &lock.images["vibesys-agent"];
-    let pin = vs_sandbox::docker::ImagePin {
-        name: "vibesys-agent".into(),
-        tag: pinned.tag.clone(),
-        config_digest: pinned.config_digest.to_string(),
-        manifest_digest: pinned.manifest_digest.as_ref().map(ToString::to_string),
-        diff_ids: pinned.diff_ids.iter().map(ToString::to_string).collect(),
-    };
+    let pin = vs_sandbox::docker::ImagePin::from_locked("vibesys-agent", pinned);
     let mut o = vs_sandbox::docker::DockerOptions::new(
         pin,
         unique("debimg-lib"),

@@ -449,7 +449,7 @@ fn a_mismatched_or_missing_image_refuses_naming_both_digests() {
     assert!(err.contains(&img.config_digest), "{err}");
     // Same ID, different layers: refused naming both layer digests.
     let mut o = options(&img);
-    o.image.diff_ids[0] = format!("sha256:{}", "0".repeat(64));
+    o.image.diff_ids[0] = format!("sha256:{}", "0".repeat(64)).parse().unwrap();
     let err = DockerSandbox::start(&policy(&root), &o)
         .unwrap_err()
         .to_string();

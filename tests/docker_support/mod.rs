@@ -120,13 +120,7 @@ impl TestImage {
     pub fn pin(&self) -> vs_sandbox::docker::ImagePin {
         let lock = vs_image::Lock::load(&self.lock).unwrap();
         let img = lock.images.get(&self.name).unwrap();
-        vs_sandbox::docker::ImagePin {
-            name: self.name.clone(),
-            tag: img.tag.clone(),
-            config_digest: img.config_digest.to_string(),
-            manifest_digest: img.manifest_digest.as_ref().map(ToString::to_string),
-            diff_ids: img.diff_ids.iter().map(ToString::to_string).collect(),
-        }
+        vs_sandbox::docker::ImagePin::from_locked(&self.name, img)
     }
 
     /// Removes the image from the Engine (and containers started from it).

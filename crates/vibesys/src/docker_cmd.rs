@@ -92,13 +92,7 @@ pub fn pin_from_lock(lock: &Lock, name: &str, lock_path: &Path) -> anyhow::Resul
 }
 
 fn to_pin(name: &str, img: &vs_image::LockedImage) -> ImagePin {
-    ImagePin {
-        name: name.to_owned(),
-        tag: img.tag.clone(),
-        config_digest: img.config_digest.to_string(),
-        manifest_digest: img.manifest_digest.as_ref().map(ToString::to_string),
-        diff_ids: img.diff_ids.iter().map(ToString::to_string).collect(),
-    }
+    ImagePin::from_locked(name, img)
 }
 
 /// A run id for `vibesys exec`: `VIBESYS_RUN_ID`, else `exec-<pid>-<ns>`.

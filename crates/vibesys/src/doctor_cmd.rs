@@ -171,29 +171,25 @@ fn check_docker() -> Check {
             );
         }
     };
-    let version = engine.block_on(async {
-        tokio::time::timeout(Duration::from_secs(5), engine.docker().version()).await
-    });
-    match version {
-        Ok(Ok(v)) => Check {
+    match engine.version(Duration::from_secs(5)) {
+        Ok(version) => Check {
             name: "docker",
             ok: true,
             detail: format!(
-                "Engine {} answers at {}; {}; {}",
-                v.version.as_deref().unwrap_or("unknown"),
+                "Engine {version} answers at {}; {}; {}",
                 sock.display(),
                 pinned_images(&engine),
                 crate::docker_cmd::execute_summary()
             ),
             fix: None,
         },
-        Ok(Err(e)) => fail(
-            format!("no Engine at {}: {e}", sock.display()),
-            "start the Docker Engine, check that this user may use it, or use the host environment (bwrap)",
-        ),
-        Err(_) => fail(
+        Err(vs_sandbox::DockerError::Timeout { .. }) => fail(
             format!("the Engine at {} did not answer within 5 s", sock.display()),
             "check the Docker Engine, or use the host environment (bwrap)",
+        ),
+        Err(e) => fail(
+            format!("no Engine at {}: {e}", sock.display()),
+            "start the Docker Engine, check that this user may use it, or use the host environment (bwrap)",
         ),
     }
 }

@@ -216,7 +216,7 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
             (
                 Some(ImageRecord {
                     name: options.image.name.clone(),
-                    config_digest: options.image.config_digest.clone(),
+                    config_digest: options.image.config_digest.to_string(),
                 }),
                 Some(args.image.clone()),
             )

@@ -11,10 +11,12 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use crate::build::{OutputFormat, file_name, parent_of};
+use crate::digest::Digest;
+use crate::error::Error;
+use crate::files::{file_name, parent_of};
 use crate::oci;
+use crate::options::OutputFormat;
 use crate::tarw::TarWriter;
-use crate::{Digest, Error};
 
 /// The small documents of an archive.
 pub(crate) struct Docs<'a> {

@@ -1,164 +1,26 @@
-//! `build`: spec + inputs -> layers -> documents -> output format.
+//! `build`: spec + inputs -> layers -> documents -> output format (the
+//! orchestrator; the types it takes and returns live in `options` and
+//! `report`, the file helpers in `files`).
 
 use std::path::{Path, PathBuf};
 
 use oci_spec::image::{Descriptor, MediaType};
 use rayon::prelude::*;
-use serde::Serialize;
 
+use crate::archive;
 use crate::cache::{Cache, link_or_copy};
+use crate::digest::Digest;
+use crate::error::Error;
+use crate::files::{file_name, parent_of, replace_dir, write_file};
+use crate::graph::ReferencesGraph;
 use crate::input::{self, Entry, Group, Kind};
 use crate::layer::{LayerMeta, LayerPlan};
 use crate::mounts;
 use crate::oci::{self, media};
-use crate::spec::{FileKind, normalize_abs};
-use crate::{Digest, Error, ImageSpec, ReferencesGraph, archive, squashfs};
-
-/// Output format of a build.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OutputFormat {
-    /// One tar that is both an oci-archive and a docker-archive (default).
-    Archive,
-    /// An OCI image layout directory.
-    Oci,
-    /// An OCI image layout as a tar.
-    OciArchive,
-    /// A Docker `docker save` style tar.
-    DockerArchive,
-    /// A flattened rootfs as a squashfs image (needs `mksquashfs`).
-    Squashfs,
-}
-
-impl OutputFormat {
-    /// The CLI name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Archive => "archive",
-            Self::Oci => "oci",
-            Self::OciArchive => "oci-archive",
-            Self::DockerArchive => "docker-archive",
-            Self::Squashfs => "squashfs",
-        }
-    }
-}
-
-/// Layer compression.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Compression {
-    /// Plain tar (default; fastest to build and load locally).
-    None,
-    /// gzip level 6 (pure-Rust miniz_oxide backend, pinned).
-    Gzip,
-    /// zstd level 3, single-threaded.
-    Zstd,
-}
-
-impl Compression {
-    /// The CLI name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::None => "none",
-            Self::Gzip => "gzip",
-            Self::Zstd => "zstd",
-        }
-    }
-
-    pub(crate) fn media_type(self) -> MediaType {
-        match self {
-            Self::None => MediaType::ImageLayer,
-            Self::Gzip => MediaType::ImageLayerGzip,
-            Self::Zstd => MediaType::ImageLayerZstd,
-        }
-    }
-}
-
-/// Where the contents come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
-    /// The spec's `[host]` section.
-    Spec,
-    /// A root directory whose tree becomes `/`.
-    Root(PathBuf),
-    /// Absolute host paths kept at their location.
-    Paths(Vec<String>),
-    /// A Nix `exportReferencesGraph` file: every store path it lists.
-    ReferencesGraph(PathBuf),
-}
-
-/// Everything a build needs, resolved and validated by the caller.
-#[derive(Debug, Clone)]
-pub struct BuildOptions {
-    /// The image spec.
-    pub spec: ImageSpec,
-    /// Output path (file, or directory for `oci`).
-    pub out: PathBuf,
-    /// Output format.
-    pub format: OutputFormat,
-    /// Contents.
-    pub source: Source,
-    /// Layer compression.
-    pub compression: Compression,
-    /// Timestamp of every entry and document (`SOURCE_DATE_EPOCH`).
-    pub source_date_epoch: u64,
-    /// Layer cache directory; `None` disables the cache.
-    pub cache: Option<PathBuf>,
-}
-
-/// Build progress, reported from worker threads.
-pub trait Progress: Sync {
-    /// The build will write `layers` layers holding `bytes` of file content.
-    fn begin(&self, layers: usize, bytes: u64) {
-        let _ = (layers, bytes);
-    }
-    /// One layer is done (`bytes` of content; `cached` if reused).
-    fn layer_done(&self, bytes: u64, cached: bool) {
-        let _ = (bytes, cached);
-    }
-}
-
-impl Progress for () {}
-
-/// One layer of a finished build.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BuiltLayer {
-    /// Blob digest.
-    pub digest: Digest,
-    /// Uncompressed digest (`rootfs.diff_ids`).
-    pub diff_id: Digest,
-    /// Blob size in bytes.
-    pub size: u64,
-    /// Whether the layer came from the cache.
-    pub cached: bool,
-    /// The groups (store paths, host trees, `extra files`) in the layer.
-    pub groups: Vec<String>,
-}
-
-/// What a build produced.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BuildReport {
-    /// Image name.
-    pub name: String,
-    /// Image tag.
-    pub tag: String,
-    /// Output format.
-    pub format: OutputFormat,
-    /// Output path.
-    pub out: PathBuf,
-    /// Image manifest digest (none for squashfs).
-    pub manifest_digest: Option<Digest>,
-    /// Image config digest, the Docker image ID with the classic store
-    /// (none for squashfs).
-    pub config_digest: Option<Digest>,
-    /// SBOM document digest (none for squashfs).
-    pub sbom_digest: Option<Digest>,
-    /// Layers, bottom first.
-    pub layers: Vec<BuiltLayer>,
-    /// Digest of the output file (squashfs only; for archives `inspect
-    /// --verify` and `pin` compute it).
-    pub archive_digest: Option<Digest>,
-}
+use crate::options::{BuildOptions, OutputFormat, Progress, Source};
+use crate::report::{BuildReport, BuiltLayer};
+use crate::spec::{ExtraFile, FileKind, ImageSpec, normalize_abs};
+use crate::squashfs;
 
 /// Name of the group holding the spec's extra files.
 pub(crate) const EXTRA_GROUP: &str = "extra files";
@@ -166,12 +28,12 @@ pub(crate) const EXTRA_GROUP: &str = "extra files";
 fn extra_group(spec: &ImageSpec, source: &Source) -> Result<Option<Group>, Error> {
     // The [host] files go with host contents: a root or a closure is
     // complete (a Debian root has its own /bin/sh).
-    let host_files: &[crate::ExtraFile] =
-        if matches!(source, Source::ReferencesGraph(_) | Source::Root(_)) {
-            &[]
-        } else {
-            &spec.host.files
-        };
+    let host_files: &[ExtraFile] = if matches!(source, Source::ReferencesGraph(_) | Source::Root(_))
+    {
+        &[]
+    } else {
+        &spec.host.files
+    };
     if spec.files.is_empty() && host_files.is_empty() {
         return Ok(None);
     }
@@ -637,63 +499,4 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
             .collect(),
         archive_digest,
     })
-}
-
-pub(crate) fn parent_of(p: &Path) -> PathBuf {
-    match p.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-        _ => PathBuf::from("."),
-    }
-}
-
-pub(crate) fn file_name(p: &Path) -> String {
-    p.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "image".to_owned())
-}
-
-fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), Error> {
-    let dest = dir.join(name);
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .map_err(|e| Error::io("create temporary file in", dir, e))?;
-    std::io::Write::write_all(&mut tmp, bytes).map_err(|e| Error::io("write", &dest, e))?;
-    crate::perm::publish_file(tmp.as_file()).map_err(|e| Error::io("chmod", &dest, e))?;
-    tmp.persist(&dest)
-        .map_err(|e| Error::io("rename into place", &dest, e.error))?;
-    Ok(())
-}
-
-/// An existing output directory may be replaced only when it is empty or
-/// an OCI layout (never a directory given by mistake).
-fn replaceable(dir: &Path) -> bool {
-    dir.join("oci-layout").is_file() || std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
-}
-
-/// Moves the finished `stage` directory to `out`, replacing an existing
-/// directory only after the new one is complete.
-fn replace_dir(stage: &Path, out: &Path) -> Result<(), Error> {
-    match std::fs::symlink_metadata(out) {
-        Err(_) => std::fs::rename(stage, out).map_err(|e| Error::io("rename into place", out, e)),
-        Ok(m) if m.is_dir() && !replaceable(out) => {
-            let _ = std::fs::remove_dir_all(stage);
-            Err(Error::InputPath {
-                path: out.to_owned(),
-                reason: "exists and is neither empty nor an OCI layout: refusing to replace it"
-                    .to_owned(),
-            })
-        }
-        Ok(m) if m.is_dir() => {
-            let old = stage.with_extension("old");
-            std::fs::rename(out, &old).map_err(|e| Error::io("move aside", out, e))?;
-            std::fs::rename(stage, out).map_err(|e| Error::io("rename into place", out, e))?;
-            std::fs::remove_dir_all(&old).map_err(|e| Error::io("remove", &old, e))
-        }
-        Ok(_) => {
-            let _ = std::fs::remove_dir_all(stage);
-            Err(Error::InputPath {
-                path: out.to_owned(),
-                reason: "exists and is not a directory".to_owned(),
-            })
-        }
-    }
 }

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::Digest;
+use crate::digest::Digest;
 use crate::layer::LayerMeta;
 
 const MAX_META: u64 = 1 << 20;

@@ -7,7 +7,7 @@ use std::str::FromStr;
 use oci_spec::image::DigestAlgorithm;
 use sha2::{Digest as _, Sha256};
 
-use crate::Error;
+use crate::error::Error;
 
 /// A validated `sha256:<64 lowercase hex>` content digest.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use crate::Error;
+use crate::error::Error;
 
 /// One store path of a closure and its direct references.
 #[derive(Debug, Clone, PartialEq, Eq)]

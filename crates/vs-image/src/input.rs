@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rayon::prelude::*;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir, Statx, StatxFlags};
 
-use crate::Error;
+use crate::error::Error;
 
 /// Trees larger than this are split into several groups (root and host
 /// paths only; a store path is always one group).

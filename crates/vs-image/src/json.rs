@@ -7,7 +7,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::Error;
+use crate::error::Error;
 
 /// Serialises `value` to canonical JSON bytes.
 pub(crate) fn canonical<T: Serialize>(what: &str, value: &T) -> Result<Vec<u8>, Error> {

@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest as _, Sha256};
 
-use crate::build::Compression;
-use crate::digest::{HashReader, HashWriter};
+use crate::digest::{Digest, HashReader, HashWriter};
+use crate::error::Error;
 use crate::input::{Entry, Group, Kind};
+use crate::options::Compression;
 use crate::tarw::TarWriter;
-use crate::{Digest, Error};
 
 /// What a written layer is.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

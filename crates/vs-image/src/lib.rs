@@ -9,14 +9,16 @@
 //! (both at once) or a squashfs rootfs.
 //!
 //! [`inspect`] reads any of the image formats back and, with verification,
-//! re-hashes every blob. [`Lock`] is `images/images.lock`; [`Lock::check_found`]
-//! is the call a loader uses to refuse an image that does not match its pin.
+//! re-hashes every blob. [`Lock`] is `images/images.lock`; [`Pin::check`] is
+//! the one check that decides whether a found image (in an engine, or read
+//! from an archive) matches its pin.
 
 mod archive;
 mod build;
 mod cache;
 mod digest;
 mod error;
+mod files;
 mod graph;
 mod input;
 mod json;
@@ -24,25 +26,27 @@ mod layer;
 mod lock;
 mod mounts;
 mod oci;
+mod options;
 mod packages;
 mod perm;
 mod pipe;
 mod read;
+mod report;
 mod spec;
 mod squashfs;
 mod store;
 mod tarw;
 mod textfile;
 
-pub use build::{
-    BuildOptions, BuildReport, BuiltLayer, Compression, OutputFormat, Progress, Source, build,
-};
+pub use build::build;
 pub use digest::Digest;
 pub use error::Error;
 pub use graph::{ReferencesGraph, StorePathInfo};
-pub use lock::{FoundImage, IdKind, Lock, LockedArchive, LockedImage, relative_to};
+pub use lock::{FoundId, FoundImage, IdKind, Lock, LockedArchive, LockedImage, Pin, relative_to};
 pub use mounts::{MOUNT_POINTS, MountPoint};
+pub use options::{BuildOptions, Compression, OutputFormat, Progress, Source};
 pub use read::{InspectReport, LayerReport, SbomSummary, inspect};
+pub use report::{BuildReport, BuiltLayer};
 pub use spec::{ExtraFile, FileKind, HostSource, ImageConfig, ImageSpec, NixSource};
 
 /// Result alias of this crate.

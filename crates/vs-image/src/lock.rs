@@ -21,7 +21,9 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Digest, Error, InspectReport};
+use crate::digest::Digest;
+use crate::error::Error;
+use crate::read::InspectReport;
 
 /// The lock file format version written by this crate.
 pub const LOCK_VERSION: u32 = 1;
@@ -79,43 +81,56 @@ pub struct LockedArchive {
     pub digest: Digest,
 }
 
-/// An image as a loader found it, e.g. from `docker image inspect`.
+/// The digests one image is pinned to, borrowed from a [`LockedImage`] (or
+/// a loader's own copy of them): what a found image must match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pin<'a> {
+    /// The image name in the lock.
+    pub image: &'a str,
+    /// The config digest (the image ID with Docker's classic store).
+    pub config_digest: &'a Digest,
+    /// The manifest digest (the image ID with the containerd store).
+    pub manifest_digest: Option<&'a Digest>,
+    /// The layer diff_ids, bottom first.
+    pub diff_ids: &'a [Digest],
+}
+
+/// How a found image identifies itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FoundId {
+    /// An image ID as a container engine reports it (Docker's `Id`): the
+    /// config digest (classic store) or the manifest digest (containerd
+    /// store).
+    Engine(Digest),
+    /// The digests of the image's own documents, as [`crate::inspect`]
+    /// reads them from an archive or a layout.
+    Documents {
+        /// The config digest.
+        config: Digest,
+        /// The manifest digest, when the format has a manifest blob.
+        manifest: Option<Digest>,
+    },
+}
+
+/// An image as a loader or a reader found it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FoundImage {
-    /// The image ID: the config digest (classic store) or the manifest
-    /// digest (containerd store).
-    pub id: Digest,
-    /// The image's layer diff_ids (Docker's `RootFS.Layers`).
+    /// Its identity.
+    pub id: FoundId,
+    /// Its layer diff_ids, bottom first (Docker's `RootFS.Layers`).
     pub diff_ids: Vec<Digest>,
 }
 
 impl FoundImage {
-    /// Reads `Id` and `RootFS.Layers` from one object of `docker image
-    /// inspect` output (the Engine API's image inspect has the same keys).
-    pub fn from_docker_inspect(v: &serde_json::Value) -> Result<Self, Error> {
-        let bad = |reason: &str| Error::Malformed {
-            path: "docker image inspect".into(),
-            reason: reason.to_owned(),
-        };
-        let id: Digest = v
-            .get("Id")
-            .and_then(|i| i.as_str())
-            .ok_or_else(|| bad("no Id"))?
-            .parse()?;
-        let layers = v
-            .get("RootFS")
-            .and_then(|r| r.get("Layers"))
-            .and_then(|l| l.as_array())
-            .ok_or_else(|| bad("no RootFS.Layers"))?;
-        let diff_ids = layers
-            .iter()
-            .map(|l| {
-                l.as_str()
-                    .ok_or_else(|| bad("a layer is not a string"))?
-                    .parse()
-            })
-            .collect::<Result<_, Error>>()?;
-        Ok(Self { id, diff_ids })
+    /// The image an inspect report describes.
+    pub fn of_report(report: &InspectReport) -> Self {
+        Self {
+            id: FoundId::Documents {
+                config: report.config_digest.clone(),
+                manifest: report.manifest_digest.clone(),
+            },
+            diff_ids: report.layers.iter().map(|l| l.diff_id.clone()).collect(),
+        }
     }
 }
 
@@ -127,6 +142,81 @@ pub enum IdKind {
     Config,
     /// The manifest digest.
     Manifest,
+}
+
+impl Pin<'_> {
+    /// The pinned IDs as an error names them: `C (config) or M (manifest)`.
+    pub fn expected_ids(&self) -> String {
+        match self.manifest_digest {
+            Some(m) => format!("{} (config) or {m} (manifest)", self.config_digest),
+            None => format!("{} (config)", self.config_digest),
+        }
+    }
+
+    /// The one pin check. An engine's image ID may be the pinned config
+    /// digest (classic store) or the pinned manifest digest (containerd
+    /// store); an image's own documents must have the pinned config digest
+    /// and, when both are known, the pinned manifest digest; the layers must
+    /// equal the pinned diff_ids. A mismatch is [`Error::PinMismatch`]
+    /// naming both values. Returns which pinned digest identified it.
+    pub fn check(&self, found: &FoundImage) -> Result<IdKind, Error> {
+        let mismatch = |field: &str, pinned: String, found: String| Error::PinMismatch {
+            image: self.image.to_owned(),
+            field: field.to_owned(),
+            pinned,
+            found,
+        };
+        let kind = match &found.id {
+            FoundId::Engine(id) if id == self.config_digest => IdKind::Config,
+            FoundId::Engine(id) if self.manifest_digest == Some(id) => IdKind::Manifest,
+            FoundId::Engine(id) => {
+                return Err(mismatch("image id", self.expected_ids(), id.to_string()));
+            }
+            FoundId::Documents { config, manifest } => {
+                if config != self.config_digest {
+                    return Err(mismatch(
+                        "config digest",
+                        self.config_digest.to_string(),
+                        config.to_string(),
+                    ));
+                }
+                if let (Some(p), Some(f)) = (self.manifest_digest, manifest)
+                    && p != f
+                {
+                    return Err(mismatch("manifest digest", p.to_string(), f.to_string()));
+                }
+                IdKind::Config
+            }
+        };
+        if self.diff_ids == found.diff_ids.as_slice() {
+            return Ok(kind);
+        }
+        let (pinned, found) = (self.diff_ids, &found.diff_ids);
+        Err(match pinned.iter().zip(found).position(|(a, b)| a != b) {
+            Some(i) => mismatch(
+                &format!("layer {}", i + 1),
+                pinned[i].to_string(),
+                found[i].to_string(),
+            ),
+            None => mismatch(
+                "layer count",
+                pinned.len().to_string(),
+                found.len().to_string(),
+            ),
+        })
+    }
+}
+
+impl LockedImage {
+    /// The pin of this entry, which the lock holds under `image`.
+    pub fn pin<'a>(&'a self, image: &'a str) -> Pin<'a> {
+        Pin {
+            image,
+            config_digest: &self.config_digest,
+            manifest_digest: self.manifest_digest.as_ref(),
+            diff_ids: &self.diff_ids,
+        }
+    }
 }
 
 const MAX_LOCK: u64 = 16 << 20;
@@ -166,7 +256,7 @@ impl Lock {
             path: path.to_owned(),
             reason: e.to_string(),
         })?;
-        let dir = crate::build::parent_of(path);
+        let dir = crate::files::parent_of(path);
         let mut tmp = tempfile::NamedTempFile::new_in(&dir)
             .map_err(|e| Error::io("create temporary file in", &dir, e))?;
         tmp.write_all(b"# Written by `vibesys image pin`; checked by `vibesys image verify`.\n")
@@ -236,7 +326,9 @@ impl Lock {
         Ok(())
     }
 
-    /// Compares an inspected image with its pin; errors name both digests.
+    /// Compares an inspected image with its pin ([`Pin::check`]), and its
+    /// file with the pinned archive digest; errors name both digests and,
+    /// when the lock recorded the image's packages, which of them changed.
     pub fn check_report(&self, report: &InspectReport, lock_path: &Path) -> Result<(), Error> {
         let name = report
             .name
@@ -244,11 +336,19 @@ impl Lock {
             .ok_or_else(|| Error::malformed(&report.path, "the image has no name"))?;
         let pinned = self.image(name, lock_path)?;
         let found_inputs = report.sbom.as_ref().map(|s| &s.inputs);
-        let mismatch = |field: &str, p: String, found: String| match found_inputs {
+        let explain = |e: Error| match (e, found_inputs) {
             // Pinned with its inputs: say which changed (or that none did).
-            Some(f) if !pinned.inputs.is_empty() => Error::InputsChanged {
-                image: name.to_owned(),
-                field: field.to_owned(),
+            (
+                Error::PinMismatch {
+                    image,
+                    field,
+                    pinned: p,
+                    found,
+                },
+                Some(f),
+            ) if !pinned.inputs.is_empty() => Error::InputsChanged {
+                image,
+                field,
                 pinned: p,
                 found,
                 changes: match crate::packages::describe_changes(&pinned.inputs, f, 30) {
@@ -259,100 +359,25 @@ impl Lock {
                     c => format!("the inputs changed: {}", c.join(", ")),
                 },
             },
-            _ => Error::PinMismatch {
-                image: name.to_owned(),
-                field: field.to_owned(),
-                pinned: p,
-                found,
-            },
+            (e, _) => e,
         };
-        if pinned.config_digest != report.config_digest {
-            return Err(mismatch(
-                "config digest",
-                pinned.config_digest.to_string(),
-                report.config_digest.to_string(),
-            ));
-        }
-        if let (Some(p), Some(f)) = (&pinned.manifest_digest, &report.manifest_digest)
-            && p != f
-        {
-            return Err(mismatch("manifest digest", p.to_string(), f.to_string()));
-        }
-        let found: Vec<Digest> = report.layers.iter().map(|l| l.diff_id.clone()).collect();
-        if let Err(Error::PinMismatch {
-            field,
-            pinned: p,
-            found: f,
-            ..
-        }) = check_layers(name, &pinned.diff_ids, &found)
-        {
-            return Err(mismatch(&field, p, f));
-        }
+        pinned
+            .pin(name)
+            .check(&FoundImage::of_report(report))
+            .map_err(explain)?;
         if let (Some(a), Some(found)) =
             (pinned.archives.get(&report.format), &report.archive_digest)
             && &a.digest != found
         {
-            return Err(mismatch(
-                &format!("{} file digest", report.format),
-                a.digest.to_string(),
-                found.to_string(),
-            ));
+            return Err(explain(Error::PinMismatch {
+                image: name.to_owned(),
+                field: format!("{} file digest", report.format),
+                pinned: a.digest.to_string(),
+                found: found.to_string(),
+            }));
         }
         Ok(())
     }
-
-    /// The loader's check: the found image's ID must be the pinned config
-    /// or manifest digest and its layers the pinned diff_ids.
-    pub fn check_found(
-        &self,
-        image: &str,
-        found: &FoundImage,
-        lock_path: &Path,
-    ) -> Result<IdKind, Error> {
-        let pinned = self.image(image, lock_path)?;
-        let kind = if found.id == pinned.config_digest {
-            IdKind::Config
-        } else if pinned.manifest_digest.as_ref() == Some(&found.id) {
-            IdKind::Manifest
-        } else {
-            let want = match &pinned.manifest_digest {
-                Some(m) => format!("{} (config) or {m} (manifest)", pinned.config_digest),
-                None => format!("{} (config)", pinned.config_digest),
-            };
-            return Err(Error::PinMismatch {
-                image: image.to_owned(),
-                field: "image id".to_owned(),
-                pinned: want,
-                found: found.id.to_string(),
-            });
-        };
-        check_layers(image, &pinned.diff_ids, &found.diff_ids)?;
-        Ok(kind)
-    }
-}
-
-fn check_layers(image: &str, pinned: &[Digest], found: &[Digest]) -> Result<(), Error> {
-    if pinned == found {
-        return Ok(());
-    }
-    let (field, p, f) = match pinned.iter().zip(found).position(|(a, b)| a != b) {
-        Some(i) => (
-            format!("layer {}", i + 1),
-            pinned[i].to_string(),
-            found[i].to_string(),
-        ),
-        None => (
-            "layer count".to_owned(),
-            pinned.len().to_string(),
-            found.len().to_string(),
-        ),
-    };
-    Err(Error::PinMismatch {
-        image: image.to_owned(),
-        field,
-        pinned: p,
-        found: f,
-    })
 }
 
 /// `target` relative to directory `base` (both made absolute first).
@@ -405,58 +430,37 @@ mod tests {
         l
     }
 
+    fn engine(id: char, layers: &[char]) -> FoundImage {
+        FoundImage {
+            id: FoundId::Engine(d(id)),
+            diff_ids: layers.iter().map(|c| d(*c)).collect(),
+        }
+    }
+
     #[test]
     fn either_id_is_accepted_layers_must_match() {
         let l = lock();
-        let p = Path::new("images.lock");
+        let pin = l
+            .image("editor", Path::new("images.lock"))
+            .unwrap()
+            .pin("editor");
         assert_eq!(
-            l.check_found(
-                "editor",
-                &FoundImage {
-                    id: d('b'),
-                    diff_ids: vec![d('c'), d('d')]
-                },
-                p
-            )
-            .unwrap(),
+            pin.check(&engine('b', &['c', 'd'])).unwrap(),
             IdKind::Config
         );
         assert_eq!(
-            l.check_found(
-                "editor",
-                &FoundImage {
-                    id: d('a'),
-                    diff_ids: vec![d('c'), d('d')]
-                },
-                p
-            )
-            .unwrap(),
+            pin.check(&engine('a', &['c', 'd'])).unwrap(),
             IdKind::Manifest
         );
-        let e = l
-            .check_found(
-                "editor",
-                &FoundImage {
-                    id: d('e'),
-                    diff_ids: vec![],
-                },
-                p,
-            )
-            .unwrap_err()
-            .to_string();
+        let e = pin.check(&engine('e', &[])).unwrap_err().to_string();
         assert!(
-            e.contains(&d('e').to_string()) && e.contains(&d('b').to_string()),
+            e.contains(&d('e').to_string())
+                && e.contains(&d('b').to_string())
+                && e.contains(&d('a').to_string()),
             "{e}"
         );
-        let e = l
-            .check_found(
-                "editor",
-                &FoundImage {
-                    id: d('b'),
-                    diff_ids: vec![d('c'), d('e')],
-                },
-                p,
-            )
+        let e = pin
+            .check(&engine('b', &['c', 'e']))
             .unwrap_err()
             .to_string();
         assert!(
@@ -465,28 +469,34 @@ mod tests {
                 && e.contains(&d('e').to_string()),
             "{e}"
         );
-        assert!(
-            l.check_found(
-                "agent",
-                &FoundImage {
-                    id: d('b'),
-                    diff_ids: vec![]
-                },
-                p
-            )
-            .is_err()
-        );
+        let e = pin.check(&engine('b', &['c'])).unwrap_err().to_string();
+        assert!(e.contains("layer count"), "{e}");
+        assert!(l.image("agent", Path::new("images.lock")).is_err());
     }
 
     #[test]
-    fn reads_docker_inspect_output() {
-        let v = serde_json::json!({"Id": d('b').to_string(), "RootFS": {"Type": "layers", "Layers": [d('c').to_string(), d('d').to_string()]}});
-        let f = FoundImage::from_docker_inspect(&v).unwrap();
-        assert_eq!(
-            lock().check_found("editor", &f, Path::new("l")).unwrap(),
-            IdKind::Config
+    fn documents_must_carry_the_pinned_config_and_manifest_digests() {
+        let l = lock();
+        let pin = l.images["editor"].pin("editor");
+        let docs = |config: char, manifest: Option<char>| FoundImage {
+            id: FoundId::Documents {
+                config: d(config),
+                manifest: manifest.map(d),
+            },
+            diff_ids: vec![d('c'), d('d')],
+        };
+        assert_eq!(pin.check(&docs('b', Some('a'))).unwrap(), IdKind::Config);
+        assert_eq!(pin.check(&docs('b', None)).unwrap(), IdKind::Config);
+        // The manifest digest is no stand-in for the config digest here.
+        let e = pin.check(&docs('a', Some('a'))).unwrap_err().to_string();
+        assert!(e.contains("config digest"), "{e}");
+        let e = pin.check(&docs('b', Some('e'))).unwrap_err().to_string();
+        assert!(
+            e.contains("manifest digest")
+                && e.contains(&d('a').to_string())
+                && e.contains(&d('e').to_string()),
+            "{e}"
         );
-        assert!(FoundImage::from_docker_inspect(&serde_json::json!({"Id": "nope"})).is_err());
     }
 
     #[test]

@@ -12,8 +12,10 @@ use oci_spec::image::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::digest::Digest;
+use crate::error::Error;
 use crate::json::canonical;
-use crate::{Digest, Error, ImageSpec};
+use crate::spec::ImageSpec;
 
 /// Media types oci-spec has no variant for.
 pub(crate) mod media {

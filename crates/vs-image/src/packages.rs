@@ -88,7 +88,7 @@ pub(crate) fn of_groups(groups: &[&Group]) -> Vec<Package> {
 }
 
 fn read(path: &Path, limit: u64) -> Result<String, String> {
-    crate::textfile::read_text(path, limit, |reason| crate::Error::InputPath {
+    crate::textfile::read_text(path, limit, |reason| crate::error::Error::InputPath {
         path: path.to_owned(),
         reason,
     })

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use std::path::Path;
 use std::sync::mpsc::{Receiver, SyncSender};
 
-use crate::Error;
+use crate::error::Error;
 
 /// Bytes handed to the helper at a time.
 const CHUNK: usize = 1 << 20;

@@ -14,9 +14,9 @@ use oci_spec::image::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::digest::HashReader;
+use crate::digest::{Digest, HashReader};
+use crate::error::Error;
 use crate::oci::{self, DockerManifestEntry, SpdxDocument, media};
-use crate::{Digest, Error};
 
 const MAX_DOC: u64 = 16 << 20;
 

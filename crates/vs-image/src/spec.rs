@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::Error;
+use crate::error::Error;
 
 /// Default maximum number of layers of an image.
 pub const DEFAULT_LAYER_CAP: u32 = 100;

@@ -6,11 +6,13 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
-use crate::build::{BuildOptions, BuildReport, Compression, file_name, parent_of};
 use crate::digest::HashReader;
+use crate::error::Error;
+use crate::files::{file_name, parent_of};
 use crate::input::Kind;
 use crate::layer::LayerPlan;
-use crate::{Error, Progress};
+use crate::options::{BuildOptions, Compression, Progress};
+use crate::report::BuildReport;
 
 pub(crate) fn build(
     opts: &BuildOptions,

@@ -19,8 +19,8 @@
 
 use sha2::{Digest as _, Sha256};
 
-use crate::Digest;
-use crate::build::Compression;
+use crate::digest::Digest;
+use crate::options::Compression;
 
 /// The Nix store directory: `NIX_STORE_DIR` (the variable Nix itself
 /// reads) when it is an absolute normalised path, else `/nix/store`.

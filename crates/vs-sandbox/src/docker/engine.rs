@@ -1,11 +1,13 @@
 //! The connection to the Docker Engine (bollard over its Unix socket) and
-//! the pinned-image check.
+//! the lookup of a pinned image (which [`vs_image::Pin::check`] decides).
 
 use std::future::Future;
 use std::path::PathBuf;
 
 use bollard::Docker;
 use bollard::errors::Error as BollardError;
+use bollard::models::ImageInspect;
+use vs_image::{Digest, FoundId, FoundImage, IdKind};
 
 use crate::controls::SandboxUnavailableError;
 use crate::error::SandboxError;
@@ -112,12 +114,65 @@ impl Engine {
         self.rt.spawn(f)
     }
 
+    /// The Engine's version (`GET /version`), waiting at most `timeout`.
+    pub fn version(&self, timeout: std::time::Duration) -> Result<String, DockerError> {
+        match self.block_on(async { tokio::time::timeout(timeout, self.docker.version()).await }) {
+            Ok(Ok(v)) => Ok(v.version.unwrap_or_else(|| "unknown".to_owned())),
+            Ok(Err(e)) => Err(DockerError::Engine {
+                operation: "version",
+                message: e.to_string(),
+            }),
+            Err(_) => Err(DockerError::Timeout {
+                operation: "version",
+                seconds: timeout.as_secs(),
+            }),
+        }
+    }
+
     /// Finds the pinned image: by config digest (classic store), then by
-    /// manifest digest (containerd store); its layers must equal the
-    /// pinned diff_ids. Returns the ID to run it by.
+    /// manifest digest (containerd store); [`vs_image::Pin::check`] decides
+    /// whether it matches. Returns the ID to run it by; a missing image is
+    /// [`DockerError::ImageMissing`], naming what the Engine holds under
+    /// the pinned name.
     pub fn check_pinned(&self, pin: &ImagePin) -> Result<String, SandboxError> {
         self.block_on(check_pinned(&self.docker, pin))
     }
+
+    /// The pinned image when the Engine holds it (its ID and which pinned
+    /// digest that is), `None` when it holds neither pinned ID; an image
+    /// under a pinned ID that does not match the pin is an error.
+    pub fn find_pinned(&self, pin: &ImagePin) -> Result<Option<(Digest, IdKind)>, SandboxError> {
+        self.block_on(find_pinned(&self.docker, pin))
+    }
+}
+
+/// The Engine's answer about an image, as the pin check reads it.
+pub(crate) fn found_image(img: &ImageInspect) -> Result<FoundImage, DockerError> {
+    let bad = |reason: String| DockerError::EngineAnswer {
+        operation: "inspect image",
+        reason,
+    };
+    let id = img
+        .id
+        .as_deref()
+        .ok_or_else(|| bad("no Id".to_owned()))?
+        .parse::<Digest>()
+        .map_err(|e| bad(format!("Id: {e}")))?;
+    let diff_ids = img
+        .root_fs
+        .as_ref()
+        .and_then(|r| r.layers.as_ref())
+        .ok_or_else(|| bad("no RootFS.Layers".to_owned()))?
+        .iter()
+        .map(|l| {
+            l.parse::<Digest>()
+                .map_err(|e| bad(format!("RootFS.Layers: {e}")))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(FoundImage {
+        id: FoundId::Engine(id),
+        diff_ids,
+    })
 }
 
 /// Whether an Engine error means "no such object".
@@ -140,34 +195,39 @@ pub(crate) fn engine_err(operation: &'static str, e: BollardError) -> SandboxErr
     .into()
 }
 
-/// See [`Engine::check_pinned`].
-pub(crate) async fn check_pinned(docker: &Docker, pin: &ImagePin) -> Result<String, SandboxError> {
-    let mut candidates = vec![pin.config_digest.clone()];
-    candidates.extend(pin.manifest_digest.clone());
-    for id in &candidates {
-        match docker.inspect_image(id).await {
+/// See [`Engine::find_pinned`].
+pub(crate) async fn find_pinned(
+    docker: &Docker,
+    pin: &ImagePin,
+) -> Result<Option<(Digest, IdKind)>, SandboxError> {
+    let candidates = std::iter::once(&pin.config_digest).chain(&pin.manifest_digest);
+    for id in candidates {
+        match docker.inspect_image(&id.to_string()).await {
             Ok(img) => {
-                let found_id = img.id.clone().unwrap_or_default();
-                if &found_id != id {
+                let found = found_image(&img)?;
+                if found.id != FoundId::Engine(id.clone()) {
                     // An ID prefix or a name matched another image.
                     continue;
                 }
-                let layers = img.root_fs.and_then(|r| r.layers).unwrap_or_default();
-                if layers != pin.diff_ids {
-                    let (field, expected, found) = first_layer_difference(&pin.diff_ids, &layers);
-                    return Err(DockerError::ImageMismatch {
-                        image: pin.name.clone(),
-                        field,
-                        expected,
-                        found,
-                    }
-                    .into());
-                }
-                return Ok(found_id);
+                let kind = pin
+                    .pin()
+                    .check(&found)
+                    .map_err(|e| DockerError::ImageMismatch {
+                        source: Box::new(e),
+                    })?;
+                return Ok(Some((id.clone(), kind)));
             }
             Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(engine_err("inspect image", e)),
         }
+    }
+    Ok(None)
+}
+
+/// See [`Engine::check_pinned`].
+pub(crate) async fn check_pinned(docker: &Docker, pin: &ImagePin) -> Result<String, SandboxError> {
+    if let Some((id, _)) = find_pinned(docker, pin).await? {
+        return Ok(id.to_string());
     }
     // Name what the Engine holds under the pinned name, if anything.
     let reference = format!("{}:{}", pin.name, pin.tag);
@@ -178,26 +238,8 @@ pub(crate) async fn check_pinned(docker: &Docker, pin: &ImagePin) -> Result<Stri
     };
     Err(DockerError::ImageMissing {
         image: pin.name.clone(),
-        expected: match &pin.manifest_digest {
-            Some(m) => format!("{} (config) or {m} (manifest)", pin.config_digest),
-            None => format!("{} (config)", pin.config_digest),
-        },
+        expected: pin.pin().expected_ids(),
         found,
     }
     .into())
-}
-
-fn first_layer_difference(pinned: &[String], found: &[String]) -> (String, String, String) {
-    match pinned.iter().zip(found).position(|(a, b)| a != b) {
-        Some(i) => (
-            format!("layer {}", i + 1),
-            pinned[i].clone(),
-            found[i].clone(),
-        ),
-        None => (
-            "layer count".into(),
-            pinned.len().to_string(),
-            found.len().to_string(),
-        ),
-    }
 }

@@ -413,7 +413,7 @@ mod tests {
         let pin = ImagePin {
             name: "vibesys-editor".into(),
             tag: "latest".into(),
-            config_digest: format!("sha256:{}", "a".repeat(64)),
+            config_digest: format!("sha256:{}", "a".repeat(64)).parse().unwrap(),
             manifest_digest: None,
             diff_ids: vec![],
         };

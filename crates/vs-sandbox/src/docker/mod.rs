@@ -17,6 +17,7 @@ mod engine;
 mod env;
 mod execute;
 mod lifecycle;
+mod load;
 mod plan;
 mod procs;
 mod sandbox;
@@ -29,6 +30,7 @@ pub mod wire;
 pub use attach::{AttachRequest, attach};
 pub use engine::{Engine, engine_socket};
 pub use env::{DEFAULT_ENV_ALLOW, EnvAllowList, is_credential_name, redacted};
+pub use load::{LoadReport, load};
 pub use plan::{
     DeviceAccess, DockerOptions, DockerPlan, ExtraMount, GpuSelection, IMAGE_LABEL, ImagePin,
     LIFELINE, MountRole, PlannedDevice, PlannedDeviceRequest, PlannedMount, RUN_ID_LABEL,
@@ -75,17 +77,79 @@ pub enum DockerError {
         /// What the Engine holds under the image's name.
         found: String,
     },
-    /// The Engine's image differs from the pin.
-    #[error("image {image} differs from its pin: {field} expected {expected}, found {found}")]
+    /// The Engine's image differs from the pin (the error names both
+    /// digests).
+    #[error("{source}")]
     ImageMismatch {
+        /// What [`vs_image::Pin::check`] found.
+        source: Box<vs_image::Error>,
+    },
+    /// An Engine call did not answer in time.
+    #[error("docker engine: {operation} did not answer within {seconds} s")]
+    Timeout {
+        /// The call.
+        operation: &'static str,
+        /// The time allowed.
+        seconds: u64,
+    },
+    /// The Engine answered something this client cannot read.
+    #[error("docker engine: {operation} answered something unreadable: {reason}")]
+    EngineAnswer {
+        /// The call.
+        operation: &'static str,
+        /// What is wrong with the answer.
+        reason: String,
+    },
+    /// An image archive cannot be read.
+    #[error("cannot read image archive {path:?}: {source}")]
+    Archive {
+        /// The archive.
+        path: PathBuf,
+        /// What is wrong with it.
+        source: Box<vs_image::Error>,
+    },
+    /// `load` was given something that is not an archive file.
+    #[error(
+        "{path:?} is not an archive file: `image load` takes an oci-archive, docker-archive or the default hybrid archive"
+    )]
+    NotAnArchive {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// The lock cannot be read, does not pin the image, or pins other
+    /// digests than the archive holds (the error names both).
+    #[error("{source}")]
+    Lock {
+        /// The lock's error.
+        source: Box<vs_image::Error>,
+    },
+    /// An archive could not be read while it was streamed.
+    #[error("cannot read {path:?}: {source}")]
+    Read {
+        /// The archive.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The Engine refused an archive.
+    #[error(
+        "the Engine refused {path:?}: {message} (Docker's classic image store loads docker-archives and the default hybrid archive, not plain oci-archives)"
+    )]
+    LoadRefused {
+        /// The archive.
+        path: PathBuf,
+        /// The Engine's message.
+        message: String,
+    },
+    /// After a load the Engine reported no image that could be checked.
+    #[error("the Engine did not report image {image} after loading {path:?} (it said: {reported})")]
+    NotLoaded {
         /// The image name in the lock.
         image: String,
-        /// What differs.
-        field: String,
-        /// The pinned value.
-        expected: String,
-        /// The value found.
-        found: String,
+        /// The archive.
+        path: PathBuf,
+        /// The references the Engine reported, comma-separated.
+        reported: String,
     },
     /// The run id cannot name a container.
     #[error(

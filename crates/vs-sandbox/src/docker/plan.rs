@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+use vs_image::{Digest, LockedImage, Pin};
 
 use crate::confinement::EnforcementReport;
 use crate::policy::{Access, PathKind, ResolvedPolicy, metadata_paths};
@@ -20,7 +21,8 @@ pub const RUN_ID_LABEL: &str = "dev.vibesys.run-id";
 pub const IMAGE_LABEL: &str = "dev.vibesys.image";
 
 /// An image as pinned in `images/images.lock`: the Engine must hold an
-/// image whose ID is one of these digests and whose layers are these.
+/// image whose ID is one of these digests and whose layers are these
+/// ([`vs_image::Pin::check`] decides).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ImagePin {
     /// The image name in the lock (`vibesys-editor`).
@@ -29,11 +31,34 @@ pub struct ImagePin {
     /// the pinned ID is missing.
     pub tag: String,
     /// The config digest (the image ID with Docker's classic store).
-    pub config_digest: String,
+    pub config_digest: Digest,
     /// The manifest digest (the image ID with the containerd store).
-    pub manifest_digest: Option<String>,
+    pub manifest_digest: Option<Digest>,
     /// The layer diff_ids, bottom first (`RootFS.Layers`).
-    pub diff_ids: Vec<String>,
+    pub diff_ids: Vec<Digest>,
+}
+
+impl ImagePin {
+    /// The pin of the lock entry `image` names.
+    pub fn from_locked(image: &str, locked: &LockedImage) -> Self {
+        Self {
+            name: image.to_owned(),
+            tag: locked.tag.clone(),
+            config_digest: locked.config_digest.clone(),
+            manifest_digest: locked.manifest_digest.clone(),
+            diff_ids: locked.diff_ids.clone(),
+        }
+    }
+
+    /// The digests a found image is checked against.
+    pub fn pin(&self) -> Pin<'_> {
+        Pin {
+            image: &self.name,
+            config_digest: &self.config_digest,
+            manifest_digest: self.manifest_digest.as_ref(),
+            diff_ids: &self.diff_ids,
+        }
+    }
 }
 
 /// Options of the Docker backend.
@@ -385,7 +410,7 @@ impl DockerPlan {
             .unwrap_or(&ws)
             .to_path_buf();
         Self {
-            image: options.image.config_digest.clone(),
+            image: options.image.config_digest.to_string(),
             name: container_name(&options.run_id),
             labels: BTreeMap::from([
                 (RUN_ID_LABEL.to_owned(), options.run_id.clone()),
@@ -506,7 +531,7 @@ mod tests {
         ImagePin {
             name: "vibesys-editor".into(),
             tag: "latest".into(),
-            config_digest: format!("sha256:{}", "a".repeat(64)),
+            config_digest: format!("sha256:{}", "a".repeat(64)).parse().unwrap(),
             manifest_digest: None,
             diff_ids: vec![],
         }
@@ -549,7 +574,7 @@ mod tests {
         );
         assert_eq!(plan.network_mode, "none");
         assert_eq!(plan.cap_drop, ["ALL"]);
-        assert_eq!(plan.image, pin().config_digest);
+        assert_eq!(plan.image, pin().config_digest.to_string());
         assert_eq!(plan.labels[RUN_ID_LABEL], "r1");
     }
 

@@ -1,0 +1,193 @@
+//! Loading an image archive into the Docker Engine (no registry, no
+//! `docker` CLI) and checking what the Engine then holds against
+//! `images/images.lock`.
+//!
+//! Order: read the archive's own metadata (config and manifest digests,
+//! diff_ids) and compare it with the lock, refusing a mismatch before
+//! anything is uploaded; if the Engine already holds the pinned image
+//! (checked by ID and layers) it is a no-op; otherwise the archive is
+//! streamed in 1 MiB chunks (memory stays flat whatever its size) and the
+//! image the Engine reports is checked again: its ID must be the pinned
+//! config digest (classic store) or manifest digest (containerd store) and
+//! its `RootFS.Layers` the pinned diff_ids ([`vs_image::Pin::check`]).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use bollard::query_parameters::{
+    ImportImageOptionsBuilder, RemoveImageOptionsBuilder, TagImageOptionsBuilder,
+};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde::Serialize;
+use vs_image::{Digest, IdKind, Lock};
+
+use crate::error::SandboxError;
+
+use super::DockerError;
+use super::engine::{Engine, found_image};
+use super::plan::ImagePin;
+
+/// What [`load`] did (`vibesys image load --json` prints it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LoadReport {
+    /// The image name in the lock.
+    pub image: String,
+    /// The ID the Engine runs it by.
+    pub id: Digest,
+    /// Which pinned digest the ID is.
+    pub id_kind: IdKind,
+    /// False when the image was already present (nothing uploaded).
+    pub loaded: bool,
+    /// Bytes streamed to the Engine.
+    pub bytes: u64,
+}
+
+/// Loads the archive at `path` into the Engine after checking it against
+/// the lock at `lock_path`; see the module docs.
+pub fn load(path: &Path, lock_path: &Path) -> Result<LoadReport, SandboxError> {
+    let report = vs_image::inspect(path, false).map_err(|e| DockerError::Archive {
+        path: path.to_owned(),
+        source: Box::new(e),
+    })?;
+    if !path.is_file() {
+        return Err(DockerError::NotAnArchive {
+            path: path.to_owned(),
+        }
+        .into());
+    }
+    let pin_err = |e| DockerError::Lock {
+        source: Box::new(e),
+    };
+    let lock = Lock::load(lock_path).map_err(pin_err)?;
+    lock.check_report(&report, lock_path).map_err(pin_err)?;
+    // `check_report` refuses an image without a name.
+    let Some(name) = report.name.clone() else {
+        return Err(DockerError::Archive {
+            path: path.to_owned(),
+            source: Box::new(vs_image::Error::Malformed {
+                path: path.to_owned(),
+                reason: "the archive names no image".to_owned(),
+            }),
+        }
+        .into());
+    };
+    let tag = report.tag.clone().unwrap_or_else(|| "latest".to_owned());
+    let pin = ImagePin::from_locked(&name, lock.image(&name, lock_path).map_err(pin_err)?);
+    let engine = Engine::connect()?;
+    // The pinned image present in the Engine (tagged), as a report.
+    let settle = |loaded: bool, bytes: u64| -> Result<Option<LoadReport>, SandboxError> {
+        let Some((id, id_kind)) = engine.find_pinned(&pin)? else {
+            return Ok(None);
+        };
+        ensure_tag(&engine, &id, &name, &tag);
+        Ok(Some(LoadReport {
+            image: name.clone(),
+            id,
+            id_kind,
+            loaded,
+            bytes,
+        }))
+    };
+    if let Some(done) = settle(false, 0)? {
+        return Ok(done);
+    }
+    let (bytes, loaded_refs) = engine.block_on(stream_archive(&engine, path))?;
+    // What did the Engine load? Prefer the pinned IDs; fall back to the
+    // references it reported, so a mismatch names what was found.
+    if let Some(done) = settle(true, bytes)? {
+        return Ok(done);
+    }
+    for r in &loaded_refs {
+        let Ok(img) = engine.block_on(engine.docker().inspect_image(r)) else {
+            continue;
+        };
+        let found = found_image(&img)?;
+        // Refuse (and name both digests); leave nothing unpinned behind.
+        let refused = pin.pin().check(&found).err();
+        if let Some(id) = &img.id {
+            let opts = RemoveImageOptionsBuilder::new().force(true).build();
+            let _ = engine.block_on(engine.docker().remove_image(id, Some(opts), None));
+        }
+        if let Some(e) = refused {
+            return Err(DockerError::ImageMismatch {
+                source: Box::new(e),
+            }
+            .into());
+        }
+    }
+    Err(DockerError::NotLoaded {
+        image: name,
+        path: path.to_owned(),
+        reported: loaded_refs.join(", "),
+    }
+    .into())
+}
+
+/// Tags the image `id` as `name:tag` (best effort: the image is used by
+/// ID, the tag only helps a person find it).
+fn ensure_tag(engine: &Engine, id: &Digest, name: &str, tag: &str) {
+    let opts = TagImageOptionsBuilder::new().repo(name).tag(tag).build();
+    let _ = engine.block_on(engine.docker().tag_image(&id.to_string(), Some(opts)));
+}
+
+/// Streams the file to `/images/load`; returns the bytes sent and the
+/// references the Engine said it loaded.
+async fn stream_archive(engine: &Engine, path: &Path) -> Result<(u64, Vec<String>), SandboxError> {
+    let file = std::fs::File::open(path).map_err(|source| DockerError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+    let reader_path: PathBuf = path.to_path_buf();
+    let reader = std::thread::spawn(move || -> u64 {
+        let mut file = file;
+        let mut total = 0u64;
+        loop {
+            let mut buf = vec![0u8; 1 << 20];
+            match file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    buf.truncate(n);
+                    total += n as u64;
+                    if tx.blocking_send(Ok(Bytes::from(buf))).is_err() {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(std::io::Error::new(
+                        e.kind(),
+                        format!("reading {}: {e}", reader_path.display()),
+                    )));
+                    break;
+                }
+            }
+        }
+        total
+    });
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    let opts = ImportImageOptionsBuilder::new().quiet(true).build();
+    let mut stream = engine.docker().import_image_stream(opts, body, None);
+    let mut refs = Vec::new();
+    while let Some(item) = stream.next().await {
+        let info = item.map_err(|e| DockerError::LoadRefused {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })?;
+        if let Some(s) = info.stream {
+            for line in s.lines() {
+                if let Some(r) = line
+                    .strip_prefix("Loaded image: ")
+                    .or_else(|| line.strip_prefix("Loaded image ID: "))
+                {
+                    refs.push(r.trim().to_owned());
+                }
+            }
+        }
+    }
+    let total = reader.join().unwrap_or(0);
+    Ok((total, refs))
+}
