@@ -5,15 +5,16 @@
 use std::ffi::OsString;
 
 use crate::bwrap::BwrapPlan;
-use crate::fd_slot::FdSlot;
 use crate::error::SandboxError;
+use crate::fd_slot::FdSlot;
 use crate::landlock_rules::LandlockPlan;
 use crate::limits::ProcessLimit;
 #[cfg(target_os = "linux")]
 use crate::linux::supervise::{ChildSetup, Prepared};
 
 pub use crate::exit_codes::{
-    EXIT_CANNOT_EXECUTE, EXIT_CONFINE_FAILED, EXIT_NOT_FOUND, EXIT_USAGE, exec_failure_code, exit_code,
+    EXIT_CANNOT_EXECUTE, EXIT_CONFINE_FAILED, EXIT_NOT_FOUND, EXIT_USAGE, exec_failure_code,
+    exit_code,
 };
 
 /// Makes the process `cmd` starts receive SIGTERM when the thread that

@@ -13,8 +13,8 @@ use tokio::io::AsyncWriteExt;
 
 use crate::runner::{CommandResult, CommandRunner, CommandSpec, HeadTail, RunnerError};
 
-use super::engine::is_not_found;
 use super::argv::to_strings;
+use super::engine::is_not_found;
 use super::procs;
 use super::sandbox::DockerSandbox;
 
@@ -46,7 +46,6 @@ fn utf8_cwd(command: &CommandSpec) -> Result<String, RunnerError> {
             value: command.cwd.to_string_lossy().into_owned(),
         })
 }
-
 
 fn runner_engine(operation: &'static str, e: bollard::errors::Error) -> RunnerError {
     RunnerError::Os {

@@ -16,9 +16,9 @@ use crate::policy::ResolvedPolicy;
 use crate::runner::{CommandResult, CommandRunner, CommandSpec, DEFAULT_OUTPUT_CAP};
 
 use super::DockerError;
+use super::argv::to_strings;
 use super::channel::{Channel, READY_TIMEOUT};
 use super::engine::{Engine, engine_err, is_not_found};
-use super::argv::to_strings;
 use super::lifecycle::{
     ExitWatch, Lifeline, exited_at_start, prepare_masks, remove_orphan_masks,
     remove_run_containers, start_container,

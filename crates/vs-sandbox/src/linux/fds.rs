@@ -9,8 +9,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use crate::fd_slot::{FIRST_SLOT_FD, FdSlot};
 use crate::error::SandboxError;
+use crate::fd_slot::{FIRST_SLOT_FD, FdSlot};
 
 fn os_err(what: &str) -> SandboxError {
     SandboxError::Os {
