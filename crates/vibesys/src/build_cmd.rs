@@ -1,17 +1,14 @@
-//! `vibesys build`: the trusted candidate build, and `vibesys run-env
-//! show`: which command runner and which confinement each run environment
-//! uses.
+//! `vibesys build`: the trusted candidate build (arguments → settings →
+//! `vs_runtime::build_confine::run_build` → print).
 
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, ValueEnum};
 use serde::Serialize;
 use vs_runtime::build_confine::{BuildConfinement, BuildRequest, run_build};
-use vs_runtime::environment::ALL_ENVIRONMENTS;
 use vs_runtime::{
-    BuildRecord, BuildSpec, EnvironmentDescription, RunEnvironment, RunId, RuntimeError,
-    StateLayout, open_run_environment,
+    BuildRecord, BuildSpec, RunEnvironment, RunId, RuntimeError, StateLayout, open_run_environment,
 };
 use vs_sandbox::config::PolicyConfig;
 use vs_sandbox::controls::SANDBOX_ENV;
@@ -19,53 +16,12 @@ use vs_sandbox::{ConfineMode, DockerOptions};
 
 use std::fmt::Write as _;
 
+use crate::env_args::RunEnvArgs;
 use crate::output::{print_json, print_text};
 use crate::project::{helper_exe, host_env};
 
 /// Exit status when the build ran but did not produce verified outputs.
 const EXIT_BUILD_REJECTED: u8 = 1;
-
-/// The run-environment selection shared by `build` and `run-env show`.
-#[derive(Debug, Args)]
-pub struct RunEnvArgs {
-    /// Where the run executes: docker (default), host, slurm, modal, skypilot.
-    #[arg(long = "run-environment", value_name = "ENV")]
-    run_environment: Option<String>,
-    /// Shorthand for --run-environment modal.
-    #[arg(long, conflicts_with = "run_environment")]
-    modal: bool,
-    /// Retired: rejected with the replacement named.
-    #[arg(long, hide = true)]
-    docker: bool,
-}
-
-impl RunEnvArgs {
-    /// `--run-environment slurm-gpu`: slurm with agent GPU jobs on.
-    fn slurm_gpu_alias(&self) -> bool {
-        self.run_environment.as_deref() == Some(vs_runtime::environment::SLURM_GPU_ALIAS)
-    }
-
-    /// The selected environment; `--docker` and `local` are refused
-    /// naming the replacement.
-    pub(crate) fn resolve(&self) -> anyhow::Result<Option<RunEnvironment>> {
-        if self.docker {
-            return Err(RunEnvironment::retired_docker_flag().into());
-        }
-        if self.modal {
-            return Ok(Some(RunEnvironment::Modal));
-        }
-        match &self.run_environment {
-            Some(value) => {
-                let env = RunEnvironment::parse(value)?;
-                if self.slurm_gpu_alias() {
-                    crate::slurm_env::warn_slurm_gpu_alias();
-                }
-                Ok(Some(env))
-            }
-            None => Ok(None),
-        }
-    }
-}
 
 /// The `--confine` values of `build`: never docker or none here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -127,78 +83,6 @@ pub struct BuildArgs {
     /// Print the build record as JSON.
     #[arg(long)]
     json: bool,
-}
-
-/// `vibesys run-env`.
-#[derive(Debug, Args)]
-pub struct RunEnvCmdArgs {
-    #[command(subcommand)]
-    command: RunEnvCommand,
-}
-
-#[derive(Debug, Subcommand)]
-enum RunEnvCommand {
-    /// Show which command runner and confinement an environment uses, and
-    /// whether this build can run anything in it.
-    Show {
-        #[command(flatten)]
-        env: RunEnvArgs,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Dispatch one candidate's trusted check and measure to Modal or
-    /// SkyPilot through the service's own client (docs/remote.md).
-    Eval(crate::remote_cmd::EvalArgs),
-}
-
-#[derive(Serialize)]
-struct RunEnvShow {
-    default: &'static str,
-    environments: Vec<EnvironmentDescription>,
-}
-
-/// Runs `vibesys run-env`.
-pub fn run_env(args: RunEnvCmdArgs) -> anyhow::Result<u8> {
-    let (env, json) = match args.command {
-        RunEnvCommand::Show { env, json } => (env, json),
-        RunEnvCommand::Eval(eval) => return crate::remote_cmd::run(eval),
-    };
-    let selected = env.resolve()?;
-    let environments: Vec<EnvironmentDescription> = match selected {
-        Some(e) => vec![e.describe()],
-        None => ALL_ENVIRONMENTS.iter().map(|e| e.describe()).collect(),
-    };
-    let show = RunEnvShow {
-        default: RunEnvironment::default().name(),
-        environments,
-    };
-    if json {
-        print_json(&serde_json::to_value(&show)?)?;
-        return Ok(0);
-    }
-    let mut text = String::new();
-    for d in &show.environments {
-        let default = if d.name == show.default {
-            " (default)"
-        } else {
-            ""
-        };
-        let status = match &d.availability {
-            vs_runtime::Availability::Available => "available".to_owned(),
-            vs_runtime::Availability::Partial { works } => format!("partial: {works}"),
-            vs_runtime::Availability::NotAvailable { reason } => {
-                format!("not available here: {reason}")
-            }
-        };
-        let _ = writeln!(
-            text,
-            "{}{default}\n  runner:      {}\n  confinement: {}\n  evaluation:  {}\n  status:      {status}",
-            d.name, d.runner, d.confinement, d.evaluation
-        );
-    }
-    print_text(&text)?;
-    Ok(0)
 }
 
 #[derive(Serialize)]

@@ -9,6 +9,7 @@ mod broker_cmd;
 mod build_cmd;
 mod docker_cmd;
 mod doctor_cmd;
+mod env_args;
 mod exec_cmd;
 mod gate_cmd;
 mod image_cmd;
@@ -18,6 +19,7 @@ mod policy_cmd;
 mod project;
 mod remote_cmd;
 mod run_cmd;
+mod run_env_cmd;
 mod session_cmd;
 mod slurm_env;
 mod state_cmd;
@@ -59,7 +61,7 @@ enum Command {
     Run(run_cmd::RunArgs),
     /// Run environments: which command runner and confinement each uses.
     #[command(name = "run-env")]
-    RunEnv(build_cmd::RunEnvCmdArgs),
+    RunEnv(run_env_cmd::RunEnvCmdArgs),
     /// The slurm run environment's host command broker and its client.
     Broker(broker_cmd::BrokerArgs),
     /// Internal: confine an agent job on a Slurm compute node.
@@ -103,7 +105,7 @@ fn main() -> ExitCode {
         Command::Gate(args) => gate_cmd::run(args),
         Command::Build(args) => build_cmd::run(args),
         Command::Run(args) => run_cmd::run(args),
-        Command::RunEnv(args) => build_cmd::run_env(args),
+        Command::RunEnv(args) => run_env_cmd::run_env(args),
         Command::Broker(args) => broker_cmd::run(args),
         Command::InternalHostJob(args) => {
             return ExitCode::from(broker_cmd::internal_host_job(args));

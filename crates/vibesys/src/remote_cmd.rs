@@ -11,7 +11,7 @@ use clap::Args;
 use vs_runtime::remote::{self, Clients, RemoteRequest, Service};
 use vs_runtime::{BuildCheckout, RunId, StateLayout};
 
-use crate::build_cmd::RunEnvArgs;
+use crate::env_args::RunEnvArgs;
 use crate::output::{print_json, print_text};
 
 /// Exit status when the evaluation ran and the candidate failed it.

@@ -27,7 +27,7 @@ use vs_sandbox::{
     LocalShellRunner, Workspace,
 };
 
-use crate::build_cmd::RunEnvArgs;
+use crate::env_args::RunEnvArgs;
 use crate::output::{print_json, print_text};
 use crate::project::{PolicyArgs, helper_exe, host_env};
 

@@ -5,6 +5,7 @@
 //! so for each environment, and [`OpenedEnvironment::require_available`]
 //! refuses the others with a typed error.
 
+pub use crate::availability::Availability;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -206,24 +207,6 @@ fn remote_availability(service: crate::remote::Service) -> Availability {
             reason: status.summary(),
         }
     }
-}
-
-/// Whether this build can run something in an environment.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "status", rename_all = "kebab-case")]
-pub enum Availability {
-    /// Everything described works.
-    Available,
-    /// Some entry points work, others not yet.
-    Partial {
-        /// What works.
-        works: &'static str,
-    },
-    /// Nothing runs in it in this build.
-    NotAvailable {
-        /// What is missing.
-        reason: String,
-    },
 }
 
 /// What a run environment uses, stated explicitly.

@@ -263,11 +263,11 @@ pub enum RuntimeError {
     /// The build changed, added or removed evaluator-owned (protected) paths.
     #[error(
         "the build changed protected paths: {}; nothing was recorded",
-        crate::gate::describe_differences(differences)
+        crate::gate_difference::describe_differences(differences)
     )]
     ProtectedPathsChanged {
         /// Every difference, sorted by path.
-        differences: Vec<crate::gate::GateDifference>,
+        differences: Vec<crate::gate_difference::GateDifference>,
     },
     /// A declared output failed verification.
     #[error("declared output {path} rejected: {reason}")]
@@ -425,7 +425,7 @@ pub enum RuntimeError {
     Remote {
         /// What went wrong.
         #[from]
-        source: crate::remote::RemoteError,
+        source: crate::remote::error::RemoteError,
     },
 }
 

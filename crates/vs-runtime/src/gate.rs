@@ -15,8 +15,8 @@
 //! BLAKE3; a baseline of another schema is refused naming both versions,
 //! never read as if it were current.
 
+pub use crate::gate_difference::{Change, GateDifference, describe_differences};
 use std::collections::BTreeMap;
-use std::fmt;
 use std::fs;
 use std::io::{self, Read};
 use std::os::unix::fs::PermissionsExt;
@@ -89,37 +89,6 @@ pub enum GateEntry {
     /// A name or link target that is not UTF-8 (only ever seen by a check;
     /// a baseline refuses it), so it always counts as a difference.
     Unrepresentable,
-}
-
-/// How a path differs from the baseline.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Change {
-    /// Present in both, with different type or content.
-    Changed,
-    /// Present now, not in the baseline.
-    Added,
-    /// In the baseline, gone now.
-    Removed,
-}
-
-impl fmt::Display for Change {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Change::Changed => "changed",
-            Change::Added => "added",
-            Change::Removed => "removed",
-        })
-    }
-}
-
-/// One differing path.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct GateDifference {
-    /// How it differs.
-    pub change: Change,
-    /// Project-relative path, `/`-separated.
-    pub path: String,
 }
 
 /// The result of comparing the protected paths against a baseline.
@@ -472,27 +441,6 @@ impl GateBaseline {
 #[derive(Deserialize)]
 struct SchemaProbe {
     schema_version: Option<u32>,
-}
-
-/// The differences as one line: `changed a, added b, removed c`, at most
-/// 50 named.
-pub fn describe_differences(differences: &[GateDifference]) -> String {
-    const SHOWN: usize = 50;
-    let mut parts: Vec<String> = differences
-        .iter()
-        .take(SHOWN)
-        .map(|d| {
-            if d.path.chars().any(char::is_control) {
-                format!("{} {:?}", d.change, d.path)
-            } else {
-                format!("{} {}", d.change, d.path)
-            }
-        })
-        .collect();
-    if differences.len() > SHOWN {
-        parts.push(format!("and {} more", differences.len() - SHOWN));
-    }
-    parts.join(", ")
 }
 
 /// Every difference between two scans, sorted by path.

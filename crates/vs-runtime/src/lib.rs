@@ -9,6 +9,7 @@
 //! `vibesys run`: the task schema and the orchestration of a run's
 //! candidates ([`run`]).
 
+mod availability;
 pub mod broker;
 pub mod build;
 pub mod build_confine;
@@ -16,6 +17,7 @@ pub mod environment;
 mod error;
 mod fsutil;
 pub mod gate;
+mod gate_difference;
 pub mod git;
 mod id;
 pub mod remote;

@@ -273,8 +273,8 @@ pub fn cluster_nodes() -> Result<Vec<NodeInfo>, BrokerError> {
 /// The slurm run environment's availability here: available (the broker,
 /// its clients, and `session` / `build --run-environment slurm`) when
 /// `sinfo` answers, not available otherwise.
-pub fn availability() -> crate::environment::Availability {
-    use crate::environment::Availability;
+pub fn availability() -> crate::availability::Availability {
+    use crate::availability::Availability;
     match cluster_nodes() {
         Ok(nodes) if !nodes.is_empty() => Availability::Available,
         _ => Availability::NotAvailable {

@@ -21,7 +21,7 @@
 
 pub mod client;
 pub mod config;
-mod error;
+pub(crate) mod error;
 pub mod modal;
 pub mod skypilot;
 
