@@ -1,8 +1,11 @@
 //! `vibesys`: the command-line front of the vibesys crates.
 //!
-//! The binary is thin: it parses arguments (clap), resolves them into
-//! validated settings, calls a library operation and maps the result to an
-//! exit status. When vibesys itself fails it prints `vibesys: error: ...`
+//! Each command parses its arguments (clap), resolves them into validated
+//! settings (`vs_runtime::ProjectSettings`), calls a library operation
+//! (`vs_sandbox::select` for every confined launch) and maps the result to
+//! an exit status. The hidden helpers are `vs_sandbox::helper_main`'s, run
+//! before any parsing. What the binary holds beyond that is the host side
+//! of `vibesys run` (`run_cmd`) and the Slurm broker child (`slurm_env`). When vibesys itself fails it prints `vibesys: error: ...`
 //! and exits 125; otherwise a confined command's own status passes through.
 
 mod broker_cmd;

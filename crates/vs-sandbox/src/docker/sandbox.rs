@@ -40,8 +40,9 @@ pub(super) enum Link {
 /// One container per run, from the pinned image referred to by ID, with
 /// the workspace at its host path, read-only paths re-mounted read-only
 /// and hidden paths masked by empty read-only operator-owned directories
-/// or files; all capabilities dropped, no-new-privileges, no devices, no
-/// network unless asked, the host user's uid:gid, pids and memory limits.
+/// or files; all capabilities dropped, no-new-privileges, no devices but
+/// the accelerators asked for, the bridge network unless `network` is
+/// false (then none), the host user's uid:gid, pids and memory limits.
 ///
 /// Lifetime: the container's main process waits on stdin, which this
 /// value holds through an attach connection. Dropping the sandbox removes
