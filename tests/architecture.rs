@@ -8,7 +8,9 @@
 //! - every dependency arrow between our crates is one of the allowed ones,
 //!   all pointing down the layers of `crates/README.md`;
 //! - every test file of this package is a test target (cargo's discovery is
-//!   off here, so an unlisted file would silently never run).
+//!   off here, so an unlisted file would silently never run);
+//! - no crate has a file-level cycle (two modules naming each other's
+//!   items, directly or through others).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
@@ -358,4 +360,168 @@ fn every_test_file_is_a_test_target() {
         "tests/Cargo.toml's [[test]] entries and tests/*.rs differ: not listed (never run) \
          {unlisted:?}, listed but missing {missing:?}"
     );
+}
+
+/// A crate's modules by path (`a::b`), from the files below its `src/`.
+fn modules(src: &Path) -> Vec<(String, PathBuf)> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files
+        .into_iter()
+        .map(|f| {
+            let rel = f.strip_prefix(src).unwrap().with_extension("");
+            let mut parts: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if matches!(
+                parts.last().map(String::as_str),
+                Some("mod" | "lib" | "main")
+            ) {
+                parts.pop();
+            }
+            (parts.join("::"), f)
+        })
+        .collect()
+}
+
+/// The module paths a file's code names with `crate::` or `super::`
+/// (comment lines and the `#[cfg(test)] mod tests` at the end excluded),
+/// made absolute.
+fn referenced_paths(module: &str, source: &str) -> Vec<String> {
+    let code: String = source
+        .split("#[cfg(test)]\nmod tests")
+        .next()
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let parent = module.rsplit_once("::").map_or("", |(p, _)| p);
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let mut out = Vec::new();
+    for (prefix, base) in [("crate::", ""), ("super::", parent)] {
+        for (at, _) in code.match_indices(prefix) {
+            // Not part of a longer path (`vs_runtime::crate::` never occurs;
+            // `super::super::` is resolved one level only, which is enough
+            // for this workspace).
+            let rest = &code[at + prefix.len()..];
+            let join = |p: &str| {
+                if base.is_empty() {
+                    p.to_owned()
+                } else {
+                    format!("{base}::{p}")
+                }
+            };
+            if let Some(group) = rest.strip_prefix('{') {
+                let group = &group[..group.find('}').unwrap_or(group.len())];
+                for item in group.split(',') {
+                    let item: String = item.trim().chars().take_while(|c| ident(*c)).collect();
+                    if !item.is_empty() {
+                        out.push(join(&item));
+                    }
+                }
+            } else {
+                let path: String = rest.chars().take_while(|c| ident(*c)).collect();
+                out.push(join(path.trim_end_matches(':')));
+            }
+        }
+    }
+    out
+}
+
+/// The first cycle among a crate's modules (module `a` names something of
+/// module `b`, which names something of `a`, directly or through others).
+fn module_cycle(modules: &[(String, String)]) -> Option<Vec<String>> {
+    let names: BTreeSet<&str> = modules.iter().map(|(m, _)| m.as_str()).collect();
+    let mut edges: std::collections::BTreeMap<&str, BTreeSet<&str>> = Default::default();
+    for (module, source) in modules {
+        let set = edges.entry(module.as_str()).or_default();
+        for path in referenced_paths(module, source) {
+            let segs: Vec<&str> = path.split("::").collect();
+            let target = (1..=segs.len())
+                .rev()
+                .map(|k| segs[..k].join("::"))
+                .find(|c| names.contains(c.as_str()));
+            if let Some(t) = target
+                && let Some(t) = names.get(t.as_str())
+                && *t != module.as_str()
+                && !module.starts_with(&format!("{t}::"))
+            {
+                set.insert(t);
+            }
+        }
+    }
+    // Depth-first search with the path on a stack: a back edge is a cycle.
+    fn visit<'a>(
+        node: &'a str,
+        edges: &std::collections::BTreeMap<&'a str, BTreeSet<&'a str>>,
+        stack: &mut Vec<&'a str>,
+        done: &mut BTreeSet<&'a str>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = stack.iter().position(|n| *n == node) {
+            let mut cycle: Vec<String> = stack[at..].iter().map(|s| (*s).to_owned()).collect();
+            cycle.push(node.to_owned());
+            return Some(cycle);
+        }
+        if !done.insert(node) {
+            return None;
+        }
+        stack.push(node);
+        for next in edges.get(node).into_iter().flatten() {
+            if let Some(c) = visit(next, edges, stack, done) {
+                return Some(c);
+            }
+        }
+        stack.pop();
+        None
+    }
+    let mut done = BTreeSet::new();
+    for node in edges.keys() {
+        if let Some(c) = visit(node, &edges, &mut Vec::new(), &mut done) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+/// No crate has a file-level cycle: a module never names something of a
+/// module that (directly or through others) names something of it. Shared
+/// types live in modules of their own, below both users.
+#[test]
+fn no_module_cycle_in_any_crate() {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(repo_root().join("crates")).unwrap() {
+        let src = entry.unwrap().path().join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        let mods: Vec<(String, String)> = modules(&src)
+            .into_iter()
+            .map(|(m, f)| (m, std::fs::read_to_string(f).unwrap()))
+            .collect();
+        if let Some(cycle) = module_cycle(&mods) {
+            found.push(format!("{}: {}", src.display(), cycle.join(" -> ")));
+        }
+    }
+    assert!(found.is_empty(), "module cycles:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_cycle_check_names_a_cycle() {
+    let mods = vec![
+        ("a".to_owned(), "use crate::b::Thing;".to_owned()),
+        ("b".to_owned(), "use crate::{a, c};".to_owned()),
+        (
+            "c".to_owned(),
+            "// crate::a is only named in a comment".to_owned(),
+        ),
+        ("d::e".to_owned(), "use super::f::G;".to_owned()),
+        ("d::f".to_owned(), "fn g() { crate::c::h() }".to_owned()),
+    ];
+    assert_eq!(
+        module_cycle(&mods),
+        Some(vec!["a".into(), "b".into(), "a".into()])
+    );
+    assert_eq!(module_cycle(&mods[2..]), None);
 }
