@@ -567,49 +567,150 @@ fn min_opt(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
     }
 }
 
+/// The command as `execve` takes it, allocated before the fork (the
+/// child may not allocate): the program resolved in `PATH`, its arguments,
+/// environment and working directory as C strings.
+struct ExecImage {
+    program_path: PathBuf,
+    program: CString,
+    cwd: CString,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+}
+
+impl ExecImage {
+    fn new(spec: &CommandSpec) -> Result<Self, RunnerError> {
+        let program_arg = spec.argv.first().ok_or(RunnerError::EmptyCommand)?;
+        let cwd_meta = std::fs::metadata(&spec.cwd).and_then(|m| {
+            if m.is_dir() {
+                Ok(m)
+            } else {
+                Err(io::Error::from(io::ErrorKind::NotADirectory))
+            }
+        });
+        if let Err(source) = cwd_meta {
+            return Err(RunnerError::WorkingDirectory {
+                path: spec.cwd.clone(),
+                source,
+            });
+        }
+        let env = final_env(spec)?;
+        let program_path = resolve_program(program_arg, &spec.cwd, &env)?;
+        let program = cstring("program path", program_path.as_os_str().as_bytes())?;
+        let cwd = cstring("working directory", spec.cwd.as_os_str().as_bytes())?;
+        let argv = spec
+            .argv
+            .iter()
+            .map(|a| cstring("argument", a.as_bytes()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let envp = env
+            .iter()
+            .map(|(k, v)| {
+                let mut kv = k.as_bytes().to_vec();
+                kv.push(b'=');
+                kv.extend_from_slice(v.as_bytes());
+                cstring("environment variable", &kv)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            program_path,
+            program,
+            cwd,
+            argv,
+            envp,
+        })
+    }
+
+    /// NULL-terminated pointer arrays into `self` (valid while it lives).
+    fn pointers(&self) -> (Vec<*const c_char>, Vec<*const c_char>) {
+        let mut argv: Vec<*const c_char> = self.argv.iter().map(|a| a.as_ptr()).collect();
+        argv.push(std::ptr::null());
+        let mut envp: Vec<*const c_char> = self.envp.iter().map(|e| e.as_ptr()).collect();
+        envp.push(std::ptr::null());
+        (argv, envp)
+    }
+}
+
+/// What the event loop waits for next.
+struct Timers {
+    now: Instant,
+    /// The command's timeout, while nothing was signalled yet.
+    deadline: Option<Instant>,
+    /// Whether a cancellation token is polled.
+    cancel_tick: bool,
+    /// When SIGKILL follows the SIGTERM already sent.
+    kill_at: Option<Instant>,
+    /// When to stop draining the pipes after the supervisor ended.
+    drain_until: Option<Instant>,
+}
+
+/// How long `poll` sleeps (-1: until a descriptor is ready), rounded up so
+/// the loop does not spin just before a deadline.
+fn poll_timeout(t: Timers) -> c_int {
+    let until = |at: Option<Instant>| at.map(|a| a.saturating_duration_since(t.now));
+    let mut wait = min_opt(until(t.deadline), t.cancel_tick.then_some(CANCEL_TICK));
+    wait = min_opt(wait, until(t.kill_at));
+    wait = min_opt(wait, until(t.drain_until));
+    match wait {
+        None => -1,
+        Some(w) => c_int::try_from(w.as_millis().saturating_add(1)).unwrap_or(c_int::MAX),
+    }
+}
+
+/// The command's exit code and signal from the supervisor's report, or why
+/// it never ran.
+fn outcome(
+    report: &Report,
+    supervisor_status: Option<c_int>,
+    program: &Path,
+    cwd: &Path,
+) -> Result<(i32, Option<i32>), RunnerError> {
+    if let Some(e) = report.exec_failed {
+        return Err(RunnerError::Exec {
+            program: program.to_path_buf(),
+            source: io::Error::from_raw_os_error(e),
+        });
+    }
+    if let Some(e) = report.chdir_failed {
+        return Err(RunnerError::WorkingDirectory {
+            path: cwd.to_path_buf(),
+            source: io::Error::from_raw_os_error(e),
+        });
+    }
+    if let Some(e) = report.setup_failed {
+        return Err(RunnerError::Os {
+            operation: "supervisor setup",
+            source: io::Error::from_raw_os_error(e),
+        });
+    }
+    if let Some(e) = report.fork_failed {
+        return Err(RunnerError::Os {
+            operation: "fork of the command",
+            source: io::Error::from_raw_os_error(e),
+        });
+    }
+    match (report.exited, report.signaled) {
+        (Some(code), _) => Ok((code, None)),
+        (None, Some(sig)) => Ok((128 + sig, Some(sig))),
+        (None, None) => Err(RunnerError::SupervisorLost {
+            detail: match supervisor_status {
+                Some(st) if libc::WIFSIGNALED(st) => {
+                    format!("killed by signal {}", libc::WTERMSIG(st))
+                }
+                Some(st) => format!("exit status {}", libc::WEXITSTATUS(st)),
+                None => "reaped elsewhere".to_owned(),
+            },
+        }),
+    }
+}
+
 pub(super) fn run(
     spec: &CommandSpec,
     output_cap: usize,
     drain_grace: Duration,
 ) -> Result<CommandResult, RunnerError> {
-    let program_arg = spec.argv.first().ok_or(RunnerError::EmptyCommand)?;
-    let cwd_meta = std::fs::metadata(&spec.cwd).and_then(|m| {
-        if m.is_dir() {
-            Ok(m)
-        } else {
-            Err(io::Error::from(io::ErrorKind::NotADirectory))
-        }
-    });
-    if let Err(source) = cwd_meta {
-        return Err(RunnerError::WorkingDirectory {
-            path: spec.cwd.clone(),
-            source,
-        });
-    }
-    let env = final_env(spec)?;
-    let program_path = resolve_program(program_arg, &spec.cwd, &env)?;
-
-    // Everything the children need, allocated now.
-    let program = cstring("program path", program_path.as_os_str().as_bytes())?;
-    let cwd = cstring("working directory", spec.cwd.as_os_str().as_bytes())?;
-    let argv = spec
-        .argv
-        .iter()
-        .map(|a| cstring("argument", a.as_bytes()))
-        .collect::<Result<Vec<_>, _>>()?;
-    let envp = env
-        .iter()
-        .map(|(k, v)| {
-            let mut kv = k.as_bytes().to_vec();
-            kv.push(b'=');
-            kv.extend_from_slice(v.as_bytes());
-            cstring("environment variable", &kv)
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut argv_ptrs: Vec<*const c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-    argv_ptrs.push(std::ptr::null());
-    let mut envp_ptrs: Vec<*const c_char> = envp.iter().map(|e| e.as_ptr()).collect();
-    envp_ptrs.push(std::ptr::null());
+    let image = ExecImage::new(spec)?;
+    let (argv_ptrs, envp_ptrs) = image.pointers();
 
     let (stdin_r, stdin_w) = match &spec.stdin {
         Some(_) => {
@@ -637,10 +738,10 @@ pub(super) fn run(
     let plan = ChildPlan {
         // SAFETY: getpid has no preconditions.
         parent_pid: unsafe { libc::getpid() },
-        program: &program,
+        program: &image.program,
         argv: &argv_ptrs,
         envp: &envp_ptrs,
-        cwd: &cwd,
+        cwd: &image.cwd,
         stdin_r: stdin_r.as_raw_fd(),
         out_w: out_w.as_raw_fd(),
         err_w: err_w.as_raw_fd(),
@@ -731,34 +832,17 @@ pub(super) fn run(
             supervisor_killed = true;
         }
 
-        // How long to sleep in poll.
-        let mut wait: Option<Duration> = None;
-        if kill_sent.is_none() && supervisor_done.is_none() {
-            wait = min_opt(wait, deadline.map(|d| d.saturating_duration_since(now)));
-            if spec.cancel.is_some() {
-                wait = min_opt(wait, Some(CANCEL_TICK));
-            }
-        }
-        if let Some(sent) = kill_sent
-            && supervisor_done.is_none()
-            && !supervisor_killed
-        {
-            wait = min_opt(
-                wait,
-                Some((sent + SUPERVISOR_GRACE).saturating_duration_since(now)),
-            );
-        }
-        if let Some(done) = supervisor_done {
-            wait = min_opt(
-                wait,
-                Some((done + drain_grace).saturating_duration_since(now)),
-            );
-        }
-        let timeout_ms: c_int = match wait {
-            None => -1,
-            // Round up so we do not spin just before a deadline.
-            Some(w) => c_int::try_from(w.as_millis().saturating_add(1)).unwrap_or(c_int::MAX),
-        };
+        let timeout_ms = poll_timeout(Timers {
+            now,
+            deadline: (kill_sent.is_none() && supervisor_done.is_none())
+                .then_some(deadline)
+                .flatten(),
+            cancel_tick: kill_sent.is_none() && supervisor_done.is_none() && spec.cancel.is_some(),
+            kill_at: kill_sent
+                .filter(|_| supervisor_done.is_none() && !supervisor_killed)
+                .map(|sent| sent + SUPERVISOR_GRACE),
+            drain_until: supervisor_done.map(|done| done + drain_grace),
+        });
 
         let mut fds: Vec<libc::pollfd> = Vec::with_capacity(4);
         let mut slots = [usize::MAX; 4];
@@ -829,46 +913,12 @@ pub(super) fn run(
     let duration = start.elapsed();
     let supervisor_status = supervisor.wait();
 
-    let report = Report::parse(&report_bytes);
-    if let Some(e) = report.exec_failed {
-        return Err(RunnerError::Exec {
-            program: program_path,
-            source: io::Error::from_raw_os_error(e),
-        });
-    }
-    if let Some(e) = report.chdir_failed {
-        return Err(RunnerError::WorkingDirectory {
-            path: spec.cwd.clone(),
-            source: io::Error::from_raw_os_error(e),
-        });
-    }
-    if let Some(e) = report.setup_failed {
-        return Err(RunnerError::Os {
-            operation: "supervisor setup",
-            source: io::Error::from_raw_os_error(e),
-        });
-    }
-    if let Some(e) = report.fork_failed {
-        return Err(RunnerError::Os {
-            operation: "fork of the command",
-            source: io::Error::from_raw_os_error(e),
-        });
-    }
-    let (exit_code, signal) = match (report.exited, report.signaled) {
-        (Some(code), _) => (code, None),
-        (None, Some(sig)) => (128 + sig, Some(sig)),
-        (None, None) => {
-            return Err(RunnerError::SupervisorLost {
-                detail: match supervisor_status {
-                    Some(st) if libc::WIFSIGNALED(st) => {
-                        format!("killed by signal {}", libc::WTERMSIG(st))
-                    }
-                    Some(st) => format!("exit status {}", libc::WEXITSTATUS(st)),
-                    None => "reaped elsewhere".to_owned(),
-                },
-            });
-        }
-    };
+    let (exit_code, signal) = outcome(
+        &Report::parse(&report_bytes),
+        supervisor_status,
+        &image.program_path,
+        &spec.cwd,
+    )?;
     Ok(CommandResult {
         exit_code,
         signal,
