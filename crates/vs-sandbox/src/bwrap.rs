@@ -78,179 +78,11 @@ impl BwrapPlan {
         // entry: bwrap's cost grows with every mount.
         let resources = &resources.with_whole_etc(policy.workspace());
         let mut b = PlanBuilder::default();
-        b.args([
-            "--unshare-user",
-            "--unshare-pid",
-            "--unshare-ipc",
-            "--unshare-uts",
-        ]);
-        b.arg("--unshare-cgroup-try");
-        if !options.network {
-            b.arg("--unshare-net");
-        }
-        b.args([
-            "--die-with-parent",
-            "--new-session",
-            "--disable-userns",
-            "--cap-drop",
-            "ALL",
-        ]);
-        let seccomp = b.slot(FdSlot::Seccomp);
-        b.arg("--seccomp");
-        b.arg(seccomp.to_string());
-
-        // The private /tmp first: a resource below /tmp (a tool, a linked
-        // worktree's gitdir) is then bound onto it instead of hidden by it.
-        b.args(["--tmpfs", "/tmp"]);
-        for res in resources.iter() {
-            let path = res.path.display().to_string();
-            match &res.symlink_target {
-                Some(target) => {
-                    b.args(["--symlink".to_owned(), target.display().to_string(), path]);
-                }
-                None => b.args(["--ro-bind-try".to_owned(), path.clone(), path]),
-            }
-        }
-        // Secrets below a granted /etc stay unreadable, however /etc was
-        // granted (the fixed subset, an operator's `--allow /etc`, ...).
-        for secret in resources.secrets() {
-            let path = secret.path.display().to_string();
-            match secret.kind {
-                PathKind::Directory => {
-                    b.args(["--perms", "0555", "--tmpfs"]);
-                    b.arg(path.clone());
-                    b.args(["--remount-ro".to_owned(), path]);
-                }
-                PathKind::File => {
-                    // Mode 0: with /etc bound whole the secret's name
-                    // exists inside; reading it fails (no capability
-                    // overrides the mode) instead of yielding nothing.
-                    let fd = b.slot(FdSlot::Empty);
-                    b.args(["--perms", "0000", "--ro-bind-data"]);
-                    b.args([fd.to_string(), path]);
-                }
-            }
-        }
-        b.args(["--proc", "/proc"]);
-        // Root inside is never root outside: the global knobs of /proc are
-        // read-only whoever runs bwrap (its own cover skips them when the
-        // caller is root).
-        for knob in PROC_READ_ONLY {
-            b.args(["--ro-bind-try", knob, knob]);
-        }
-        b.args(["--dev", "/dev"]);
-        for dev in &options.devices {
-            let dev = dev.display().to_string();
-            b.args(["--dev-bind".to_owned(), dev.clone(), dev]);
-        }
-        for w in &options.writable {
-            let w = w.display().to_string();
-            b.args(["--bind-try".to_owned(), w.clone(), w]);
-        }
-        for inner in &options.read_only_within {
-            let Some(root) = options
-                .writable
-                .iter()
-                .find(|w| inner.starts_with(w) && inner != *w)
-            else {
-                continue;
-            };
-            let kind = if inner.is_dir() {
-                PathKind::Directory
-            } else {
-                PathKind::File
-            };
-            let fd = b.slot(FdSlot::Bind {
-                root: root.clone(),
-                rel: inner.strip_prefix(root).unwrap_or(inner).to_path_buf(),
-                kind,
-            });
-            b.args([
-                "--ro-bind-fd".to_owned(),
-                fd.to_string(),
-                inner.display().to_string(),
-            ]);
-        }
-        // After the state directories: a copy that stands in for a file
-        // inside one (`CLAUDE_CONFIG_DIR/.claude.json`) is bound over it.
-        for private in options.private_files.iter().filter(|p| p.is_well_formed()) {
-            let fd = b.slot(FdSlot::Bind {
-                root: private.dir.clone(),
-                rel: private.name.clone(),
-                kind: PathKind::File,
-            });
-            b.args([
-                "--bind-fd".to_owned(),
-                fd.to_string(),
-                private.target.display().to_string(),
-            ]);
-        }
-
-        let ws = policy.workspace().root();
-        let ws_text = ws.display().to_string();
-        let bind = |b: &mut PlanBuilder, rel: &Path, kind: PathKind, flag: &str, dest: String| {
-            let fd = b.slot(FdSlot::Bind {
-                root: ws.to_path_buf(),
-                rel: rel.to_path_buf(),
-                kind,
-            });
-            b.args([flag.to_owned(), fd.to_string(), dest]);
-        };
-        bind(
-            &mut b,
-            Path::new("."),
-            PathKind::Directory,
-            "--bind-fd",
-            ws_text,
-        );
-        // Metadata dirs become mount points: renaming them away fails.
-        let metadata = metadata_paths(policy.workspace());
-        for meta in &metadata {
-            // A policy entry (`.git` read-only by default) is bound below.
-            if policy.entries().iter().any(|e| &e.host == meta) {
-                continue;
-            }
-            let kind = if meta.is_dir() {
-                PathKind::Directory
-            } else {
-                PathKind::File
-            };
-            let rel = meta.strip_prefix(ws).unwrap_or(meta);
-            bind(&mut b, rel, kind, "--bind-fd", meta.display().to_string());
-        }
-        // So do the directories above each protected path: moving an
-        // ancestor away cannot take the protected path with it.
-        for dir in policy.ancestors() {
-            if metadata.contains(&dir) {
-                continue;
-            }
-            let rel = dir.strip_prefix(ws).unwrap_or(&dir);
-            bind(
-                &mut b,
-                rel,
-                PathKind::Directory,
-                "--bind-fd",
-                dir.display().to_string(),
-            );
-        }
-        for entry in policy.entries() {
-            let host = entry.host.display().to_string();
-            match (entry.access, entry.kind) {
-                (Access::ReadOnly, kind) => {
-                    bind(&mut b, &entry.resolved_rel, kind, "--ro-bind-fd", host);
-                }
-                (Access::Hidden, PathKind::Directory) => {
-                    b.args(["--perms", "0555", "--tmpfs"]);
-                    b.arg(host.clone());
-                    b.args(["--remount-ro".to_owned(), host]);
-                }
-                (Access::Hidden, PathKind::File) => {
-                    let fd = b.slot(FdSlot::Empty);
-                    b.args(["--perms", "0444", "--ro-bind-data"]);
-                    b.args([fd.to_string(), host]);
-                }
-            }
-        }
+        b.namespaces(options);
+        b.host(resources);
+        b.system(options);
+        b.provider_state(options);
+        b.workspace(policy);
         let chdir = options
             .chdir
             .as_deref()
@@ -282,6 +114,202 @@ struct PlanBuilder {
 }
 
 impl PlanBuilder {
+    /// The namespaces, hardening flags and the seccomp program.
+    fn namespaces(&mut self, options: &BwrapOptions) {
+        self.args([
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+        ]);
+        self.arg("--unshare-cgroup-try");
+        if !options.network {
+            self.arg("--unshare-net");
+        }
+        self.args([
+            "--die-with-parent",
+            "--new-session",
+            "--disable-userns",
+            "--cap-drop",
+            "ALL",
+        ]);
+        let seccomp = self.slot(FdSlot::Seccomp);
+        self.arg("--seccomp");
+        self.arg(seccomp.to_string());
+    }
+
+    /// A private `/tmp`, the host resources read-only, and the host
+    /// secrets below them masked.
+    fn host(&mut self, resources: &HostResources) {
+        // The private /tmp first: a resource below /tmp (a tool, a linked
+        // worktree's gitdir) is then bound onto it instead of hidden by it.
+        self.args(["--tmpfs", "/tmp"]);
+        for res in resources.iter() {
+            let path = res.path.display().to_string();
+            match &res.symlink_target {
+                Some(target) => {
+                    self.args(["--symlink".to_owned(), target.display().to_string(), path]);
+                }
+                None => self.args(["--ro-bind-try".to_owned(), path.clone(), path]),
+            }
+        }
+        // Secrets below a granted /etc stay unreadable, however /etc was
+        // granted (the fixed subset, an operator's `--allow /etc`, ...).
+        for secret in resources.secrets() {
+            let path = secret.path.display().to_string();
+            match secret.kind {
+                PathKind::Directory => {
+                    self.args(["--perms", "0555", "--tmpfs"]);
+                    self.arg(path.clone());
+                    self.args(["--remount-ro".to_owned(), path]);
+                }
+                PathKind::File => {
+                    // Mode 0: with /etc bound whole the secret's name
+                    // exists inside; reading it fails (no capability
+                    // overrides the mode) instead of yielding nothing.
+                    let fd = self.slot(FdSlot::Empty);
+                    self.args(["--perms", "0000", "--ro-bind-data"]);
+                    self.args([fd.to_string(), path]);
+                }
+            }
+        }
+    }
+
+    /// Fresh `/proc` (its global knobs read-only) and `/dev`, and the
+    /// device nodes asked for.
+    fn system(&mut self, options: &BwrapOptions) {
+        self.args(["--proc", "/proc"]);
+        // Root inside is never root outside: the global knobs of /proc are
+        // read-only whoever runs bwrap (its own cover skips them when the
+        // caller is root).
+        for knob in PROC_READ_ONLY {
+            self.args(["--ro-bind-try", knob, knob]);
+        }
+        self.args(["--dev", "/dev"]);
+        for dev in &options.devices {
+            let dev = dev.display().to_string();
+            self.args(["--dev-bind".to_owned(), dev.clone(), dev]);
+        }
+    }
+
+    /// The provider's state: its writable directories, the configuration
+    /// inside them read-only, and the private copies.
+    fn provider_state(&mut self, options: &BwrapOptions) {
+        for w in &options.writable {
+            let w = w.display().to_string();
+            self.args(["--bind-try".to_owned(), w.clone(), w]);
+        }
+        for inner in &options.read_only_within {
+            let Some(root) = options
+                .writable
+                .iter()
+                .find(|w| inner.starts_with(w) && inner != *w)
+            else {
+                continue;
+            };
+            let kind = if inner.is_dir() {
+                PathKind::Directory
+            } else {
+                PathKind::File
+            };
+            let fd = self.slot(FdSlot::Bind {
+                root: root.clone(),
+                rel: inner.strip_prefix(root).unwrap_or(inner).to_path_buf(),
+                kind,
+            });
+            self.args([
+                "--ro-bind-fd".to_owned(),
+                fd.to_string(),
+                inner.display().to_string(),
+            ]);
+        }
+        // After the state directories: a copy that stands in for a file
+        // inside one (`CLAUDE_CONFIG_DIR/.claude.json`) is bound over it.
+        for private in options.private_files.iter().filter(|p| p.is_well_formed()) {
+            let fd = self.slot(FdSlot::Bind {
+                root: private.dir.clone(),
+                rel: private.name.clone(),
+                kind: PathKind::File,
+            });
+            self.args([
+                "--bind-fd".to_owned(),
+                fd.to_string(),
+                private.target.display().to_string(),
+            ]);
+        }
+    }
+
+    /// The workspace from a checked descriptor, its metadata directories
+    /// and the ancestors of protected paths as mount points, then each
+    /// policy path read-only or masked.
+    fn workspace(&mut self, policy: &ResolvedPolicy) {
+        let ws = policy.workspace().root();
+        let ws_text = ws.display().to_string();
+        let bind = |b: &mut Self, rel: &Path, kind: PathKind, flag: &str, dest: String| {
+            let fd = b.slot(FdSlot::Bind {
+                root: ws.to_path_buf(),
+                rel: rel.to_path_buf(),
+                kind,
+            });
+            b.args([flag.to_owned(), fd.to_string(), dest]);
+        };
+        bind(
+            self,
+            Path::new("."),
+            PathKind::Directory,
+            "--bind-fd",
+            ws_text,
+        );
+        // Metadata dirs become mount points: renaming them away fails.
+        let metadata = metadata_paths(policy.workspace());
+        for meta in &metadata {
+            // A policy entry (`.git` read-only by default) is bound below.
+            if policy.entries().iter().any(|e| &e.host == meta) {
+                continue;
+            }
+            let kind = if meta.is_dir() {
+                PathKind::Directory
+            } else {
+                PathKind::File
+            };
+            let rel = meta.strip_prefix(ws).unwrap_or(meta);
+            bind(self, rel, kind, "--bind-fd", meta.display().to_string());
+        }
+        // So do the directories above each protected path: moving an
+        // ancestor away cannot take the protected path with it.
+        for dir in policy.ancestors() {
+            if metadata.contains(&dir) {
+                continue;
+            }
+            let rel = dir.strip_prefix(ws).unwrap_or(&dir);
+            bind(
+                self,
+                rel,
+                PathKind::Directory,
+                "--bind-fd",
+                dir.display().to_string(),
+            );
+        }
+        for entry in policy.entries() {
+            let host = entry.host.display().to_string();
+            match (entry.access, entry.kind) {
+                (Access::ReadOnly, kind) => {
+                    bind(self, &entry.resolved_rel, kind, "--ro-bind-fd", host);
+                }
+                (Access::Hidden, PathKind::Directory) => {
+                    self.args(["--perms", "0555", "--tmpfs"]);
+                    self.arg(host.clone());
+                    self.args(["--remount-ro".to_owned(), host]);
+                }
+                (Access::Hidden, PathKind::File) => {
+                    let fd = self.slot(FdSlot::Empty);
+                    self.args(["--perms", "0444", "--ro-bind-data"]);
+                    self.args([fd.to_string(), host]);
+                }
+            }
+        }
+    }
+
     fn arg(&mut self, a: impl Into<String>) {
         self.args.push(a.into());
     }
