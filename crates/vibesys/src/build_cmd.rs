@@ -97,33 +97,7 @@ struct BuildJson<'a> {
 /// Runs `vibesys build`.
 pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     let environment = args.env.resolve()?.unwrap_or_default();
-    let env_mode = ConfineMode::from_env_value(std::env::var_os(SANDBOX_ENV).as_deref())?;
-    let mode = match args.confine {
-        BuildConfine::Auto => env_mode,
-        BuildConfine::Bwrap => ConfineMode::Bwrap,
-        BuildConfine::Landlock => ConfineMode::Landlock,
-    };
-    // Fail closed before anything is checked out or run.
-    if mode == ConfineMode::Off {
-        bail!(
-            "refusing to build: agent confinement is disabled ({SANDBOX_ENV}=off) and a candidate build never runs unconfined, with or without --no-require-enforcement; unset {SANDBOX_ENV} or set it to auto, bwrap or landlock"
-        );
-    }
-    match environment {
-        RunEnvironment::Host if mode == ConfineMode::Docker => bail!(
-            "{SANDBOX_ENV}=docker does not apply to builds in the host run environment; use --confine bwrap or landlock, or --run-environment docker"
-        ),
-        RunEnvironment::Docker | RunEnvironment::Slurm if args.confine != BuildConfine::Auto => {
-            bail!(
-                "--confine {} applies to the host run environment; the {environment} run environment confines the build in its container (pass --run-environment host to use it)",
-                match args.confine {
-                    BuildConfine::Landlock => "landlock",
-                    _ => "bwrap",
-                }
-            )
-        }
-        _ => {}
-    }
+    let mode = build_mode(&args, environment)?;
     let run = RunId::new(&args.run)?;
     let project = match &args.project {
         Some(p) => p.clone(),
@@ -182,6 +156,49 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     });
     drop(broker);
     let commit = commit.unwrap_or_else(|| args.commit.clone());
+    report(&args, environment, &commit, outcome)
+}
+
+/// The host mechanism of a build, checked against its run environment
+/// before anything is checked out or run (a build never runs unconfined).
+fn build_mode(args: &BuildArgs, environment: RunEnvironment) -> anyhow::Result<ConfineMode> {
+    let env_mode = ConfineMode::from_env_value(std::env::var_os(SANDBOX_ENV).as_deref())?;
+    let mode = match args.confine {
+        BuildConfine::Auto => env_mode,
+        BuildConfine::Bwrap => ConfineMode::Bwrap,
+        BuildConfine::Landlock => ConfineMode::Landlock,
+    };
+    if mode == ConfineMode::Off {
+        bail!(
+            "refusing to build: agent confinement is disabled ({SANDBOX_ENV}=off) and a candidate build never runs unconfined, with or without --no-require-enforcement; unset {SANDBOX_ENV} or set it to auto, bwrap or landlock"
+        );
+    }
+    match environment {
+        RunEnvironment::Host if mode == ConfineMode::Docker => bail!(
+            "{SANDBOX_ENV}=docker does not apply to builds in the host run environment; use --confine bwrap or landlock, or --run-environment docker"
+        ),
+        RunEnvironment::Docker | RunEnvironment::Slurm if args.confine != BuildConfine::Auto => {
+            bail!(
+                "--confine {} applies to the host run environment; the {environment} run environment confines the build in its container (pass --run-environment host to use it)",
+                match args.confine {
+                    BuildConfine::Landlock => "landlock",
+                    _ => "bwrap",
+                }
+            )
+        }
+        _ => {}
+    }
+    Ok(mode)
+}
+
+/// Prints a build's outcome (text or `--json`) and maps it to the exit
+/// status: 0 verified, 1 rejected; other failures are vibesys's own.
+fn report(
+    args: &BuildArgs,
+    environment: RunEnvironment,
+    commit: &str,
+    outcome: vs_runtime::Result<vs_runtime::TrustedBuild>,
+) -> anyhow::Result<u8> {
     match outcome {
         Ok(build) => {
             if args.json {
