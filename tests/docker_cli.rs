@@ -77,29 +77,42 @@ fn image_load_checks_the_lock_and_is_a_no_op_when_present() {
     assert!(err.contains(&other.name), "{err}");
 }
 
-/// A broken image: its /bin/sh prints a message and exits 3 at once, so
-/// the run's container ends right after it starts. The error names that,
-/// the exit code and the output (not a later "no such container"), and
+/// A broken image: its /bin/sh prints a message and exits 3, at once or
+/// while the first command runs, so the run's container ends right after
+/// it starts. The error names that, the exit code and the output (not a
+/// later "no such container" or "cannot exec in a stopped state"), and
 /// nothing is left behind.
 #[test]
 fn a_container_that_exits_at_start_is_named_with_its_code_and_output() {
     const SH: &str =
         "[[host.files]]\npath = \"/bin/sh\"\ntype = \"symlink\"\ntarget = \"busybox\"\n";
-    let img = TestImage::build_with(true, |spec| {
-        assert!(spec.contains(SH), "images/editor.toml changed shape");
-        spec.replace(
-            SH,
-            "[[host.files]]\npath = \"/bin/sh\"\nmode = \"0755\"\ncontent = \"#!/bin/busybox ash\\necho no shell in this image >&2\\nexit 3\\n\"\n",
-        )
-    });
     let ws = workspace();
-    let run_id = unique("broken");
-    let err = fails(exec(&img, ws.path(), &run_id).arg("true").output().unwrap());
-    assert!(
-        err.contains("exited at start (exit code 3)") && err.contains("no shell in this image"),
-        "{err}"
-    );
-    assert!(containers_of_run(&run_id).is_empty(), "nothing is left");
+    for (delay, command) in [
+        ("", "true"),
+        ("/bin/busybox sleep 1\\n", "/bin/busybox sleep 10"),
+    ] {
+        let img = TestImage::build_with(true, |spec| {
+            assert!(spec.contains(SH), "images/editor.toml changed shape");
+            spec.replace(
+                SH,
+                &format!(
+                    "[[host.files]]\npath = \"/bin/sh\"\nmode = \"0755\"\ncontent = \"#!/bin/busybox ash\\necho no shell in this image >&2\\n{delay}exit 3\\n\"\n"
+                ),
+            )
+        });
+        let run_id = unique("broken");
+        let err = fails(
+            exec(&img, ws.path(), &run_id)
+                .args(command.split(' '))
+                .output()
+                .unwrap(),
+        );
+        assert!(
+            err.contains("exited at start (exit code 3)") && err.contains("no shell in this image"),
+            "{command}: {err}"
+        );
+        assert!(containers_of_run(&run_id).is_empty(), "nothing is left");
+    }
 }
 
 fn exec(img: &TestImage, ws: &std::path::Path, run_id: &str) -> Command {

@@ -14,7 +14,6 @@ use tokio::io::AsyncWriteExt;
 use crate::runner::{CommandResult, CommandRunner, CommandSpec, HeadTail, RunnerError};
 
 use super::argv::to_strings;
-use super::engine::is_not_found;
 use super::procs;
 use super::sandbox::DockerSandbox;
 
@@ -116,8 +115,10 @@ impl DockerSandbox {
             .await;
         let exec = match created {
             Ok(exec) => exec,
-            // The container is gone: say why (its exit code and output).
-            Err(e) if is_not_found(&e) => {
+            // The container is gone or stopped: say why (its exit code and
+            // output).
+            Err(e) if self.dying().await => {
+                tracing::debug!("docker exec create: {e}");
                 return Err(RunnerError::Os {
                     operation: "docker exec create",
                     source: io::Error::other(self.exited_async().await.to_string()),

@@ -76,6 +76,9 @@ impl std::fmt::Debug for DockerSandbox {
     }
 }
 
+/// How long a failed exec waits for the container's death to show.
+const DEATH_WAIT: Duration = Duration::from_secs(1);
+
 impl DockerSandbox {
     /// Checks the pinned image, removes containers a dead run with the
     /// same id left, creates the masks and starts the run's container.
@@ -263,26 +266,68 @@ impl DockerSandbox {
             env,
             argv: to_strings(argv).map_err(SandboxError::from)?,
         };
-        match super::attach::attach_with(&self.engine, &request) {
-            Err(e) if self.is_gone() => {
-                tracing::debug!("attach failed: {e}");
-                Err(self.engine.block_on(self.exited_async()).into())
+        let result = super::attach::attach_with(&self.engine, &request);
+        // An exec into a container that just died fails, or reports 126
+        // ("cannot exec in a stopped state"): name why it died instead.
+        let suspect = match &result {
+            Err(_) => true,
+            Ok(code) => *code >= 126,
+        };
+        if suspect && self.engine.block_on(self.dying()) {
+            return Err(self.engine.block_on(self.exited_async()).into());
+        }
+        result
+    }
+
+    /// After a failed exec: whether the container is no longer running, or
+    /// its main process ends within a moment (the Engine reports an exec
+    /// that the container's death killed before the container's state).
+    pub(super) async fn dying(&self) -> bool {
+        if self.not_running().await {
+            return true;
+        }
+        let mut exit = self
+            .exit
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(watch) = exit.as_mut() else {
+            return false;
+        };
+        match tokio::time::timeout(DEATH_WAIT, watch).await {
+            // Ended (or its watch failed): keep the code for the error.
+            Ok(code) => {
+                let code = code.ok().flatten();
+                *self.exit.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Some(tokio::spawn(async move { code }));
+                true
             }
-            other => other,
+            Err(_) => {
+                *self.exit.lock().unwrap_or_else(PoisonError::into_inner) = exit;
+                false
+            }
         }
     }
 
-    /// True when the Engine no longer knows the container.
-    fn is_gone(&self) -> bool {
-        let inspect = self.engine.block_on(self.engine.docker().inspect_container(
-            &self.container_id,
-            None::<bollard::query_parameters::InspectContainerOptions>,
-        ));
-        matches!(inspect, Err(e) if is_not_found(&e))
+    /// True when the container's main process is no longer running (the
+    /// Engine does not know the container, or it has exited).
+    pub(super) async fn not_running(&self) -> bool {
+        let inspect = self
+            .engine
+            .docker()
+            .inspect_container(
+                &self.container_id,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await;
+        match inspect {
+            Err(e) => is_not_found(&e),
+            Ok(i) => i.state.and_then(|s| s.running) == Some(false),
+        }
     }
 
-    /// Why the container is gone (the Engine answered "no such
-    /// container"): its main process's exit code and the end of its output.
+    /// Why the container is gone (its main process ended): its exit code and
+    /// the end of its output.
     pub(super) async fn exited_async(&self) -> DockerError {
         let exit = self
             .exit
