@@ -285,12 +285,67 @@ fn look_up(p: Pending, cache: Option<&Cache>, opts: &BuildOptions) -> Result<Loo
     })
 }
 
+/// A layer of the image: what it is, where its blob is, whether it came
+/// from the cache.
+type Built = (LayerMeta, PathBuf, bool);
+
+/// The image's documents, written to the stage's blobs.
+struct Documents {
+    config_digest: Digest,
+    manifest_digest: Digest,
+    sbom_digest: Digest,
+    sbom_manifest_digest: Digest,
+    /// `index.json`'s bytes.
+    index: Vec<u8>,
+}
+
 /// Builds an image as described by `opts`.
 pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport, Error> {
     opts.spec.validate()?;
     let t0 = std::time::Instant::now();
     let pending = pending_layers(opts)?;
     tracing::debug!("inputs scanned at {:?}", t0.elapsed());
+    let packages = packages_of(&pending);
+    if opts.format == OutputFormat::Squashfs {
+        return build_squashfs(opts, pending, progress);
+    }
+    let (stage, blobs) = stage_dir(&opts.out)?;
+    let cache = opts.cache.as_deref().and_then(Cache::open);
+    let built = write_layers(pending, cache.as_ref(), opts, &blobs, progress, t0)?;
+
+    tracing::debug!("layers written at {:?}", t0.elapsed());
+    let docs = write_documents(opts, &built, &blobs, &packages)?;
+
+    tracing::debug!("documents written at {:?}", t0.elapsed());
+    let blob_files = blob_files(opts, &built, &blobs, &docs)?;
+    let archive_digest = write_output(opts, stage, &built, &blob_files, &docs)?;
+
+    tracing::debug!("output in place at {:?}", t0.elapsed());
+    Ok(BuildReport {
+        name: opts.spec.name.clone(),
+        tag: opts.spec.tag.clone(),
+        format: opts.format,
+        out: opts.out.clone(),
+        manifest_digest: Some(docs.manifest_digest),
+        config_digest: Some(docs.config_digest),
+        sbom_digest: Some(docs.sbom_digest),
+        layers: built
+            .iter()
+            .map(|(m, _, cached)| BuiltLayer {
+                digest: m.digest.clone(),
+                diff_id: m.diff_id.clone(),
+                size: m.size,
+                cached: *cached,
+                groups: m.groups.iter().map(|(n, _)| n.clone()).collect(),
+            })
+            .collect(),
+        archive_digest,
+    })
+}
+
+/// The packages that the scanned layers' package databases list (store
+/// paths not read yet list none).
+fn packages_of(pending: &[Pending]) -> Vec<crate::packages::Package> {
     let scanned: Vec<&Group> = pending
         .iter()
         .flat_map(|p| match p {
@@ -298,32 +353,54 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
             Pending::Store { .. } => &[],
         })
         .collect();
-    let packages = crate::packages::of_groups(&scanned);
-    let epoch = opts.source_date_epoch;
-    if opts.format == OutputFormat::Squashfs {
-        let allow = opts.spec.allow_setuid;
-        let plans = pending
-            .into_par_iter()
-            .map(|p| match p {
-                Pending::Groups(groups) => LayerPlan::new(groups),
-                Pending::Store { paths, .. } => scan_store(&paths, allow),
-            })
-            .collect::<Result<Vec<_>, Error>>()?;
-        return squashfs::build(opts, &plans, progress);
-    }
-    let out_dir = parent_of(&opts.out);
+    crate::packages::of_groups(&scanned)
+}
+
+/// Scans every layer (no cache) and writes the squashfs image.
+fn build_squashfs(
+    opts: &BuildOptions,
+    pending: Vec<Pending>,
+    progress: &dyn Progress,
+) -> Result<BuildReport, Error> {
+    let allow = opts.spec.allow_setuid;
+    let plans = pending
+        .into_par_iter()
+        .map(|p| match p {
+            Pending::Groups(groups) => LayerPlan::new(groups),
+            Pending::Store { paths, .. } => scan_store(&paths, allow),
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    squashfs::build(opts, &plans, progress)
+}
+
+/// A temporary directory next to `out`, readable by all, with its
+/// `blobs/sha256` directory (returned second).
+fn stage_dir(out: &Path) -> Result<(tempfile::TempDir, PathBuf), Error> {
+    let out_dir = parent_of(out);
     let stage = tempfile::Builder::new()
-        .prefix(&format!(".{}.tmp-", file_name(&opts.out)))
+        .prefix(&format!(".{}.tmp-", file_name(out)))
         .tempdir_in(&out_dir)
         .map_err(|e| Error::io("create temporary directory in", &out_dir, e))?;
     crate::perm::publish_dir(stage.path()).map_err(|e| Error::io("chmod", stage.path(), e))?;
     let blobs = stage.path().join("blobs").join("sha256");
     std::fs::create_dir_all(&blobs).map_err(|e| Error::io("create", &blobs, e))?;
-    let cache = opts.cache.as_deref().and_then(Cache::open);
+    Ok((stage, blobs))
+}
 
+/// Looks every layer up in the cache and writes the misses to `blobs`
+/// (caching them), in parallel, reporting progress; bottom first.
+fn write_layers(
+    pending: Vec<Pending>,
+    cache: Option<&Cache>,
+    opts: &BuildOptions,
+    blobs: &Path,
+    progress: &dyn Progress,
+    t0: std::time::Instant,
+) -> Result<Vec<Built>, Error> {
+    let epoch = opts.source_date_epoch;
     let looked: Vec<Looked> = pending
         .into_par_iter()
-        .map(|p| look_up(p, cache.as_ref(), opts))
+        .map(|p| look_up(p, cache, opts))
         .collect::<Result<_, Error>>()?;
     tracing::debug!("layers looked up in the cache at {:?}", t0.elapsed());
     let size = |l: &Looked| match l {
@@ -338,7 +415,7 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
         .filter(|l| matches!(l, Looked::Miss(..)))
         .count();
     let helper = misses < rayon::current_num_threads();
-    let built: Vec<(LayerMeta, PathBuf, bool)> = looked
+    looked
         .into_par_iter()
         .map(|l| match l {
             Looked::Hit(meta, path) => {
@@ -347,56 +424,47 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
                 Ok((meta, path, true))
             }
             Looked::Miss(p, key) => {
-                let (meta, path) = p.write(&blobs, opts.compression, epoch, helper)?;
-                if let (Some(c), Some(key)) = (&cache, key) {
+                let (meta, path) = p.write(blobs, opts.compression, epoch, helper)?;
+                if let (Some(c), Some(key)) = (cache, key) {
                     c.store(&key, &meta, &path);
                 }
                 progress.layer_done(p.size(), false);
                 Ok((meta, path, false))
             }
         })
-        .collect::<Result<_, Error>>()?;
+        .collect()
+}
 
-    tracing::debug!("layers written at {:?}", t0.elapsed());
+/// Writes the config, the image manifest, the SBOM and its manifest and
+/// the empty JSON to `blobs`, and makes `index.json` naming them.
+fn write_documents(
+    opts: &BuildOptions,
+    built: &[Built],
+    blobs: &Path,
+    packages: &[crate::packages::Package],
+) -> Result<Documents, Error> {
+    let epoch = opts.source_date_epoch;
     let layer_media = opts.compression.media_type();
     let layers: Vec<Descriptor> = built
         .iter()
         .map(|(m, _, _)| oci::descriptor(layer_media.clone(), &m.digest, m.size))
         .collect::<Result<_, _>>()?;
     let diff_ids: Vec<Digest> = built.iter().map(|(m, _, _)| m.diff_id.clone()).collect();
-    let history: Vec<String> = built
-        .iter()
-        .map(|(m, _, _)| {
-            let first = m.groups.first().map(|g| g.0.as_str()).unwrap_or("");
-            match m.groups.len() {
-                0 | 1 => format!("vibesys image build: {first}"),
-                n => format!("vibesys image build: {first} and {} more", n - 1),
-            }
-        })
-        .collect();
+    let history = layer_history(built);
     let config = oci::config(&opts.spec, &diff_ids, &history, epoch)?;
-    let config = oci::write_blob(&blobs, MediaType::ImageConfig, &config)?;
+    let config = oci::write_blob(blobs, MediaType::ImageConfig, &config)?;
     let config_digest = oci::digest(&config)?;
     let manifest = oci::manifest(&config, &layers, &opts.spec.annotations)?;
-    let mut manifest = oci::write_blob(&blobs, MediaType::ImageManifest, &manifest)?;
+    let mut manifest = oci::write_blob(blobs, MediaType::ImageManifest, &manifest)?;
     let manifest_digest = oci::digest(&manifest)?;
 
-    let sbom_groups: Vec<oci::SbomGroup<'_>> = built
-        .iter()
-        .flat_map(|(m, _, _)| {
-            m.groups.iter().map(move |(n, d)| oci::SbomGroup {
-                name: n,
-                digest: d,
-                layer: &m.diff_id,
-            })
-        })
-        .collect();
-    let sbom = oci::sbom(&opts.spec, &config_digest, &sbom_groups, &packages, epoch)?;
-    let sbom = oci::write_blob(&blobs, media::spdx(), &sbom)?;
+    let sbom_groups = sbom_groups(built);
+    let sbom = oci::sbom(&opts.spec, &config_digest, &sbom_groups, packages, epoch)?;
+    let sbom = oci::write_blob(blobs, media::spdx(), &sbom)?;
     let sbom_digest = oci::digest(&sbom)?;
-    oci::write_blob(&blobs, MediaType::EmptyJSON, oci::EMPTY_JSON)?;
+    oci::write_blob(blobs, MediaType::EmptyJSON, oci::EMPTY_JSON)?;
     let sbom_manifest = oci::sbom_manifest(&manifest, &sbom, epoch)?;
-    let mut sbom_manifest = oci::write_blob(&blobs, MediaType::ImageManifest, &sbom_manifest)?;
+    let mut sbom_manifest = oci::write_blob(blobs, MediaType::ImageManifest, &sbom_manifest)?;
     let sbom_manifest_digest = oci::digest(&sbom_manifest)?;
     sbom_manifest.set_artifact_type(Some(media::spdx()));
     manifest.set_annotations(Some(
@@ -410,11 +478,54 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
         .into(),
     ));
     let index = oci::index(&manifest, Some(&sbom_manifest))?;
+    Ok(Documents {
+        config_digest,
+        manifest_digest,
+        sbom_digest,
+        sbom_manifest_digest,
+        index,
+    })
+}
 
-    tracing::debug!("documents written at {:?}", t0.elapsed());
+/// The config's history: one line per layer naming its first group.
+fn layer_history(built: &[Built]) -> Vec<String> {
+    built
+        .iter()
+        .map(|(m, _, _)| {
+            let first = m.groups.first().map(|g| g.0.as_str()).unwrap_or("");
+            match m.groups.len() {
+                0 | 1 => format!("vibesys image build: {first}"),
+                n => format!("vibesys image build: {first} and {} more", n - 1),
+            }
+        })
+        .collect()
+}
+
+/// The SBOM's groups: every group of every layer, with its layer's diff_id.
+fn sbom_groups(built: &[Built]) -> Vec<oci::SbomGroup<'_>> {
+    built
+        .iter()
+        .flat_map(|(m, _, _)| {
+            m.groups.iter().map(move |(n, d)| oci::SbomGroup {
+                name: n,
+                digest: d,
+                layer: &m.diff_id,
+            })
+        })
+        .collect()
+}
+
+/// Every blob of the image and its file, sorted and deduplicated; an OCI
+/// layout gets cached layers copied (or linked) into its `blobs`.
+fn blob_files(
+    opts: &BuildOptions,
+    built: &[Built],
+    blobs: &Path,
+    docs: &Documents,
+) -> Result<Vec<(Digest, PathBuf)>, Error> {
     // Layers that came from the cache live outside the stage.
     let mut blob_files: Vec<(Digest, PathBuf)> = Vec::new();
-    for (m, path, cached) in &built {
+    for (m, path, cached) in built {
         let dest = blobs.join(m.digest.hex());
         if *cached && opts.format == OutputFormat::Oci && !dest.exists() {
             link_or_copy(path, &dest).map_err(|e| Error::io("copy cached layer to", &dest, e))?;
@@ -424,34 +535,47 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
         }
     }
     for d in [
-        &config_digest,
-        &manifest_digest,
-        &sbom_digest,
-        &sbom_manifest_digest,
+        &docs.config_digest,
+        &docs.manifest_digest,
+        &docs.sbom_digest,
+        &docs.sbom_manifest_digest,
         &Digest::of(oci::EMPTY_JSON),
     ] {
         blob_files.push((d.clone(), blobs.join(d.hex())));
     }
     blob_files.sort();
     blob_files.dedup_by(|a, b| a.0 == b.0);
+    Ok(blob_files)
+}
 
+/// Puts the output in place: the stage renamed to an OCI layout, or an
+/// archive written from the blobs (the stage then removed).
+fn write_output(
+    opts: &BuildOptions,
+    stage: tempfile::TempDir,
+    built: &[Built],
+    blob_files: &[(Digest, PathBuf)],
+    docs: &Documents,
+) -> Result<Option<Digest>, Error> {
+    let epoch = opts.source_date_epoch;
+    let config_digest = &docs.config_digest;
     let repo_tag = format!("{}:{}", opts.spec.name, opts.spec.tag);
     let top = built
         .last()
         .map(|(m, _, _)| m.digest.clone())
         .unwrap_or_else(|| config_digest.clone());
     let layer_digests: Vec<Digest> = built.iter().map(|(m, _, _)| m.digest.clone()).collect();
-    let archive_digest = match opts.format {
+    Ok(match opts.format {
         OutputFormat::Oci => {
             write_file(stage.path(), "oci-layout", oci::OCI_LAYOUT)?;
-            write_file(stage.path(), "index.json", &index)?;
+            write_file(stage.path(), "index.json", &docs.index)?;
             let stage = stage.keep();
             replace_dir(&stage, &opts.out)?;
             None
         }
         f => {
-            let docs = archive::Docs {
-                index: &index,
+            let archive_docs = archive::Docs {
+                index: &docs.index,
                 docker_manifest: &oci::docker_manifest(
                     &config_digest.blob_path(),
                     &repo_tag,
@@ -469,34 +593,12 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
                         .collect::<Vec<_>>(),
                 )?,
                 repositories: &oci::repositories(&opts.spec.name, &opts.spec.tag, &top)?,
-                config: &config_digest,
+                config: config_digest,
                 layers: &layer_digests,
             };
-            archive::write(f, &opts.out, &blob_files, &docs, epoch)?;
+            archive::write(f, &opts.out, blob_files, &archive_docs, epoch)?;
             drop(stage);
             None
         }
-    };
-
-    tracing::debug!("output in place at {:?}", t0.elapsed());
-    Ok(BuildReport {
-        name: opts.spec.name.clone(),
-        tag: opts.spec.tag.clone(),
-        format: opts.format,
-        out: opts.out.clone(),
-        manifest_digest: Some(manifest_digest),
-        config_digest: Some(config_digest),
-        sbom_digest: Some(sbom_digest),
-        layers: built
-            .iter()
-            .map(|(m, _, cached)| BuiltLayer {
-                digest: m.digest.clone(),
-                diff_id: m.diff_id.clone(),
-                size: m.size,
-                cached: *cached,
-                groups: m.groups.iter().map(|(n, _)| n.clone()).collect(),
-            })
-            .collect(),
-        archive_digest,
     })
 }

@@ -364,6 +364,19 @@ fn split_ref(r: &str) -> (String, String) {
     }
 }
 
+/// What an image's documents name: the OCI index and manifest, or a
+/// docker-archive's manifest.json.
+struct Named {
+    name: Option<String>,
+    tag: Option<String>,
+    manifest_digest: Option<Digest>,
+    sbom: Option<SbomSummary>,
+    config_desc: Descriptor,
+    layers_desc: Vec<Descriptor>,
+    /// A docker-archive's config bytes, read while naming its digest.
+    docker_config: Option<Vec<u8>>,
+}
+
 /// Reads the image at `path`; with `verify`, re-hashes every blob and
 /// checks every layer's entries.
 pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
@@ -371,7 +384,102 @@ pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
     let is_dir = matches!(store, Store::Dir(_));
     let has_index = store.size("index.json").is_some();
     let has_docker = store.size("manifest.json").is_some();
-    let format = match (is_dir, has_index, has_docker) {
+    let format = image_format(path, is_dir, has_index, has_docker)?;
+    let mut named = if has_index {
+        read_oci_documents(&store, path)?
+    } else {
+        read_docker_documents(&store, path)?
+    };
+    let config_digest = oci::digest(&named.config_desc)?;
+    let layer_digests: Vec<Digest> = named
+        .layers_desc
+        .iter()
+        .map(oci::digest)
+        .collect::<Result<_, _>>()?;
+    if has_docker
+        && let Some((n, t)) =
+            check_docker_manifest(&store, path, has_index, &config_digest, &layer_digests)?
+    {
+        named.name = Some(n);
+        named.tag = Some(t);
+    }
+    let config_bytes = match named.docker_config.take() {
+        Some(b) => b,
+        None => store.read_blob(&named.config_desc, "the image manifest")?,
+    };
+    let config: ImageConfiguration = parse(&format!("config {config_digest}"), &config_bytes)?;
+    let diff_ids = diff_ids_of(&config, path, named.layers_desc.len())?;
+    if has_index {
+        check_layer_blobs_present(&store, &layer_digests)?;
+    }
+
+    let mut archive_digest = None;
+    if verify {
+        if !has_index {
+            check_docker_member_names(&store, &config_digest, &layer_digests)?;
+        }
+        verify_layers(
+            &store,
+            has_index,
+            &named.layers_desc,
+            &layer_digests,
+            &diff_ids,
+        )?;
+        verify_blobs_by_name(&store, path)?;
+        if !is_dir {
+            archive_digest = Some(file_digest(path)?);
+        }
+    }
+
+    // The config's `config` object as written (Docker's extra keys kept),
+    // so the report shows what a runtime would read.
+    let raw: Value = parse(&format!("config {config_digest}"), &config_bytes)?;
+    Ok(InspectReport {
+        path: path.to_owned(),
+        format: format.to_owned(),
+        name: named.name,
+        tag: named.tag,
+        manifest_digest: named.manifest_digest,
+        config_digest,
+        total_layer_size: named.layers_desc.iter().map(Descriptor::size).sum(),
+        layers: layer_reports(&named.layers_desc, layer_digests, diff_ids),
+        platform: format!("{}/{}", config.os(), config.architecture()),
+        config: raw.get("config").cloned().unwrap_or(Value::Null),
+        sbom: named.sbom,
+        verified: verify,
+        archive_digest,
+    })
+}
+
+/// The report's layers, bottom first: each descriptor with its digest and
+/// the config's diff_id.
+fn layer_reports(
+    layers_desc: &[Descriptor],
+    layer_digests: Vec<Digest>,
+    diff_ids: Vec<Digest>,
+) -> Vec<LayerReport> {
+    layers_desc
+        .iter()
+        .zip(layer_digests)
+        .zip(diff_ids)
+        .map(|((l, digest), diff_id)| LayerReport {
+            digest,
+            diff_id,
+            size: l.size(),
+            media_type: l.media_type().to_string(),
+        })
+        .collect()
+}
+
+/// The image's format from what `path` holds: `oci`, `archive`,
+/// `oci-archive` or `docker-archive`.
+fn image_format(
+    path: &Path,
+    is_dir: bool,
+    has_index: bool,
+    has_docker: bool,
+) -> Result<&'static str, Error> {
+    Ok(match (is_dir, has_index, has_docker) {
         (true, true, _) => "oci",
         (false, true, true) => "archive",
         (false, true, false) => "oci-archive",
@@ -382,281 +490,315 @@ pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
                 "neither index.json nor manifest.json: not an OCI layout or Docker archive",
             ));
         }
-    };
+    })
+}
+
+/// Reads oci-layout, index.json, the one image manifest it lists and the
+/// SBOM it points to, checking each blob's digest and size.
+fn read_oci_documents(store: &Store, path: &Path) -> Result<Named, Error> {
+    let layout: OciLayout = parse(
+        "oci-layout",
+        &store.read_doc("oci-layout", "the OCI layout")?,
+    )?;
+    if layout.image_layout_version() != "1.0.0" {
+        return Err(Error::malformed(
+            path,
+            "oci-layout is not imageLayoutVersion 1.0.0",
+        ));
+    }
+    let index: ImageIndex = parse(
+        "index.json",
+        &store.read_doc("index.json", "the OCI layout")?,
+    )?;
+    let m = single_image_manifest(&index, path)?;
     let mut name = None;
     let mut tag = None;
-    let mut manifest_digest = None;
-    let mut sbom = None;
-    let layers_desc: Vec<Descriptor>;
-    let config_desc: Descriptor;
-    let mut docker_config: Option<Vec<u8>> = None;
-    if has_index {
-        let layout: OciLayout = parse(
-            "oci-layout",
-            &store.read_doc("oci-layout", "the OCI layout")?,
-        )?;
-        if layout.image_layout_version() != "1.0.0" {
-            return Err(Error::malformed(
-                path,
-                "oci-layout is not imageLayoutVersion 1.0.0",
-            ));
-        }
-        let index: ImageIndex = parse(
-            "index.json",
-            &store.read_doc("index.json", "the OCI layout")?,
-        )?;
-        let images: Vec<&Descriptor> = index
-            .manifests()
-            .iter()
-            .filter(|d| {
-                *d.media_type() == MediaType::ImageManifest
-                    || d.media_type().as_ref() == media::DOCKER_MANIFEST
-            })
-            .filter(|d| d.artifact_type().is_none())
-            .collect();
-        let [m] = images.as_slice() else {
-            return Err(Error::malformed(
-                path,
-                format!(
-                    "index.json lists {} image manifests, expected 1",
-                    images.len()
-                ),
-            ));
-        };
-        if let Some(r) = annotation(m, oci::CONTAINERD_NAME) {
-            let (n, t) = split_ref(r);
-            name = Some(n);
-            tag = Some(t);
-        } else if let Some(t) = annotation(m, oci::REF_NAME) {
-            tag = Some(t.clone());
-        }
-        let m_digest = oci::digest(m)?;
-        let mbytes = store.read_blob(m, "index.json")?;
-        let manifest: ImageManifest = parse(&format!("manifest {m_digest}"), &mbytes)?;
-        config_desc = manifest.config().clone();
-        layers_desc = manifest.layers().clone();
-        let sbom_ref = index
-            .annotations()
-            .as_ref()
-            .and_then(|a| a.get(oci::SBOM_ANNOTATION));
-        if let Some(s) = sbom_ref {
-            let sd: Digest = s.parse()?;
-            let size = store
-                .size(&sd.blob_path())
-                .ok_or_else(|| Error::MissingBlob {
-                    digest: sd.to_string(),
-                    referenced_by: "index.json annotation".to_owned(),
-                })?;
-            let sm_bytes = store.read_blob(
-                &oci::descriptor(MediaType::ImageManifest, &sd, size)?,
-                "index.json",
-            )?;
-            let sm: ImageManifest = parse(&format!("sbom manifest {sd}"), &sm_bytes)?;
-            if sm.subject().as_ref().map(Descriptor::digest) != Some(m.digest()) {
-                return Err(Error::malformed(
-                    path,
-                    format!("sbom manifest {sd} does not refer to image manifest {m_digest}"),
-                ));
-            }
-            let doc = sm
-                .layers()
-                .first()
-                .ok_or_else(|| Error::malformed(path, "sbom manifest has no layer"))?;
-            let sb = store.read_blob(doc, &format!("sbom manifest {sd}"))?;
-            let v: SpdxDocument = parse("sbom", &sb)?;
-            sbom = Some(SbomSummary {
-                manifest_digest: sd,
-                digest: oci::digest(doc)?,
-                inputs: v
-                    .packages
-                    .iter()
-                    .flat_map(|p| &p.external_refs)
-                    .filter(|r| r.reference_type == "purl")
-                    .filter_map(|r| crate::packages::key_of_purl(&r.reference_locator))
-                    .collect(),
-                spdx_version: v.spdx_version,
-                packages: v.packages.len(),
-            });
-        }
-        manifest_digest = Some(m_digest);
-    } else {
-        let (cfg, l) = docker_entry(&store)?;
-        let bytes = store.read_doc(&cfg, "manifest.json")?;
-        config_desc = oci::descriptor(
-            MediaType::ImageConfig,
-            &Digest::of(&bytes),
-            bytes.len() as u64,
-        )?;
-        docker_config = Some(bytes);
-        let mut descs = Vec::new();
-        for member in &l {
-            let size = store.size(member).ok_or_else(|| Error::MissingBlob {
-                digest: member.clone(),
-                referenced_by: "manifest.json".to_owned(),
-            })?;
-            let (d, _) = HashReader::new(store.open(member)?)
-                .finish()
-                .map_err(|e| Error::io("read", path.join(member), e))?;
-            descs.push(oci::descriptor(MediaType::ImageLayer, &d, size)?);
-        }
-        layers_desc = descs;
+    if let Some(r) = annotation(m, oci::CONTAINERD_NAME) {
+        let (n, t) = split_ref(r);
+        name = Some(n);
+        tag = Some(t);
+    } else if let Some(t) = annotation(m, oci::REF_NAME) {
+        tag = Some(t.clone());
     }
-    let config_digest = oci::digest(&config_desc)?;
-    let layer_digests: Vec<Digest> = layers_desc
-        .iter()
-        .map(oci::digest)
-        .collect::<Result<_, _>>()?;
-    if has_docker {
-        let (cfg, l) = docker_entry(&store)?;
-        if let Some(rt) = docker_repo_tag(&store)? {
-            let (n, t) = split_ref(&rt);
-            name = Some(n);
-            tag = Some(t);
-        }
-        if has_index {
-            let want: Vec<String> = layer_digests.iter().map(Digest::blob_path).collect();
-            if cfg != config_digest.blob_path() || l != want {
-                return Err(Error::malformed(
-                    path,
-                    "manifest.json and the OCI manifest name different blobs",
-                ));
-            }
-        }
-    }
-    let config_bytes = match docker_config {
-        Some(b) => b,
-        None => store.read_blob(&config_desc, "the image manifest")?,
+    let m_digest = oci::digest(m)?;
+    let mbytes = store.read_blob(m, "index.json")?;
+    let manifest: ImageManifest = parse(&format!("manifest {m_digest}"), &mbytes)?;
+    let sbom_ref = index
+        .annotations()
+        .as_ref()
+        .and_then(|a| a.get(oci::SBOM_ANNOTATION));
+    let sbom = match sbom_ref {
+        Some(s) => Some(read_sbom(store, path, s, m, &m_digest)?),
+        None => None,
     };
-    let config: ImageConfiguration = parse(&format!("config {config_digest}"), &config_bytes)?;
+    Ok(Named {
+        name,
+        tag,
+        manifest_digest: Some(m_digest),
+        sbom,
+        config_desc: manifest.config().clone(),
+        layers_desc: manifest.layers().clone(),
+        docker_config: None,
+    })
+}
+
+/// The one image manifest (not an artifact) that index.json lists.
+fn single_image_manifest<'a>(index: &'a ImageIndex, path: &Path) -> Result<&'a Descriptor, Error> {
+    let images: Vec<&Descriptor> = index
+        .manifests()
+        .iter()
+        .filter(|d| {
+            *d.media_type() == MediaType::ImageManifest
+                || d.media_type().as_ref() == media::DOCKER_MANIFEST
+        })
+        .filter(|d| d.artifact_type().is_none())
+        .collect();
+    let [m] = images.as_slice() else {
+        return Err(Error::malformed(
+            path,
+            format!(
+                "index.json lists {} image manifests, expected 1",
+                images.len()
+            ),
+        ));
+    };
+    Ok(m)
+}
+
+/// Reads the SBOM manifest `s` (from index.json's annotation) and its SPDX
+/// document, checking that it refers to image manifest `m`.
+fn read_sbom(
+    store: &Store,
+    path: &Path,
+    s: &str,
+    m: &Descriptor,
+    m_digest: &Digest,
+) -> Result<SbomSummary, Error> {
+    let sd: Digest = s.parse()?;
+    let size = store
+        .size(&sd.blob_path())
+        .ok_or_else(|| Error::MissingBlob {
+            digest: sd.to_string(),
+            referenced_by: "index.json annotation".to_owned(),
+        })?;
+    let sm_bytes = store.read_blob(
+        &oci::descriptor(MediaType::ImageManifest, &sd, size)?,
+        "index.json",
+    )?;
+    let sm: ImageManifest = parse(&format!("sbom manifest {sd}"), &sm_bytes)?;
+    if sm.subject().as_ref().map(Descriptor::digest) != Some(m.digest()) {
+        return Err(Error::malformed(
+            path,
+            format!("sbom manifest {sd} does not refer to image manifest {m_digest}"),
+        ));
+    }
+    let doc = sm
+        .layers()
+        .first()
+        .ok_or_else(|| Error::malformed(path, "sbom manifest has no layer"))?;
+    let sb = store.read_blob(doc, &format!("sbom manifest {sd}"))?;
+    let v: SpdxDocument = parse("sbom", &sb)?;
+    Ok(SbomSummary {
+        manifest_digest: sd,
+        digest: oci::digest(doc)?,
+        inputs: v
+            .packages
+            .iter()
+            .flat_map(|p| &p.external_refs)
+            .filter(|r| r.reference_type == "purl")
+            .filter_map(|r| crate::packages::key_of_purl(&r.reference_locator))
+            .collect(),
+        spdx_version: v.spdx_version,
+        packages: v.packages.len(),
+    })
+}
+
+/// Reads a docker-archive's manifest.json and config, and hashes each
+/// layer member to name its descriptor.
+fn read_docker_documents(store: &Store, path: &Path) -> Result<Named, Error> {
+    let (cfg, l) = docker_entry(store)?;
+    let bytes = store.read_doc(&cfg, "manifest.json")?;
+    let config_desc = oci::descriptor(
+        MediaType::ImageConfig,
+        &Digest::of(&bytes),
+        bytes.len() as u64,
+    )?;
+    let mut layers_desc = Vec::new();
+    for member in &l {
+        let size = store.size(member).ok_or_else(|| Error::MissingBlob {
+            digest: member.clone(),
+            referenced_by: "manifest.json".to_owned(),
+        })?;
+        let (d, _) = HashReader::new(store.open(member)?)
+            .finish()
+            .map_err(|e| Error::io("read", path.join(member), e))?;
+        layers_desc.push(oci::descriptor(MediaType::ImageLayer, &d, size)?);
+    }
+    Ok(Named {
+        name: None,
+        tag: None,
+        manifest_digest: None,
+        sbom: None,
+        config_desc,
+        layers_desc,
+        docker_config: Some(bytes),
+    })
+}
+
+/// Reads manifest.json's name and tag and, next to an OCI manifest,
+/// checks that both name the same config and layers.
+fn check_docker_manifest(
+    store: &Store,
+    path: &Path,
+    has_index: bool,
+    config_digest: &Digest,
+    layer_digests: &[Digest],
+) -> Result<Option<(String, String)>, Error> {
+    let (cfg, l) = docker_entry(store)?;
+    let name_tag = docker_repo_tag(store)?.map(|rt| split_ref(&rt));
+    if has_index {
+        let want: Vec<String> = layer_digests.iter().map(Digest::blob_path).collect();
+        if cfg != config_digest.blob_path() || l != want {
+            return Err(Error::malformed(
+                path,
+                "manifest.json and the OCI manifest name different blobs",
+            ));
+        }
+    }
+    Ok(name_tag)
+}
+
+/// The config's diff_ids, one per layer.
+fn diff_ids_of(
+    config: &ImageConfiguration,
+    path: &Path,
+    layers: usize,
+) -> Result<Vec<Digest>, Error> {
     let diff_ids: Vec<Digest> = config
         .rootfs()
         .diff_ids()
         .iter()
         .map(|d| d.parse())
         .collect::<Result<_, _>>()?;
-    if diff_ids.len() != layers_desc.len() {
+    if diff_ids.len() != layers {
         return Err(Error::malformed(
             path,
             format!(
                 "config lists {} diff_ids for {} layers",
                 diff_ids.len(),
-                layers_desc.len()
+                layers
             ),
         ));
     }
-    for l in &layer_digests {
-        if store.size(&l.blob_path()).is_none() && has_index {
+    Ok(diff_ids)
+}
+
+/// Checks that every layer the OCI manifest names has its blob.
+fn check_layer_blobs_present(store: &Store, layer_digests: &[Digest]) -> Result<(), Error> {
+    for l in layer_digests {
+        if store.size(&l.blob_path()).is_none() {
             return Err(Error::MissingBlob {
                 digest: l.to_string(),
                 referenced_by: "the image manifest".to_owned(),
             });
         }
     }
+    Ok(())
+}
 
-    let mut archive_digest = None;
-    if verify {
-        if !has_index {
-            // docker-archive members named `<hex>.json` / `<hex>.tar` carry
-            // their digest in the name (as `docker save` and vibesys write).
-            let (cfg, l) = docker_entry(&store)?;
-            let named = std::iter::once((cfg, config_digest.clone()))
-                .chain(l.into_iter().zip(layer_digests.iter().cloned()));
-            for (member, found) in named {
-                let stem = member
-                    .strip_suffix(".json")
-                    .or_else(|| member.strip_suffix(".tar"));
-                if let Some(expected) =
-                    stem.and_then(|h| format!("sha256:{h}").parse::<Digest>().ok())
-                    && expected != found
-                {
-                    return Err(Error::DigestMismatch {
-                        blob: member,
-                        expected: expected.to_string(),
-                        found: found.to_string(),
-                    });
-                }
-            }
-        }
-        let docker_layers = if has_index {
-            None
-        } else {
-            Some(docker_entry(&store)?.1)
-        };
-        for (i, ((l, ld), diff)) in layers_desc
-            .iter()
-            .zip(&layer_digests)
-            .zip(&diff_ids)
-            .enumerate()
+/// docker-archive members named `<hex>.json` / `<hex>.tar` carry their
+/// digest in the name (as `docker save` and vibesys write): checks it.
+fn check_docker_member_names(
+    store: &Store,
+    config_digest: &Digest,
+    layer_digests: &[Digest],
+) -> Result<(), Error> {
+    let (cfg, l) = docker_entry(store)?;
+    let named = std::iter::once((cfg, config_digest.clone()))
+        .chain(l.into_iter().zip(layer_digests.iter().cloned()));
+    for (member, found) in named {
+        let stem = member
+            .strip_suffix(".json")
+            .or_else(|| member.strip_suffix(".tar"));
+        if let Some(expected) = stem.and_then(|h| format!("sha256:{h}").parse::<Digest>().ok())
+            && expected != found
         {
-            let member = docker_layers
-                .as_ref()
-                .map_or_else(|| ld.blob_path(), |d| d[i].clone());
-            let (digest, size, found_diff) = verify_layer(&store, &member, ld)?;
-            check_blob(ld, l.size(), &digest, size)?;
-            if &found_diff != diff {
+            return Err(Error::DigestMismatch {
+                blob: member,
+                expected: expected.to_string(),
+                found: found.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Re-hashes every layer blob and its uncompressed tar, checking each
+/// entry, against the manifest's digest and size and the config's diff_id.
+fn verify_layers(
+    store: &Store,
+    has_index: bool,
+    layers_desc: &[Descriptor],
+    layer_digests: &[Digest],
+    diff_ids: &[Digest],
+) -> Result<(), Error> {
+    let docker_layers = if has_index {
+        None
+    } else {
+        Some(docker_entry(store)?.1)
+    };
+    for (i, ((l, ld), diff)) in layers_desc
+        .iter()
+        .zip(layer_digests)
+        .zip(diff_ids)
+        .enumerate()
+    {
+        let member = docker_layers
+            .as_ref()
+            .map_or_else(|| ld.blob_path(), |d| d[i].clone());
+        let (digest, size, found_diff) = verify_layer(store, &member, ld)?;
+        check_blob(ld, l.size(), &digest, size)?;
+        if &found_diff != diff {
+            return Err(Error::DigestMismatch {
+                blob: format!("{ld} (uncompressed)"),
+                expected: diff.to_string(),
+                found: found_diff.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Re-hashes every `blobs/sha256/<hex>` member against the digest its
+/// name gives; a name that is no digest is a stray member.
+fn verify_blobs_by_name(store: &Store, path: &Path) -> Result<(), Error> {
+    for n in store.names()? {
+        if let Some(hex) = n.strip_prefix("blobs/sha256/") {
+            let expected: Digest = format!("sha256:{hex}")
+                .parse()
+                .map_err(|_| Error::malformed(path, format!("stray member {n}")))?;
+            let (d, _) = HashReader::new(store.open(&n)?)
+                .finish()
+                .map_err(|e| Error::io("read", path.join(&n), e))?;
+            if d != expected {
                 return Err(Error::DigestMismatch {
-                    blob: format!("{ld} (uncompressed)"),
-                    expected: diff.to_string(),
-                    found: found_diff.to_string(),
+                    blob: n,
+                    expected: expected.to_string(),
+                    found: d.to_string(),
                 });
             }
         }
-        for n in store.names()? {
-            if let Some(hex) = n.strip_prefix("blobs/sha256/") {
-                let expected: Digest = format!("sha256:{hex}")
-                    .parse()
-                    .map_err(|_| Error::malformed(path, format!("stray member {n}")))?;
-                let (d, _) = HashReader::new(store.open(&n)?)
-                    .finish()
-                    .map_err(|e| Error::io("read", path.join(&n), e))?;
-                if d != expected {
-                    return Err(Error::DigestMismatch {
-                        blob: n,
-                        expected: expected.to_string(),
-                        found: d.to_string(),
-                    });
-                }
-            }
-        }
-        if !is_dir {
-            let f = File::open(path).map_err(|e| Error::io("open", path, e))?;
-            archive_digest = Some(
-                HashReader::new(f)
-                    .finish()
-                    .map_err(|e| Error::io("read", path, e))?
-                    .0,
-            );
-        }
     }
+    Ok(())
+}
 
-    // The config's `config` object as written (Docker's extra keys kept),
-    // so the report shows what a runtime would read.
-    let raw: Value = parse(&format!("config {config_digest}"), &config_bytes)?;
-    Ok(InspectReport {
-        path: path.to_owned(),
-        format: format.to_owned(),
-        name,
-        tag,
-        manifest_digest,
-        config_digest,
-        total_layer_size: layers_desc.iter().map(Descriptor::size).sum(),
-        layers: layers_desc
-            .iter()
-            .zip(layer_digests)
-            .zip(diff_ids)
-            .map(|((l, digest), diff_id)| LayerReport {
-                digest,
-                diff_id,
-                size: l.size(),
-                media_type: l.media_type().to_string(),
-            })
-            .collect(),
-        platform: format!("{}/{}", config.os(), config.architecture()),
-        config: raw.get("config").cloned().unwrap_or(Value::Null),
-        sbom,
-        verified: verify,
-        archive_digest,
-    })
+/// sha256 of the archive file at `path`.
+fn file_digest(path: &Path) -> Result<Digest, Error> {
+    let f = File::open(path).map_err(|e| Error::io("open", path, e))?;
+    Ok(HashReader::new(f)
+        .finish()
+        .map_err(|e| Error::io("read", path, e))?
+        .0)
 }
 
 fn docker_entries(store: &Store) -> Result<Vec<DockerManifestEntry>, Error> {
