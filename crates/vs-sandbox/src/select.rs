@@ -223,17 +223,14 @@ pub fn check_enforcement(
     if enforcement != Enforcement::Required || report.is_complete() {
         return Ok(());
     }
+    if mode == ConfineMode::Landlock {
+        // Chosen explicitly: `LandlockSandbox::new` has logged each path.
+        return Ok(());
+    }
     let missing: Vec<String> = report
         .not_enforced()
         .map(|p| format!("{} ({})", p.path.display(), p.access.name()))
         .collect();
-    if mode == ConfineMode::Landlock {
-        tracing::warn!(
-            paths = %missing.join(", "),
-            "landlock was chosen explicitly: these policy paths are NOT enforced"
-        );
-        return Ok(());
-    }
     Err(SandboxUnavailableError::new(
         report.backend,
         format!(
