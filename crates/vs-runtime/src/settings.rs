@@ -113,23 +113,9 @@ impl ProjectSettings {
             let state = ProjectPathPolicy::new(read_only, StateLayout::hidden_paths())?;
             policy = policy.merge(&state)?;
         }
-        // The default protections (credentials hidden; .git, vibesys.toml,
-        // .vibesys read-only) unless the operator widened them by name.
-        let defaults = config.defaults(&workspace)?;
-        let policy = defaults.apply(&policy)?;
-        let resolved = policy.resolve_planned(&workspace, &planned)?;
         let network = !flags.no_network && config.network.unwrap_or(true);
         let allow = config.allow.iter().chain(&flags.allow).cloned().collect();
-        Ok(Self {
-            workspace,
-            defaults,
-            policy,
-            resolved,
-            config,
-            network,
-            allow,
-            linked_git: true,
-        })
+        Self::finish(workspace, config, &policy, &planned, network, allow, true)
     }
 
     /// The settings of a build checkout (a throwaway copy of one commit):
@@ -149,11 +135,27 @@ impl ProjectSettings {
             .filter(|p| exists(p) && !hidden.contains(p))
             .collect();
         let policy = ProjectPathPolicy::new(read_only, hidden)?;
-        let defaults = config.defaults(&workspace)?;
-        let policy = defaults.apply(&policy)?;
-        let resolved = policy.resolve(&workspace)?;
         let network = config.network.unwrap_or(true);
         let allow = config.allow.clone();
+        Self::finish(workspace, config, &policy, &[], network, allow, false)
+    }
+
+    /// Adds the default protections (credentials hidden; .git,
+    /// vibesys.toml, .vibesys read-only) unless the operator widened them
+    /// by name, and resolves the whole against the workspace: the one
+    /// validation against the file system.
+    fn finish(
+        workspace: Workspace,
+        config: PolicyConfig,
+        policy: &ProjectPathPolicy,
+        planned: &[PathBuf],
+        network: bool,
+        allow: Vec<PathBuf>,
+        linked_git: bool,
+    ) -> Result<Self> {
+        let defaults = config.defaults(&workspace)?;
+        let policy = defaults.apply(policy)?;
+        let resolved = policy.resolve_planned(&workspace, planned)?;
         Ok(Self {
             workspace,
             defaults,
@@ -162,7 +164,7 @@ impl ProjectSettings {
             config,
             network,
             allow,
-            linked_git: false,
+            linked_git,
         })
     }
 
