@@ -25,6 +25,7 @@ pub(crate) mod error;
 pub mod modal;
 pub mod skypilot;
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -316,6 +317,130 @@ fn tail(text: &str) -> String {
     text[start..].to_owned()
 }
 
+/// The directory whose files travel to the service: a real directory that
+/// neither holds nor lies in the run's record (which never leaves the host).
+fn checked_workdir(workdir: &Path, layout: &StateLayout) -> Result<PathBuf> {
+    let workdir =
+        std::fs::canonicalize(workdir).map_err(|e| RuntimeError::io("resolve", workdir, e))?;
+    if !workdir.is_dir() {
+        return Err(RuntimeError::NotADirectory {
+            path: workdir,
+            found: "not a directory",
+        });
+    }
+    // The run's record never leaves the host.
+    let runs = std::fs::canonicalize(layout.runs_dir()).unwrap_or_else(|_| layout.runs_dir());
+    if workdir.starts_with(&runs) || runs.starts_with(&workdir) {
+        return Err(RuntimeError::Remote {
+            source: RemoteError::WorkdirHoldsRecord { workdir, runs },
+        });
+    }
+    Ok(workdir)
+}
+
+/// The client's arguments for `service`, its time limit, and (Modal) the
+/// file its entrypoint writes the result to; the task or module written
+/// to the candidate's record directory first.
+fn client_args(
+    service: Service,
+    request: &RemoteRequest<'_>,
+    name: &str,
+    workdir: &Path,
+    record_dir: &Path,
+    nonce: &str,
+) -> Result<(Vec<OsString>, Duration, Option<PathBuf>)> {
+    let remote = |e: RemoteError| RuntimeError::Remote { source: e };
+    let eval = request.evaluation;
+    let sky_cfg = &request.config.skypilot;
+    let commands = Duration::from_secs(
+        eval.check.timeout_secs
+            + eval.measure.timeout_secs
+            + eval.build.as_ref().map_or(0, |b| b.timeout_secs),
+    );
+    Ok(match service {
+        Service::Skypilot => {
+            let script = skypilot::run_script(eval, nonce);
+            let task = skypilot::task(
+                sky_cfg,
+                name,
+                workdir,
+                request.run.as_str(),
+                request.candidate,
+                request.commit,
+                &script,
+            );
+            let text = serde_json::to_string_pretty(&task).map_err(|e| {
+                remote(RemoteError::InvalidResult {
+                    service: "SkyPilot",
+                    reason: format!("cannot encode the task: {e}"),
+                })
+            })?;
+            let task_file = record_dir.join("task.yaml");
+            write_atomic(&task_file, text.as_bytes())?;
+            (
+                skypilot::launch_args(sky_cfg, name, &task_file),
+                commands + SKYPILOT_SLACK,
+                None,
+            )
+        }
+        Service::Modal => {
+            let spec = modal::ModalSpec::new(
+                &request.config.modal,
+                name.to_owned(),
+                request.run.as_str(),
+                request.candidate,
+                request.commit,
+                workdir,
+                eval,
+            );
+            let module = record_dir.join("evaluate.py");
+            write_atomic(
+                &module,
+                modal::module_source(&spec).map_err(remote)?.as_bytes(),
+            )?;
+            let out = record_dir.join(".modal-result.json");
+            let _ = std::fs::remove_file(&out);
+            (
+                modal::run_args(&module, &out),
+                Duration::from_secs(spec.timeout_secs) + MODAL_SLACK,
+                Some(out),
+            )
+        }
+    })
+}
+
+/// The metrics `measure` printed (one JSON object), or why there are none.
+fn metrics_of(
+    result: &EvalResult,
+    build_failed: bool,
+) -> (
+    Option<serde_json::Map<String, serde_json::Value>>,
+    Option<String>,
+) {
+    match &result.measure {
+        Some(m) if m.succeeded() => {
+            match serde_json::from_str::<serde_json::Value>(m.stdout.trim()) {
+                Ok(serde_json::Value::Object(map)) => (Some(map), None),
+                Ok(_) => (
+                    None,
+                    Some("measure printed JSON that is not an object".to_owned()),
+                ),
+                Err(e) => (
+                    None,
+                    Some(format!("measure did not print one JSON object: {e}")),
+                ),
+            }
+        }
+        Some(m) if m.timed_out => (None, Some("measure ran past its time limit".to_owned())),
+        Some(m) => (None, Some(format!("measure exited with {:?}", m.exit_code))),
+        None if build_failed => (
+            None,
+            Some("the build failed, check and measure did not run".to_owned()),
+        ),
+        None => (None, Some("check failed, measure did not run".to_owned())),
+    }
+}
+
 /// Dispatches one candidate's evaluation to `service` and waits for it,
 /// streaming the client's output to stderr when `stream`. `cancel` (set
 /// by the caller's SIGINT/SIGTERM handler) stops the client and tears
@@ -340,21 +465,7 @@ pub fn dispatch(
     layout.require_initialized()?;
     clients.require_outside(layout.project()).map_err(remote)?;
     let program = clients.require(service).map_err(remote)?;
-    let workdir = std::fs::canonicalize(request.workdir)
-        .map_err(|e| RuntimeError::io("resolve", request.workdir, e))?;
-    if !workdir.is_dir() {
-        return Err(RuntimeError::NotADirectory {
-            path: workdir,
-            found: "not a directory",
-        });
-    }
-    // The run's record never leaves the host.
-    let runs = std::fs::canonicalize(layout.runs_dir()).unwrap_or_else(|_| layout.runs_dir());
-    if workdir.starts_with(&runs) || runs.starts_with(&workdir) {
-        return Err(RuntimeError::Remote {
-            source: RemoteError::WorkdirHoldsRecord { workdir, runs },
-        });
-    }
+    let workdir = checked_workdir(request.workdir, &layout)?;
     let run_dir = layout.ensure_run_dir(request.run)?;
     let record_dir = ensure_dir_chain(
         &run_dir,
@@ -375,66 +486,13 @@ pub fn dispatch(
     let nonce = format!("vibesys-{}", hex::encode(nonce));
     let name = skypilot::cluster_name(request.run.as_str(), request.candidate);
     let eval = request.evaluation;
-    let commands = Duration::from_secs(
-        eval.check.timeout_secs
-            + eval.measure.timeout_secs
-            + eval.build.as_ref().map_or(0, |b| b.timeout_secs),
-    );
     let env = client_env(clients);
     let log = record_dir.join("client.log");
     let started_at = crate::time::now_rfc3339();
     let sky_cfg = &request.config.skypilot;
 
-    let (args, limit, modal_result) = match service {
-        Service::Skypilot => {
-            let script = skypilot::run_script(eval, &nonce);
-            let task = skypilot::task(
-                sky_cfg,
-                &name,
-                &workdir,
-                request.run.as_str(),
-                request.candidate,
-                request.commit,
-                &script,
-            );
-            let text = serde_json::to_string_pretty(&task).map_err(|e| {
-                remote(RemoteError::InvalidResult {
-                    service: "SkyPilot",
-                    reason: format!("cannot encode the task: {e}"),
-                })
-            })?;
-            let task_file = record_dir.join("task.yaml");
-            write_atomic(&task_file, text.as_bytes())?;
-            (
-                skypilot::launch_args(sky_cfg, &name, &task_file),
-                commands + SKYPILOT_SLACK,
-                None,
-            )
-        }
-        Service::Modal => {
-            let spec = modal::ModalSpec::new(
-                &request.config.modal,
-                name.clone(),
-                request.run.as_str(),
-                request.candidate,
-                request.commit,
-                &workdir,
-                eval,
-            );
-            let module = record_dir.join("evaluate.py");
-            write_atomic(
-                &module,
-                modal::module_source(&spec).map_err(remote)?.as_bytes(),
-            )?;
-            let out = record_dir.join(".modal-result.json");
-            let _ = std::fs::remove_file(&out);
-            (
-                modal::run_args(&module, &out),
-                Duration::from_secs(spec.timeout_secs) + MODAL_SLACK,
-                Some(out),
-            )
-        }
-    };
+    let (args, limit, modal_result) =
+        client_args(service, request, &name, &workdir, &record_dir, &nonce)?;
     let program_name = program.display().to_string();
     let teardown = |why: &str| -> String {
         if service != Service::Skypilot {
@@ -493,7 +551,7 @@ pub fn dispatch(
     // host; SkyPilot through the marked lines of the streamed logs. When
     // neither reported, the client's words say why.
     let result = match &modal_result {
-        Some(out) => match read_bounded(out, (4 * MAX_MEASURE_BYTES) as u64)? {
+        Some(out) => match read_bounded(out.as_path(), (4 * MAX_MEASURE_BYTES) as u64)? {
             Some(bytes) => {
                 let _ = std::fs::remove_file(out);
                 Ok(modal::parse_result(&bytes).map_err(remote)?)
@@ -519,28 +577,7 @@ pub fn dispatch(
     let build_error = result
         .build_failure(eval.build.as_ref(), service.title())
         .map_err(remote)?;
-    let (metrics, metrics_error) = match &result.measure {
-        Some(m) if m.succeeded() => {
-            match serde_json::from_str::<serde_json::Value>(m.stdout.trim()) {
-                Ok(serde_json::Value::Object(map)) => (Some(map), None),
-                Ok(_) => (
-                    None,
-                    Some("measure printed JSON that is not an object".to_owned()),
-                ),
-                Err(e) => (
-                    None,
-                    Some(format!("measure did not print one JSON object: {e}")),
-                ),
-            }
-        }
-        Some(m) if m.timed_out => (None, Some("measure ran past its time limit".to_owned())),
-        Some(m) => (None, Some(format!("measure exited with {:?}", m.exit_code))),
-        None if build_error.is_some() => (
-            None,
-            Some("the build failed, check and measure did not run".to_owned()),
-        ),
-        None => (None, Some("check failed, measure did not run".to_owned())),
-    };
+    let (metrics, metrics_error) = metrics_of(&result, build_error.is_some());
     let environment = match service {
         Service::Skypilot => "skypilot",
         Service::Modal => "modal",
