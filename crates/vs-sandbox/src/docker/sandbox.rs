@@ -178,7 +178,11 @@ impl DockerSandbox {
         };
         // Every bind is where it was planned and is what was checked.
         // Dropping `sandbox` on error removes the container.
-        super::verify::verify(&expected, pid)?;
+        // A main process that ends during the check leaves no root to check
+        // in: say that it ended (either way nothing was started).
+        if let Err(e) = super::verify::verify(&expected, pid) {
+            return Err(sandbox.ended_or(e));
+        }
         sandbox.init_pid = i32::try_from(pid).unwrap_or(0);
         if let Some(ready) = ready {
             let answered = sandbox
@@ -190,11 +194,13 @@ impl DockerSandbox {
                     (_, Some(ch)) => ch.why_closed(),
                     (_, None) => "the connection ended".into(),
                 };
-                return Err(DockerError::CommandServer {
-                    path: options.command_server.clone().unwrap_or_default(),
-                    reason: format!("it did not start in the container: {why}"),
-                }
-                .into());
+                return Err(sandbox.ended_or(
+                    DockerError::CommandServer {
+                        path: options.command_server.clone().unwrap_or_default(),
+                        reason: format!("it did not start in the container: {why}"),
+                    }
+                    .into(),
+                ));
             }
             // The server kills its own trees: no host pids are needed.
             return Ok(sandbox);
@@ -277,6 +283,17 @@ impl DockerSandbox {
             return Err(self.engine.block_on(self.exited_async()).into());
         }
         result
+    }
+
+    /// `err`, unless the container's main process has ended (or ends in a
+    /// moment): then why it ended.
+    fn ended_or(&self, err: SandboxError) -> SandboxError {
+        if self.engine.block_on(self.dying()) {
+            tracing::debug!("{err}");
+            self.engine.block_on(self.exited_async()).into()
+        } else {
+            err
+        }
     }
 
     /// After a failed exec: whether the container is no longer running, or
