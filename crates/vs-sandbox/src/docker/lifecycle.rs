@@ -361,6 +361,21 @@ const EXIT_DIAGNOSIS_WAIT: Duration = Duration::from_secs(5);
 /// Most bytes of a dead container's output quoted in the error.
 const EXIT_OUTPUT_KEEP: usize = 4096;
 
+/// `text` safe to print on the operator's terminal: what a container's
+/// processes write to its main process's output is hostile, so every
+/// control character but newline and tab is escaped (no terminal escape
+/// sequence survives).
+fn printable(text: &str) -> String {
+    text.trim()
+        .chars()
+        .map(|c| match c {
+            '\n' | '\t' => c.to_string(),
+            c if c.is_control() => c.escape_default().to_string(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
 /// The error for a container whose main process ended at start (a broken
 /// image, a missing shell): its exit code and the end of what it printed.
 pub(super) async fn exited_at_start(
@@ -393,7 +408,7 @@ pub(super) async fn exited_at_start(
     DockerError::ExitedAtStart {
         container: container.to_owned(),
         exit_code,
-        output: String::from_utf8_lossy(tail).trim().to_owned(),
+        output: printable(&String::from_utf8_lossy(tail)),
     }
 }
 
@@ -403,6 +418,14 @@ mod tests {
     use super::*;
     use crate::docker::{DeviceAccess, DockerOptions, GpuSelection, ImagePin};
     use crate::{ProjectPathPolicy, Workspace};
+
+    #[test]
+    fn a_dead_containers_output_is_printable() {
+        assert_eq!(
+            printable(" no shell\n\x1b[2J\x07ok\r\t!"),
+            "no shell\n\\u{1b}[2J\\u{7}ok\\r\t!"
+        );
+    }
 
     /// The exact Engine fields a plan's devices become.
     #[test]
