@@ -111,16 +111,40 @@ fn policy_show_prints_the_bwrap_argv_exec_runs() {
         let pid = child.id();
         let argv = wait_for(|| find_bwrap(pid), "bwrap under vibesys exec");
         stop(child);
-        // What follows the plan is exec's own: the status descriptor and
+        // What follows the plan is exec's own: the environment
+        // (`--clearenv`, then one `--setenv NAME VALUE` per name show
+        // lists; show never prints the values), the status descriptor and
         // the command.
         let status_at = argv
             .iter()
             .position(|a| a == "--json-status-fd")
             .expect("exec passes --json-status-fd");
+        let clear_at = argv
+            .iter()
+            .position(|a| a == "--clearenv")
+            .expect("exec passes --clearenv");
         assert_eq!(
-            argv[..status_at],
+            argv[..clear_at],
             expected[..],
             "{who:?}: show and exec differ"
+        );
+        let set: Vec<&str> = argv[clear_at + 1..status_at]
+            .chunks(3)
+            .map(|t| {
+                assert_eq!(t[0], "--setenv", "{t:?}");
+                t[1].as_str()
+            })
+            .collect();
+        let named: Vec<&str> = plan["environment"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap())
+            .collect();
+        assert_eq!(set, named, "{who:?}: the environment exec sets");
+        assert!(
+            !shown.to_string().contains("/nonexistent"),
+            "show printed an environment value"
         );
         assert_eq!(argv[status_at + 2..], ["--", "sleep", "30"]);
         assert_eq!(shown["command"], serde_json::json!(command));

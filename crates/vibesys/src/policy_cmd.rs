@@ -191,9 +191,20 @@ fn describe_plan(
 ) -> anyhow::Result<serde_json::Value> {
     Ok(match plan {
         Plan::Bwrap(sandbox) => {
-            let plan = sandbox.launch_plan(Some(exec_env));
+            // The environment `exec` adds (`--clearenv`, then `--setenv`
+            // for each name) is shown by name: its values (a proxy URL
+            // with credentials, say) never go to a terminal or a log.
+            let plan = sandbox.plan();
+            let names: Vec<String> = exec_env
+                .iter()
+                .map(|(k, _)| k.to_string_lossy().into_owned())
+                .collect();
             text.push_str(&format!("  {}", shell_words(&plan.program, &plan.args)));
             text.push_str(" -- CMD...\n");
+            text.push_str(&format!(
+                "  environment (--clearenv, then --setenv by name): {}\n",
+                names.join(" ")
+            ));
             text.push_str(&format!(
                 "  descriptors: {}\n",
                 plan.fds
@@ -203,7 +214,11 @@ fn describe_plan(
                     .collect::<Vec<_>>()
                     .join(" ")
             ));
-            serde_json::to_value(&plan)?
+            let mut value = serde_json::to_value(plan)?;
+            if let Some(map) = value.as_object_mut() {
+                map.insert("environment".into(), json!(names));
+            }
+            value
         }
         Plan::Landlock(sandbox) => {
             let plan = sandbox.plan();
