@@ -273,11 +273,12 @@ impl DockerSandbox {
             argv: to_strings(argv).map_err(SandboxError::from)?,
         };
         let result = super::attach::attach_with(&self.engine, &request);
-        // An exec into a container that just died fails, or reports 126
-        // ("cannot exec in a stopped state"): name why it died instead.
+        // An exec into a container that just died fails, reports 126
+        // ("cannot exec in a stopped state") or 137 (killed with it): name
+        // why it died instead. Other statuses return at once.
         let suspect = match &result {
             Err(_) => true,
-            Ok(code) => *code >= 126,
+            Ok(code) => matches!(*code, 126 | 137),
         };
         if suspect && self.engine.block_on(self.dying()) {
             return Err(self.engine.block_on(self.exited_async()).into());
