@@ -236,7 +236,16 @@ fn policy_show_prints_the_container_mounts_exec_starts() {
         As::Root,
         &p.root,
         &vibesys(),
-        &["exec", "--confine", "docker", "--", "sleep", "30"],
+        // The test image holds busybox and its shell, no `sleep` on PATH.
+        &[
+            "exec",
+            "--confine",
+            "docker",
+            "--",
+            "/bin/busybox",
+            "sleep",
+            "30",
+        ],
     );
     with_env(&mut exec);
     let child = exec.stdout(Stdio::null()).spawn().unwrap();
@@ -248,17 +257,24 @@ fn policy_show_prints_the_container_mounts_exec_starts() {
         },
         "the run's container",
     );
-    let out = Command::new("docker")
-        .args([
-            "inspect",
-            "--format",
-            "{{json .Mounts}} {{.Name}} {{.Config.Image}}",
-            &container,
-        ])
-        .output()
-        .unwrap();
+    // Inspected while the command runs in it (so exec has started it).
+    let text = wait_for(
+        || {
+            let out = Command::new("docker")
+                .args([
+                    "inspect",
+                    "--format",
+                    "{{.State.Running}} {{json .Mounts}} {{.Name}} {{.Config.Image}}",
+                    &container,
+                ])
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            text.strip_prefix("true ").map(str::to_owned)
+        },
+        "the run's container running",
+    );
     stop(child);
-    let text = String::from_utf8_lossy(&out.stdout);
     let (mounts, rest) = text.trim().split_once(' ').unwrap();
     let mounts: serde_json::Value = serde_json::from_str(mounts).unwrap();
     let mut started: Vec<(String, String, bool)> = mounts
