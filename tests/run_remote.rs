@@ -48,9 +48,15 @@ fn remote_run(p: &Path, img: &TestImage, env: &str, tools: &Path, home: &Path) -
     c
 }
 
-/// The honest candidate sleeps a little so its container can be
-/// inspected while it works.
-const SLOW_AGENT: &str = r#"[ "$VIBESYS_CANDIDATE" = 1 ] && sleep 3"#;
+/// The honest candidate holds its turn until the test has inspected its
+/// container (a `release` file in its worktree, at most 60 s): a fixed
+/// sleep let a loaded CI machine find the container only as it was
+/// removed ("No such object").
+const SLOW_AGENT: &str = r#"if [ "$VIBESYS_CANDIDATE" = 1 ]; then
+  touch turn-started; i=0
+  while [ ! -e release ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+  rm -f turn-started release
+fi"#;
 
 /// Devices, device requests and device rules of a container.
 fn devices_of(id: &str) -> String {
@@ -102,12 +108,15 @@ fn run_until_refused(env: &str, refusal: &[&str], title: &str, extra: &str) {
         }
     });
     // The agent's editor container, while it works: no devices.
-    let mut ids = Vec::new();
-    wait_for(60, "the agent's container", || {
-        ids = containers_of_run(&format!("{run}-1"));
-        !ids.is_empty()
+    let worktree = p.join(format!(".vibesys/state/local/candidates/{run}/1"));
+    wait_for(60, "the agent's turn", || {
+        worktree.join("turn-started").exists()
     });
-    assert_eq!(devices_of(&ids[0]), "null null null false");
+    let ids = containers_of_run(&format!("{run}-1"));
+    assert!(!ids.is_empty(), "the agent's container of {run}-1");
+    let devices = devices_of(&ids[0]);
+    std::fs::write(worktree.join("release"), "").unwrap();
+    assert_eq!(devices, "null null null false");
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "the run finished: {stderr}");
