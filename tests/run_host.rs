@@ -427,3 +427,90 @@ fn two_candidates_on_the_host_as_an_unprivileged_user() {
         serde_json::from_str(&ok(as_user(&["run", "status", &run, "--json"]))).unwrap();
     assert_honest_and_cheater(&p, &status);
 }
+
+/// On a terminal (a real pseudo-terminal from util-linux's `script`) a run
+/// draws one live line per candidate that ends with its result; piped,
+/// it writes one plain line per phase and no escape sequence.
+#[test]
+fn progress_is_live_lines_on_a_terminal_and_plain_lines_when_piped() {
+    require_tool("bwrap", "apt-get install bubblewrap");
+    require_tool("script", "apt-get install bsdutils");
+    let (_d, p) = project(TASK);
+    let vibesys = vibesys_bin();
+    let agent = format!("sleep 0.5\n{AGENT}");
+    let line = shell_words(&[
+        vibesys,
+        "run",
+        "start",
+        "--run-environment",
+        "host",
+        "--provider",
+        "custom",
+        "--candidates",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        &agent,
+    ]);
+    // A terminal wide enough for the whole line.
+    let line = format!("stty rows 50 cols 250 && exec {line}");
+    let out = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .current_dir(&p)
+        .env("TERM", "xterm")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{tty}");
+    // Lines redrawn in place, one per candidate, each ending with its
+    // result; the status table follows.
+    assert!(tty.contains("\u{1b}["), "no cursor movement: {tty}");
+    assert!(
+        !tty.contains("vibesys: candidate"),
+        "plain lines on a tty: {tty}"
+    );
+    let last = |n: u32| {
+        tty.rsplit(&format!("candidate {n} ["))
+            .next()
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(last(1).contains("→ passed"), "{}", last(1));
+    assert!(last(1).contains("agent · commit · gate"), "{}", last(1));
+    assert!(
+        last(2).contains("gate FAILED → FAILED: gate:"),
+        "{}",
+        last(2)
+    );
+    assert!(tty.contains("metrics / error"), "{tty}");
+
+    // Piped: plain lines, nothing else.
+    let out = host_run(&p)
+        .args(["--provider", "custom", "--candidates", "2"])
+        .args(["--", "sh", "-c", AGENT])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    ok(out);
+    assert!(!stderr.contains('\u{1b}'), "{stderr}");
+    for line in [
+        "vibesys: candidate 1: agent passed",
+        "vibesys: candidate 1: measure passed",
+        "vibesys: candidate 2: gate FAILED",
+    ] {
+        assert!(stderr.contains(line), "{line} in {stderr}");
+    }
+}
+
+/// `argv` quoted for `sh -c`.
+fn shell_words(argv: &[&str]) -> String {
+    argv.iter()
+        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}

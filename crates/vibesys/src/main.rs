@@ -23,6 +23,7 @@ mod project;
 mod remote_cmd;
 mod run_cmd;
 mod run_env_cmd;
+mod run_progress;
 mod session_cmd;
 mod slurm_env;
 mod state_cmd;

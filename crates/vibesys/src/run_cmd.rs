@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
@@ -100,8 +99,9 @@ confined, and runs check and measure in a fresh container through the command se
 broker (slurm: VIBESYS_COMMAND_SERVER names a static vibesys), or on the service with the
 candidate's commit (modal, skypilot: the client from scripts/remote-clients.sh,
 [modal]/[skypilot] of vibesys.toml, [measure] required; its record in runs/ID/remote/N/;
-a refusal such as a missing login fails that candidate, naming it). Ctrl-C stops every
-candidate; `vibesys run resume ID` continues.
+a refusal such as a missing login fails that candidate, naming it). Progress goes to
+stderr: a live line per candidate on a terminal, a plain line per phase when piped.
+Ctrl-C stops every candidate; `vibesys run resume ID` continues.
 
 Exit status: 0 the run finished (see the table for each candidate); 130 interrupted
 (resumable); 125 vibesys could not run it.")]
@@ -402,13 +402,14 @@ fn table(status: &RunStatus) -> String {
         let secs: f64 = c.phases.values().map(|p| p.duration_secs).sum();
         let agent = c.agent_exit.map(|e| e.to_string()).unwrap_or_default();
         let tail = match (&c.error, &c.metrics) {
-            (Some(e), _) => e.chars().take(160).collect(),
+            // An error can quote what a confined command wrote.
+            (Some(e), _) => crate::run_progress::terminal_safe_cut(e, 160),
             (None, Some(m)) => {
                 let mut s = serde_json::Value::Object(m.clone()).to_string();
                 if let Some(v) = metric_value(run, c) {
                     s = format!("{v} | {s}");
                 }
-                s.chars().take(160).collect()
+                crate::run_progress::terminal_safe_cut(&s, 160)
             }
             _ => String::new(),
         };
@@ -446,7 +447,7 @@ struct CliHost {
     /// ends).
     broker: Option<crate::slurm_env::BrokerChild>,
     run_id: String,
-    progress: Mutex<()>,
+    progress: crate::run_progress::RunProgress,
 }
 
 impl CliHost {
@@ -468,7 +469,7 @@ impl CliHost {
             accelerators: record.accelerators.clone(),
             broker: None,
             run_id: record.run_id.to_string(),
-            progress: Mutex::new(()),
+            progress: crate::run_progress::RunProgress::for_stderr(),
         })
     }
 
@@ -829,22 +830,16 @@ impl RunHost for CliHost {
         .map_err(host_err)
     }
 
+    fn phase_started(&self, candidate: u32, phase: &str) {
+        self.progress.phase_started(candidate, phase);
+    }
+
     fn progress(&self, candidate: u32, phase: &str, record: &PhaseRecord) {
-        let _guard = self.progress.lock();
-        let status = match record.status {
-            PhaseStatus::Passed => "passed",
-            PhaseStatus::Failed => "FAILED",
-            PhaseStatus::Skipped => "skipped",
-        };
-        let detail = record
-            .detail
-            .as_deref()
-            .map(|d| format!(": {}", d.chars().take(300).collect::<String>()))
-            .unwrap_or_default();
-        eprintln!(
-            "vibesys: candidate {candidate}: {phase} {status} ({:.2} s){detail}",
-            record.duration_secs
-        );
+        self.progress.phase_ended(candidate, phase, record);
+    }
+
+    fn candidate_finished(&self, record: &vs_runtime::run::CandidateRecord) {
+        self.progress.candidate_finished(record);
     }
 }
 

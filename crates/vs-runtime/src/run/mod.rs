@@ -138,8 +138,16 @@ pub trait RunHost: Sync {
         candidate: &CandidateContext<'_>,
     ) -> std::result::Result<Evaluator, HostError>;
 
-    /// One line of progress: a candidate's phase ended.
+    /// Progress: a candidate's phase started (nothing by default).
+    fn phase_started(&self, _candidate: u32, _phase: &str) {}
+
+    /// Progress: a candidate's phase ended.
     fn progress(&self, candidate: u32, phase: &str, record: &PhaseRecord);
+
+    /// Progress: a candidate's attempt ended, its record saved (nothing by
+    /// default). A stopped candidate is still `running` (resume restarts
+    /// it).
+    fn candidate_finished(&self, _record: &CandidateRecord) {}
 }
 
 /// What `run start` asks for.
@@ -484,7 +492,9 @@ fn run_candidate(
     } else {
         rec.finished_at = Some(time::now_rfc3339());
     }
-    store.save_candidate(&rec)
+    store.save_candidate(&rec)?;
+    host.candidate_finished(&rec);
+    Ok(())
 }
 
 struct Phases<'a> {
@@ -495,6 +505,12 @@ struct Phases<'a> {
 }
 
 impl Phases<'_> {
+    /// A phase starts: says so and returns its start time.
+    fn start(&self, phase: &str) -> Instant {
+        self.host.phase_started(self.rec.candidate, phase);
+        Instant::now()
+    }
+
     /// Records one phase; a failure becomes the candidate's error.
     fn done(
         &mut self,
@@ -533,7 +549,7 @@ fn candidate_phases(
     let id = CandidateId::new(&n.to_string()).map_err(|e| e.to_string())?;
 
     // Prepare: a fresh worktree (a resumed candidate starts over).
-    let t = Instant::now();
+    let t = p.start("prepare");
     let prepared = prepare_worktree(&layout, run, &id);
     let (worktree, objective) = match prepared {
         Ok(v) => v,
@@ -549,7 +565,7 @@ fn candidate_phases(
 
     // The agent's turn, confined; the evaluation runner opens meanwhile.
     let route = dispatch::evaluation_route(run.environment).map_err(|e| e.to_string())?;
-    let t = Instant::now();
+    let t = p.start("agent");
     let host = p.host;
     let (outcome, opened) = std::thread::scope(|scope| {
         // A remote route asks the host for no runner: the service evaluates.
@@ -584,7 +600,7 @@ fn candidate_phases(
     p.done("agent", t, agent)?;
 
     // Outside confinement: the framework commits, with the hardened git.
-    let t = Instant::now();
+    let t = p.start("commit");
     let commit = commit_candidate(&layout, run, n, worktree.path());
     let commit = match commit {
         Ok(c) => c,
@@ -594,7 +610,7 @@ fn candidate_phases(
     p.done("commit", t, Ok(PhaseStatus::Passed))?;
 
     // The accuracy gate.
-    let t = Instant::now();
+    let t = p.start("gate");
     let gate = gate_candidate(&layout, run, worktree.path());
     p.done("gate", t, gate)?;
 
@@ -607,7 +623,7 @@ fn candidate_phases(
         _ => false,
     };
     if !remote_build {
-        let t = Instant::now();
+        let t = p.start("build");
         let build = build_candidate(p.host, &ctx, &layout, &commit);
         p.done("build", t, build)?;
     }
@@ -621,7 +637,7 @@ fn candidate_phases(
     if let dispatch::EvaluationRoute::Remote(service) = route {
         return remote_eval::evaluate(p, run, n, &commit, service, cancel);
     }
-    let t = Instant::now();
+    let t = p.start("check");
     let evaluator = match opened {
         Some(Ok(e)) => e,
         Some(Err(e)) => return p.done("check", t, Err(format!("{e}"))),
@@ -661,7 +677,7 @@ fn candidate_phases(
     let Some(measure) = &run.task.measure else {
         return p.done("measure", Instant::now(), Ok(PhaseStatus::Skipped));
     };
-    let t = Instant::now();
+    let t = p.start("measure");
     let result = evaluate(&evaluator, worktree.path(), &measure.command, cancel);
     let metrics = match result {
         Ok(r) => {

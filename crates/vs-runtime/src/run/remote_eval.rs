@@ -54,10 +54,10 @@ pub(super) fn evaluate(
     service: Service,
     cancel: &CancellationToken,
 ) -> std::result::Result<(), String> {
-    let t = Instant::now();
     let layout = p.store.layout().clone();
     let record_dir = p.store.dir().join("remote").join(n.to_string());
     let remote_build = builds_remotely(&layout, service);
+    let t = p.start(if remote_build { "build" } else { "check" });
     p.rec.evaluated_in = Some(if remote_build {
         format!(
             "{}: build, check and measure; the local trusted build was skipped (record {})",
