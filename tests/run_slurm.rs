@@ -118,3 +118,142 @@ fn a_slurm_run_without_a_static_vibesys_records_nothing() {
         "a refused run records nothing"
     );
 }
+
+/// Nothing of run `run` is left (broker, Slurm job, container) within
+/// 30 s.
+fn nothing_left(run: &str, after: &str) {
+    let start = Instant::now();
+    loop {
+        let left = (brokers_of_run(run), live_jobs(run), containers_of_run(run));
+        if left.0.is_empty() && left.1.is_empty() && left.2.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "after {after} the run left brokers {:?}, jobs {:?}, containers {:?}",
+            left.0,
+            left.1,
+            left.2
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Ctrl-C, then `kill -9`, of a slurm run while candidate 1's check is a
+/// running Slurm job: each time the job is cancelled and the broker and
+/// every container are gone; `run resume` continues in slurm (never in
+/// another environment) and finishes the run.
+#[test]
+fn ctrl_c_and_kill_9_mid_job_leave_nothing_and_resume_finishes_in_slurm() {
+    slurm();
+    let img = TestImage::new();
+    // The check marks its start in the candidate's worktree, then works
+    // long enough to be interrupted.
+    let task = TASK.replace(
+        "argv = [\"sh\", \"evaluator/check.sh\"]",
+        "argv = [\"sh\", \"-c\", \"touch check-started && sleep 8 && sh evaluator/check.sh\"]",
+    );
+    assert_ne!(task, TASK);
+    let (_d, p) = project(&task);
+    let env = [
+        ("VIBESYS_IMAGES_LOCK", img.lock.to_str().unwrap().to_owned()),
+        ("VIBESYS_DOCKER_IMAGE", img.name.clone()),
+        (
+            "VIBESYS_COMMAND_SERVER",
+            static_vibesys().to_str().unwrap().to_owned(),
+        ),
+    ];
+    let with_env = |c: &mut std::process::Command| {
+        for (k, v) in &env {
+            c.env(k, v);
+        }
+    };
+    let mut start = vibesys_in(&p);
+    start
+        .args(["run", "start", "--run-environment", "slurm"])
+        .args(["--provider", "custom", "--candidates", "1"])
+        .args(["--", "sh", "-c", AGENT]);
+    with_env(&mut start);
+    let child = start
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let runs = p.join(".vibesys/state/runs");
+    let mut run = String::new();
+    wait_for(60, "the run's record", || {
+        match std::fs::read_dir(&runs).unwrap().next() {
+            Some(Ok(e)) => {
+                run = e.file_name().into_string().unwrap();
+                true
+            }
+            _ => false,
+        }
+    });
+    let marker = p.join(format!(
+        ".vibesys/state/local/candidates/{run}/1/check-started"
+    ));
+    let job_running = |what: &str| {
+        wait_for(120, what, || marker.exists() && !live_jobs(&run).is_empty());
+    };
+
+    // Ctrl-C while the check job runs.
+    job_running("candidate 1's check job");
+    ok(std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .output()
+        .unwrap());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    nothing_left(&run, "Ctrl-C");
+    let status = status_json(&p, &run, &[]);
+    assert_eq!(status["run"]["state"], "interrupted", "{status:#}");
+    assert_eq!(candidate(&status, 1)["state"], "running", "{status:#}");
+
+    // Resume, then kill -9 while the check job runs again.
+    let mut resume = vibesys_in(&p);
+    resume.args(["run", "resume", &run]);
+    with_env(&mut resume);
+    let mut child = resume
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(60, "the resumed candidate's fresh worktree", || {
+        !marker.exists()
+    });
+    job_running("the resumed check job");
+    child.kill().unwrap(); // SIGKILL: the broker gets SIGTERM from the kernel
+    child.wait().unwrap();
+    nothing_left(&run, "kill -9");
+    let status = status_json(&p, &run, &[]);
+    assert_eq!(status["run"]["state"], "running", "{status:#}");
+
+    // Resume to the end, in slurm.
+    let mut resume = vibesys_in(&p);
+    resume
+        .env("VIBESYS_LOG", "info")
+        .args(["run", "resume", &run]);
+    with_env(&mut resume);
+    let out = resume.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let table = ok(out);
+    assert!(table.contains("environment slurm"), "{table}");
+    let status = status_json(&p, &run, &[]);
+    assert_eq!(status["run"]["environment"], "slurm");
+    assert_eq!(status["run"]["state"], "finished", "{status:#}");
+    let c = candidate(&status, 1);
+    assert_eq!(c["state"], "passed", "{c:#}");
+    assert_eq!(c["attempts"], 3, "{c:#}");
+    assert_eq!(c["evaluated_in"], "slurm job via the run's broker");
+    assert!(
+        stderr.contains(&format!("job vibesys-{run}-")),
+        "the check went to Slurm: {stderr}"
+    );
+    nothing_left(&run, "the run");
+}
