@@ -4,6 +4,7 @@
 //! `crate::linux::landlock_apply`'s, the sandbox around it
 //! [`crate::landlock`]'s.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -70,9 +71,10 @@ impl LandlockPlan {
         // a rule names it by (a symlink, a hard link): one stat per rule
         // instead of a canonicalisation.
         let identities: Vec<(u64, u64)> = secrets.iter().filter_map(|s| identity(s)).collect();
+        let secrets = Secrets::new(&secrets, identities);
         let mut read: Vec<PathBuf> = Vec::new();
         for r in resources.iter().filter(|r| r.symlink_target.is_none()) {
-            grant_around(&r.path, &secrets, &identities, &mut read, 0);
+            grant_around(&r.path, &secrets, &mut read, 0);
         }
         read.push("/proc".into());
         read.push("/dev".into());
@@ -89,22 +91,39 @@ impl LandlockPlan {
     }
 }
 
+/// The host secrets a grant must go around, indexed for the questions
+/// [`grant_around`] asks of every resource and entry.
+struct Secrets<'a> {
+    /// The secrets' paths.
+    paths: HashSet<&'a Path>,
+    /// Every ancestor of a secret, the secret included: `path` holds a
+    /// secret (`secret.starts_with(path)`) exactly when it is one of them.
+    holders: HashSet<&'a Path>,
+    /// The secrets' file identities.
+    identities: Vec<(u64, u64)>,
+}
+
+impl<'a> Secrets<'a> {
+    fn new(secrets: &'a [PathBuf], identities: Vec<(u64, u64)>) -> Self {
+        Self {
+            paths: secrets.iter().map(PathBuf::as_path).collect(),
+            holders: secrets.iter().flat_map(|s| s.ancestors()).collect(),
+            identities,
+        }
+    }
+}
+
 /// Adds `path` to `out`, or, when a secret lies below it, every entry of it
 /// but the secrets (recursively, a few levels deep at most: the secrets sit
 /// one or two levels below a granted directory).
-fn grant_around(
-    path: &Path,
-    secrets: &[PathBuf],
-    identities: &[(u64, u64)],
-    out: &mut Vec<PathBuf>,
-    depth: u8,
-) {
+fn grant_around(path: &Path, secrets: &Secrets<'_>, out: &mut Vec<PathBuf>, depth: u8) {
     // A rule on a symlink grants its target: never one that is a secret.
-    if secrets.iter().any(|s| s == path) || identity(path).is_some_and(|i| identities.contains(&i))
+    if secrets.paths.contains(path)
+        || identity(path).is_some_and(|i| secrets.identities.contains(&i))
     {
         return;
     }
-    let holds_secret = secrets.iter().any(|s| s.starts_with(path));
+    let holds_secret = secrets.holders.contains(path);
     if !holds_secret || depth >= 6 {
         out.push(path.to_path_buf());
         return;
@@ -115,7 +134,7 @@ fn grant_around(
     let mut names: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
     names.sort();
     for entry in names {
-        grant_around(&entry, secrets, identities, out, depth + 1);
+        grant_around(&entry, secrets, out, depth + 1);
     }
 }
 

@@ -369,7 +369,7 @@ impl HostResources {
     pub fn secrets(&self) -> Vec<HostSecret> {
         let mut found = BTreeMap::new();
         // What lies below a nested resource lies below its outer one too.
-        let roots: Vec<&Path> = self
+        let roots: std::collections::HashSet<&Path> = self
             .iter()
             .filter(|r| r.symlink_target.is_none())
             .map(|r| r.path.as_path())
@@ -397,7 +397,10 @@ impl HostResources {
                     crate::policy::PathKind::File
                 };
                 for candidate in [path, real] {
-                    let exposed = roots.iter().any(|r| candidate.starts_with(r));
+                    // Below a root exactly when one of its ancestors (itself
+                    // included) is one: a few look-ups, not one component
+                    // comparison per resource.
+                    let exposed = candidate.ancestors().any(|a| roots.contains(a));
                     if exposed
                         && std::fs::symlink_metadata(&candidate).is_ok_and(|m| !m.is_symlink())
                     {
