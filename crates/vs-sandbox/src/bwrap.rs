@@ -407,7 +407,11 @@ pub fn bwrap_report(
         "--die-with-parent, --new-session (no TIOCSTI terminal injection)".into(),
         format!("seccomp: {SECCOMP_SUMMARY}"),
         "no descriptors inherited beyond 0, 1, 2".into(),
-        "a supervisor process (a subreaper) between vibesys and bwrap kills what is left when bwrap exits and the whole tree when vibesys dies; the pid namespace dies with the command".into(),
+        if matches!(limit, ProcessLimit::Cgroup { .. }) {
+            "vibesys (a subreaper) is bwrap's parent and kills what is left when bwrap exits; a watchdog beside bwrap kills the run's pids cgroup when vibesys dies (bwrap also dies with it: --die-with-parent); the pid namespace dies with the command".into()
+        } else {
+            "a supervisor process (a subreaper) between vibesys and bwrap kills what is left when bwrap exits and the whole tree when vibesys dies; the pid namespace dies with the command".into()
+        },
         limit.describe(),
         "metadata directories (.git, .hg, .svn, .jj) are mount points: they cannot be renamed away".into(),
         "workspace paths are bound from descriptors opened beneath the workspace with no symlink on the way (--bind-fd): a swap cannot redirect a bind".into(),
