@@ -253,9 +253,17 @@ impl PidsCgroup {
 
     /// Kills every process left in the cgroup, reaps what was reparented
     /// to us, and removes the cgroup (bounded: gives up after ~5 s).
+    ///
+    /// A killed process leaves the cgroup only at the end of its exit
+    /// (after its namespaces are torn down: bwrap's pid 1 is usually still
+    /// exiting when bwrap returns), so the removal is retried with pauses
+    /// growing from 20 us to 1 ms: a launch waits about as long as that
+    /// exit takes, not a whole millisecond more.
     pub fn kill_and_remove(self) {
         let kill_file = self.dir.join("cgroup.kill");
-        for round in 0..5000 {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut pause = std::time::Duration::from_micros(20);
+        loop {
             if self.version == 2 && kill_file.exists() {
                 let _ = std::fs::write(&kill_file, "1");
             }
@@ -268,11 +276,17 @@ impl PidsCgroup {
             match std::fs::remove_dir(&self.dir) {
                 Ok(()) => return,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
-                Err(_) if round < 4999 => std::thread::sleep(std::time::Duration::from_millis(1)),
-                Err(e) => tracing::warn!(
-                    cgroup = %self.dir.display(),
-                    "could not remove the run's cgroup: {e}"
-                ),
+                Err(_) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(std::time::Duration::from_millis(1));
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        cgroup = %self.dir.display(),
+                        "could not remove the run's cgroup: {e}"
+                    );
+                    return;
+                }
             }
         }
     }
