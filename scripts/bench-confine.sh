@@ -27,6 +27,11 @@
 # BASELINE=/path/to/vibesys adds that binary's bwrap and Landlock launches
 # (e.g. the build before a change) to the same run: the launch cost before
 # and after.
+# Compare copies made the same way (cp both binaries): a binary fresh from
+# the linker in target/ started ~0.3 ms slower than a cp of the same file
+# (measured 2026-12-02), which skews an A/B of target/ against a copy.
+# hyperfine runs the commands one after the other: on a loaded machine
+# the load drifts between them; interleave runs for an A/B.
 # Usage: scripts/bench-confine.sh [RUNS]   (needs bwrap, hyperfine, python3)
 set -euo pipefail
 runs=${1:-200}

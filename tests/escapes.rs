@@ -488,3 +488,30 @@ fn binds_cannot_be_raced() {
         }
     }
 }
+
+/// The knobs bwrap covers itself (`PROC_COVERED_BY_BWRAP`: sysrq-trigger,
+/// irq, bus; the plan does not bind them a second time) and the others
+/// are read-only, as is every file right below them, whoever runs
+/// vibesys. Only `test -w` (access(2)): nothing is written.
+#[test]
+fn every_file_of_the_proc_knobs_is_read_only_inside() {
+    bwrap_needed();
+    for who in users() {
+        let p = project(who);
+        let out = exec_sh(
+            who,
+            &p,
+            "bwrap",
+            "for f in /proc/sysrq-trigger /proc/irq /proc/bus /proc/fs /proc/asound /proc/sys; do \
+               [ -e $f ] || continue; \
+               for g in $f $(find $f -maxdepth 2 -type f 2>/dev/null); do \
+                 test -w $g && echo WRITABLE $g; \
+               done; \
+             done; echo CHECKED; exit 0",
+        );
+        assert_code(&out, 0);
+        let text = stdout(&out);
+        assert!(text.contains("CHECKED"), "{who:?}: {text}");
+        assert!(!text.contains("WRITABLE"), "{who:?}: {text}");
+    }
+}

@@ -18,7 +18,9 @@ use crate::policy::{Access, PathKind, ResolvedPolicy, metadata_paths};
 use crate::private_file::PrivateFile;
 use crate::resources::HostResources;
 
-/// Global `/proc` knobs bound read-only over the sandbox's fresh `/proc`.
+/// Global `/proc` knobs read-only in the sandbox's fresh `/proc`: those of
+/// [`PROC_COVERED_BY_BWRAP`] by bwrap itself, the others bound read-only
+/// by the plan.
 pub const PROC_READ_ONLY: &[&str] = &[
     "/proc/sys",
     "/proc/sysrq-trigger",
@@ -27,6 +29,18 @@ pub const PROC_READ_ONLY: &[&str] = &[
     "/proc/fs",
     "/proc/asound",
 ];
+
+/// The knobs of [`PROC_READ_ONLY`] that bwrap itself (its fixed cover list,
+/// in every release; the plan needs 0.8 or later for `--disable-userns`)
+/// binds read-only right after mounting `/proc`, whenever the sandbox
+/// could write them: it skips one only when `access(W_OK)` fails with
+/// every capability of the new user namespace (EACCES, ENOENT or EROFS;
+/// any other error stops it), so the command, with none, cannot write it
+/// either (as for a caller that is not root: root's files are not its). The plan does not bind
+/// them a second time: each bind costs bwrap a mount and a read of the
+/// whole mount table. `/proc/sys` is not among them: a sysctl directory
+/// never passes that test, though uid 0 may write files below it.
+pub const PROC_COVERED_BY_BWRAP: &[&str] = &["/proc/sysrq-trigger", "/proc/irq", "/proc/bus"];
 
 /// Options of the bubblewrap backend.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -180,9 +194,12 @@ impl PlanBuilder {
     fn system(&mut self, options: &BwrapOptions) {
         self.args(["--proc", "/proc"]);
         // Root inside is never root outside: the global knobs of /proc are
-        // read-only whoever runs bwrap (its own cover skips them when the
-        // caller is root).
-        for knob in PROC_READ_ONLY {
+        // read-only whoever runs bwrap (its own cover never binds
+        // /proc/sys, nor fs and asound; see PROC_COVERED_BY_BWRAP).
+        for knob in PROC_READ_ONLY
+            .iter()
+            .filter(|k| !PROC_COVERED_BY_BWRAP.contains(k))
+        {
             self.args(["--ro-bind-try", knob, knob]);
         }
         self.args(["--dev", "/dev"]);
@@ -407,7 +424,11 @@ pub fn bwrap_report(
         "--die-with-parent, --new-session (no TIOCSTI terminal injection)".into(),
         format!("seccomp: {SECCOMP_SUMMARY}"),
         "no descriptors inherited beyond 0, 1, 2".into(),
-        "a supervisor process (a subreaper) between vibesys and bwrap kills what is left when bwrap exits and the whole tree when vibesys dies; the pid namespace dies with the command".into(),
+        if matches!(limit, ProcessLimit::Cgroup { .. }) {
+            "vibesys (a subreaper) is bwrap's parent and kills what is left when bwrap exits; a watchdog beside bwrap kills the run's pids cgroup when vibesys dies (bwrap also dies with it: --die-with-parent); the pid namespace dies with the command".into()
+        } else {
+            "a supervisor process (a subreaper) between vibesys and bwrap kills what is left when bwrap exits and the whole tree when vibesys dies; the pid namespace dies with the command".into()
+        },
         limit.describe(),
         "metadata directories (.git, .hg, .svn, .jj) are mount points: they cannot be renamed away".into(),
         "workspace paths are bound from descriptors opened beneath the workspace with no symlink on the way (--bind-fd): a swap cannot redirect a bind".into(),

@@ -58,14 +58,7 @@ pub fn run_bwrap(
     ]);
     argv.extend(command.iter().cloned());
     let mut cmd = fds.command(&argv)?;
-    let mut prepared = Prepared::new(
-        "bwrap",
-        ChildSetup {
-            supervise: true,
-            ..ChildSetup::default()
-        },
-        limit,
-    )?;
+    let mut prepared = Prepared::new("bwrap", bwrap_setup(limit), limit)?;
     prepared.install(&mut cmd);
     let spawned = cmd.spawn();
     // Our copy of the writers went with `cmd`; drop it so EOF arrives.
@@ -79,11 +72,6 @@ pub fn run_bwrap(
         what: format!("starting {}", plan.program.display()),
         source,
     })?;
-    let reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = (&mut status_reader).take(64 * 1024).read_to_end(&mut buf);
-        buf
-    });
     let status = prepared
         .wait(&mut child)
         .map_err(|source| SandboxError::Os {
@@ -91,7 +79,15 @@ pub fn run_bwrap(
             source,
         })?;
     prepared.finish();
-    let report = reader.join().unwrap_or_default();
+    // Read once bwrap is gone, without a reader thread on the launch
+    // path: its few status lines (well below a pipe's buffer) are
+    // written by then, and the read cannot block (non-blocking, and
+    // every other holder of the write end was killed by `finish`).
+    let mut report = Vec::new();
+    set_nonblocking(&status_reader);
+    let _ = (&mut status_reader)
+        .take(64 * 1024)
+        .read_to_end(&mut report);
     let started = String::from_utf8_lossy(&report).contains("\"child-pid\"");
     if !started {
         crate::linux::probe::probe_bwrap(&plan.program)?;
@@ -106,6 +102,32 @@ pub fn run_bwrap(
         .into());
     }
     Ok(exit_code(status))
+}
+
+/// The launcher's side of a bwrap launch (bwrap does the command's own
+/// hardening). With a pids cgroup as the limit, bwrap is vibesys's own
+/// child: the cgroup holds the whole tree, a watchdog beside bwrap kills
+/// it if vibesys dies (bwrap also has `--die-with-parent` and
+/// `PR_SET_PDEATHSIG`, and its pid namespace dies with it), and vibesys,
+/// the subreaper, kills what is left when bwrap exits: one fork on the
+/// launch path instead of two. Otherwise a supervisor stands between
+/// them (see [`ChildSetup::supervise`]).
+#[cfg(target_os = "linux")]
+fn bwrap_setup(limit: &ProcessLimit) -> ChildSetup {
+    ChildSetup {
+        supervise: !matches!(limit, ProcessLimit::Cgroup { .. }),
+        ..ChildSetup::default()
+    }
+}
+
+/// Makes `reader` non-blocking (best effort: should it fail, the read
+/// still ends, as `finish` killed every other holder of the write end).
+#[cfg(target_os = "linux")]
+fn set_nonblocking(reader: &std::io::PipeReader) {
+    use std::os::fd::AsFd;
+    let _ = rustix::fs::fcntl_getfl(reader.as_fd()).and_then(|flags| {
+        rustix::fs::fcntl_setfl(reader.as_fd(), flags | rustix::fs::OFlags::NONBLOCK)
+    });
 }
 
 /// Stub: bubblewrap exists only on Linux.
@@ -131,14 +153,7 @@ pub fn run_with_fds(
 ) -> Result<i32, SandboxError> {
     let fds = crate::linux::fds::SlotFds::prepare(slots, Vec::new())?;
     let mut cmd = fds.command(argv)?;
-    let mut prepared = Prepared::new(
-        "bwrap",
-        ChildSetup {
-            supervise: true,
-            ..ChildSetup::default()
-        },
-        limit,
-    )?;
+    let mut prepared = Prepared::new("bwrap", bwrap_setup(limit), limit)?;
     prepared.install(&mut cmd);
     let spawned = cmd.spawn();
     drop(cmd);

@@ -253,27 +253,73 @@ impl PidsCgroup {
 
     /// Kills every process left in the cgroup, reaps what was reparented
     /// to us, and removes the cgroup (bounded: gives up after ~5 s).
+    ///
+    /// A killed process leaves the cgroup only at the end of its exit
+    /// (after its namespaces are torn down: bwrap's pid 1 is usually still
+    /// exiting when bwrap returns), so before each retry of the removal
+    /// this waits for a killed process to exit (its pidfd turns readable;
+    /// at most 1 ms per round), or pauses 20 us doubling to 1 ms when no
+    /// process is listed or pidfds are missing: a launch waits about as
+    /// long as that exit takes, not a whole millisecond more.
     pub fn kill_and_remove(self) {
         let kill_file = self.dir.join("cgroup.kill");
-        for round in 0..5000 {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut pause = std::time::Duration::from_micros(20);
+        loop {
             if self.version == 2 && kill_file.exists() {
                 let _ = std::fs::write(&kill_file, "1");
             }
-            for pid in self.pids() {
+            let killed = self.pids();
+            for pid in &killed {
                 // SAFETY: kill has no memory effects; the pid belongs to
                 // this run's cgroup (a process cannot leave it by itself).
-                unsafe { libc::kill(pid, libc::SIGKILL) };
+                unsafe { libc::kill(*pid, libc::SIGKILL) };
             }
             super::reap::reap_exited();
             match std::fs::remove_dir(&self.dir) {
                 Ok(()) => return,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
-                Err(_) if round < 4999 => std::thread::sleep(std::time::Duration::from_millis(1)),
-                Err(e) => tracing::warn!(
-                    cgroup = %self.dir.display(),
-                    "could not remove the run's cgroup: {e}"
-                ),
+                Err(_) if std::time::Instant::now() < deadline => {
+                    if !killed.first().is_some_and(|pid| wait_exit(*pid)) {
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(std::time::Duration::from_millis(1));
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        cgroup = %self.dir.display(),
+                        "could not remove the run's cgroup: {e}"
+                    );
+                    return;
+                }
             }
         }
     }
+}
+
+/// Waits at most 1 ms for `pid` to exit, through a pidfd (readable once
+/// it has). False when no pidfd could be opened for it (a kernel before
+/// 5.3, or the process is already gone): the caller pauses instead.
+fn wait_exit(pid: i32) -> bool {
+    // SAFETY: pidfd_open takes two integers and returns a new descriptor
+    // that nothing else owns; it is closed below.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let Ok(fd) = i32::try_from(fd) else {
+        return false;
+    };
+    if fd < 0 {
+        return false;
+    }
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll reads and writes the one pollfd on our stack; close
+    // releases the descriptor opened above.
+    unsafe {
+        libc::poll(&mut pfd, 1, 1);
+        libc::close(fd);
+    }
+    true
 }
