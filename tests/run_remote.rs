@@ -48,6 +48,42 @@ fn remote_run(p: &Path, img: &TestImage, env: &str, tools: &Path, home: &Path) -
     c
 }
 
+/// SkyPilot's client starts a local API server on a fixed port (46580)
+/// for its HOME: two tests with HOMEs of their own running at once talk
+/// to one server, which then fails the other's launch (500, seen in CI),
+/// and a server a failed test left behind fails every later one. The
+/// tests that run `sky` hold this lock.
+static SKY_SERVER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The lock on sky's local API server for one test with `home`; dropped
+/// (also when the test fails), it stops the server `sky` started there.
+struct SkyServer {
+    sky: PathBuf,
+    home: PathBuf,
+    _lock: std::sync::MutexGuard<'static, ()>,
+}
+
+impl SkyServer {
+    fn hold(tools: &Path, home: &Path) -> Self {
+        Self {
+            sky: tools.join("remote-clients/bin/sky"),
+            home: home.to_path_buf(),
+            _lock: SKY_SERVER
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        }
+    }
+}
+
+impl Drop for SkyServer {
+    fn drop(&mut self) {
+        let _ = Command::new(&self.sky)
+            .args(["api", "stop"])
+            .env("HOME", &self.home)
+            .output();
+    }
+}
+
 /// The honest candidate holds its turn until the test has inspected its
 /// container (a `release` file in its worktree, at most 60 s): a fixed
 /// sleep let a loaded CI machine find the container only as it was
@@ -84,6 +120,7 @@ fn run_until_refused(env: &str, refusal: &[&str], title: &str, extra: &str) {
     let img = TestImage::new();
     let tools = real_tools();
     let home = tempfile::tempdir().unwrap();
+    let _sky = (env == "skypilot").then(|| SkyServer::hold(&tools, home.path()));
     let (_d, p) = project(&format!("{TASK}{extra}"));
     // `[<env>] build = true`: the task's build runs on the service (the
     // first phase there), never here.
@@ -181,12 +218,6 @@ fn run_until_refused(env: &str, refusal: &[&str], title: &str, extra: &str) {
     for suffix in ["1", "2", "1-eval", "2-eval"] {
         assert!(containers_of_run(&format!("{run}-{suffix}")).is_empty());
     }
-    if env == "skypilot" {
-        let _ = Command::new(tools.join("remote-clients/bin/sky"))
-            .args(["api", "stop"])
-            .env("HOME", home.path())
-            .output();
-    }
 }
 
 #[test]
@@ -259,6 +290,7 @@ fn ctrl_c_during_dispatch_leaves_the_run_resumable() {
     let img = TestImage::new();
     let tools = real_tools();
     let home = tempfile::tempdir().unwrap();
+    let _sky = SkyServer::hold(&tools, home.path());
     let (_d, p) = project(TASK);
     let child = remote_run(&p, &img, "skypilot", &tools, home.path())
         .args([
@@ -334,8 +366,4 @@ fn ctrl_c_during_dispatch_leaves_the_run_resumable() {
         error.contains("SkyPilot refused") || error.contains("SkyPilot could not reach"),
         "{c:#}"
     );
-    let _ = Command::new(tools.join("remote-clients/bin/sky"))
-        .args(["api", "stop"])
-        .env("HOME", home.path())
-        .output();
 }
