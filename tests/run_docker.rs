@@ -111,16 +111,7 @@ fn kill_9_leaves_no_container_and_resume_finishes_in_docker() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let runs = p.join(".vibesys/state/runs");
-    let mut run = String::new();
-    wait_for(30, "the run's record", || {
-        if let Some(Ok(e)) = std::fs::read_dir(&runs).unwrap().next() {
-            run = e.file_name().into_string().unwrap();
-            true
-        } else {
-            false
-        }
-    });
+    let run = started_run(&p, 30);
     let started = p.join(format!(
         ".vibesys/state/local/candidates/{run}/1/speed-started"
     ));
@@ -188,16 +179,7 @@ fn ctrl_c_stops_every_container_and_the_run_resumes_in_docker() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let runs = p.join(".vibesys/state/runs");
-    let mut run = String::new();
-    wait_for(30, "the run's record", || {
-        if let Some(Ok(e)) = std::fs::read_dir(&runs).unwrap().next() {
-            run = e.file_name().into_string().unwrap();
-            true
-        } else {
-            false
-        }
-    });
+    let run = started_run(&p, 30);
     let started = p.join(format!(
         ".vibesys/state/local/candidates/{run}/1/speed-started"
     ));

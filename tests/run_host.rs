@@ -227,16 +227,7 @@ fn start_sleeping(p: &Path, agent: &str) -> (std::process::Child, String) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let runs = p.join(".vibesys/state/runs");
-    let mut run = String::new();
-    wait_for(20, "the run's record", || {
-        if let Some(Ok(e)) = std::fs::read_dir(&runs).unwrap().next() {
-            run = e.file_name().into_string().unwrap();
-            true
-        } else {
-            false
-        }
-    });
+    let run = started_run(p, 20);
     let wt = p.join(format!(
         ".vibesys/state/local/candidates/{run}/1/speed-started"
     ));

@@ -134,16 +134,7 @@ fn run_until_refused(env: &str, refusal: &[&str], title: &str, extra: &str) {
         .spawn()
         .unwrap();
     let runs = p.join(".vibesys/state/runs");
-    let mut run = String::new();
-    wait_for(60, "the run's record", || {
-        match std::fs::read_dir(&runs).unwrap().next() {
-            Some(Ok(e)) => {
-                run = e.file_name().into_string().unwrap();
-                true
-            }
-            _ => false,
-        }
-    });
+    let run = started_run(&p, 60);
     // The agent's editor container, while it works: no devices.
     let worktree = p.join(format!(".vibesys/state/local/candidates/{run}/1"));
     wait_for(60, "the agent's turn", || {
@@ -306,16 +297,7 @@ fn ctrl_c_during_dispatch_leaves_the_run_resumable() {
         .spawn()
         .unwrap();
     let runs = p.join(".vibesys/state/runs");
-    let mut run = String::new();
-    wait_for(60, "the run's record", || {
-        match std::fs::read_dir(&runs).unwrap().next() {
-            Some(Ok(e)) => {
-                run = e.file_name().into_string().unwrap();
-                true
-            }
-            _ => false,
-        }
-    });
+    let run = started_run(&p, 60);
     let task = runs.join(&run).join("remote/1/task.yaml");
     wait_for(120, "the dispatch", || task.exists());
     std::thread::sleep(std::time::Duration::from_millis(500));

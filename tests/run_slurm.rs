@@ -12,11 +12,9 @@ mod docker_support;
 mod run_support;
 mod slurm_support;
 
-use std::time::{Duration, Instant};
-
 use docker_support::{TestImage, containers_of_run, static_vibesys};
 use run_support::*;
-use slurm_support::{brokers_of_run, live_jobs, slurm};
+use slurm_support::{assert_nothing_left, live_jobs, slurm};
 
 /// The agent also says whether the broker's agent socket reached it.
 fn agent() -> String {
@@ -73,25 +71,7 @@ fn two_candidates_in_slurm_evaluated_as_broker_jobs() {
             .unwrap();
     assert!(log.contains("AGENT-SOCKET-OK"), "{log}");
     // Nothing of the run is left.
-    let start = Instant::now();
-    loop {
-        let left = (
-            brokers_of_run(&run),
-            live_jobs(&run),
-            containers_of_run(&run),
-        );
-        if left.0.is_empty() && left.1.is_empty() && left.2.is_empty() {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the run left brokers {:?}, jobs {:?}, containers {:?}",
-            left.0,
-            left.1,
-            left.2
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    assert_nothing_left(&run, "the run", 20, containers_of_run);
 }
 
 #[test]
@@ -117,26 +97,6 @@ fn a_slurm_run_without_a_static_vibesys_records_nothing() {
         0,
         "a refused run records nothing"
     );
-}
-
-/// Nothing of run `run` is left (broker, Slurm job, container) within
-/// 30 s.
-fn nothing_left(run: &str, after: &str) {
-    let start = Instant::now();
-    loop {
-        let left = (brokers_of_run(run), live_jobs(run), containers_of_run(run));
-        if left.0.is_empty() && left.1.is_empty() && left.2.is_empty() {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "after {after} the run left brokers {:?}, jobs {:?}, containers {:?}",
-            left.0,
-            left.1,
-            left.2
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// Ctrl-C, then `kill -9`, of a slurm run while candidate 1's check is a
@@ -179,17 +139,7 @@ fn ctrl_c_and_kill_9_mid_job_leave_nothing_and_resume_finishes_in_slurm() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let runs = p.join(".vibesys/state/runs");
-    let mut run = String::new();
-    wait_for(60, "the run's record", || {
-        match std::fs::read_dir(&runs).unwrap().next() {
-            Some(Ok(e)) => {
-                run = e.file_name().into_string().unwrap();
-                true
-            }
-            _ => false,
-        }
-    });
+    let run = started_run(&p, 60);
     let marker = p.join(format!(
         ".vibesys/state/local/candidates/{run}/1/check-started"
     ));
@@ -210,7 +160,7 @@ fn ctrl_c_and_kill_9_mid_job_leave_nothing_and_resume_finishes_in_slurm() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    nothing_left(&run, "Ctrl-C");
+    assert_nothing_left(&run, "Ctrl-C", 30, containers_of_run);
     let status = status_json(&p, &run, &[]);
     assert_eq!(status["run"]["state"], "interrupted", "{status:#}");
     assert_eq!(candidate(&status, 1)["state"], "running", "{status:#}");
@@ -230,7 +180,7 @@ fn ctrl_c_and_kill_9_mid_job_leave_nothing_and_resume_finishes_in_slurm() {
     job_running("the resumed check job");
     child.kill().unwrap(); // SIGKILL: the broker gets SIGTERM from the kernel
     child.wait().unwrap();
-    nothing_left(&run, "kill -9");
+    assert_nothing_left(&run, "kill -9", 30, containers_of_run);
     let status = status_json(&p, &run, &[]);
     assert_eq!(status["run"]["state"], "running", "{status:#}");
 
@@ -255,5 +205,5 @@ fn ctrl_c_and_kill_9_mid_job_leave_nothing_and_resume_finishes_in_slurm() {
         stderr.contains(&format!("job vibesys-{run}-")),
         "the check went to Slurm: {stderr}"
     );
-    nothing_left(&run, "the run");
+    assert_nothing_left(&run, "the run", 30, containers_of_run);
 }

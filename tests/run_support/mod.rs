@@ -90,6 +90,23 @@ pub fn only_run(p: &Path) -> String {
     runs[0].clone()
 }
 
+/// The id of the one run `run start` in `p` has recorded, waiting for
+/// its record (at most `secs`).
+pub fn started_run(p: &Path, secs: u64) -> String {
+    let runs = p.join(".vibesys/state/runs");
+    let mut run = String::new();
+    wait_for(secs, "the run's record", || {
+        match std::fs::read_dir(&runs).unwrap().next() {
+            Some(Ok(e)) => {
+                run = e.file_name().into_string().unwrap();
+                true
+            }
+            _ => false,
+        }
+    });
+    run
+}
+
 /// Waits until `f` holds (at most `secs`).
 pub fn wait_for(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
     let end = Instant::now() + Duration::from_secs(secs);

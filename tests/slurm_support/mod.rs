@@ -61,3 +61,30 @@ pub fn brokers_of_run(run: &str) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+/// Waits until nothing of run (or session) `run` is left: no broker, no
+/// Slurm job, no container (`containers`: docker_support's
+/// `containers_of_run`); fails after `secs`, naming what is left `after`
+/// what.
+pub fn assert_nothing_left(
+    run: &str,
+    after: &str,
+    secs: u64,
+    containers: impl Fn(&str) -> Vec<String>,
+) {
+    let start = std::time::Instant::now();
+    loop {
+        let left = (brokers_of_run(run), live_jobs(run), containers(run));
+        if left.0.is_empty() && left.1.is_empty() && left.2.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(secs),
+            "after {after}, {run} left brokers {:?}, jobs {:?}, containers {:?}",
+            left.0,
+            left.1,
+            left.2
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
