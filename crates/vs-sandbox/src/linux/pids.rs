@@ -301,25 +301,18 @@ impl PidsCgroup {
 /// it has). False when no pidfd could be opened for it (a kernel before
 /// 5.3, or the process is already gone): the caller pauses instead.
 fn wait_exit(pid: i32) -> bool {
-    // SAFETY: pidfd_open takes two integers and returns a new descriptor
-    // that nothing else owns; it is closed below.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    let Ok(fd) = i32::try_from(fd) else {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    use rustix::process::{Pid, PidfdFlags, pidfd_open};
+    let Some(fd) = Pid::from_raw(pid).and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok()) else {
         return false;
     };
-    if fd < 0 {
-        return false;
-    }
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: poll reads and writes the one pollfd on our stack; close
-    // releases the descriptor opened above.
-    unsafe {
-        libc::poll(&mut pfd, 1, 1);
-        libc::close(fd);
-    }
+    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+    let _ = poll(
+        &mut fds,
+        Some(&Timespec {
+            tv_sec: 0,
+            tv_nsec: 1_000_000,
+        }),
+    );
     true
 }
