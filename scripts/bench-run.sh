@@ -60,6 +60,10 @@ protected = ["evaluator"]
 argv = ["sh", "-c", "true"]
 [measure]
 argv = ["sh", "-c", "echo {}"]
+# As the by-hand containers (`--network none`): the trivial agent needs no
+# network, and a bridge network's veth pair would be timed on one side only.
+[sandbox]
+network = false
 TOML
 git -C "$proj" init -q
 "$vibesys" state init --project "$proj" >/dev/null

@@ -33,8 +33,21 @@ use crate::project::{PolicyArgs, helper_exe, host_env};
 /// Succeeds when `$0` is an executable file: a path, or a name found in
 /// `PATH` (a shell's `command -v` also answers for builtins and, in
 /// busybox, for applets that have no file to execute).
-const PROBE_SCRIPT: &str = r#"case "$0" in */*) [ -f "$0" ] && [ -x "$0" ]; exit ;; esac
-IFS=:; for d in $PATH; do [ -f "$d/$0" ] && [ -x "$d/$0" ] && exit 0; done; exit 1"#;
+/// The agent's command in the container, run as `sh -c LAUNCH_SCRIPT
+/// PROGRAM ARGS...`: a `PROGRAM` that is no executable file (by path, or on
+/// the container's `PATH`) exits 127 with [`MISSING_PROGRAM`] on stderr, so
+/// that the error names it (a shell builtin cannot be executed), in the
+/// same `docker exec` that runs the agent (no probe of its own).
+const LAUNCH_SCRIPT: &str = r#"case "$0" in
+*/*) [ -f "$0" ] && [ -x "$0" ] || { echo "vibesys-missing-program" >&2; exit 127; } ;;
+*) found=; IFS=:; for d in $PATH; do [ -f "$d/$0" ] && [ -x "$d/$0" ] && { found=1; break; }; done; unset IFS
+   [ -n "$found" ] || { echo "vibesys-missing-program" >&2; exit 127; } ;;
+esac
+exec "$0" "$@""#;
+
+/// What [`LAUNCH_SCRIPT`] prints when the agent's program is missing. The
+/// agent could print it too, and so fail only its own candidate.
+const MISSING_PROGRAM: &[u8] = b"vibesys-missing-program\n";
 
 /// Exit status of a run stopped by Ctrl-C or SIGTERM (resumable).
 const EXIT_INTERRUPTED: u8 = 130;
@@ -601,26 +614,13 @@ impl CliHost {
         request.docker = Some(options.clone());
         let sandbox = select(request, ConfineMode::Docker, Enforcement::Required)?
             .context("refusing to run the agent: no container was started")?;
-        // A provider missing from the image is named, not a bare 127
-        // (an executable file: a shell builtin cannot be executed).
-        let mut probe = CommandSpec::new(
-            [
-                OsString::from("sh"),
-                "-c".into(),
-                PROBE_SCRIPT.into(),
-                program.clone(),
-            ],
-            c.worktree,
-        );
-        probe.env.insert(
-            "PATH".into(),
-            vs_sandbox::runner::DEFAULT_SEARCH_PATH.into(),
-        );
-        let docker = sandbox
-            .as_docker()
-            .context("the docker run environment selected no container")?;
-        let found = docker.execute(&probe)?;
-        if !found.success() {
+        let mut argv = vec![OsString::from("sh"), "-c".into(), LAUNCH_SCRIPT.into()];
+        argv.extend(self.launch.argv.iter().cloned());
+        let argv = sandbox.wrap(&argv)?;
+        let result = run_turn(&argv, c.worktree, &vars, cancel);
+        drop(sandbox);
+        let outcome = result?;
+        if outcome.exit_code == 127 && outcome.log.ends_with(MISSING_PROGRAM) {
             bail!(
                 "the agent command {:?} is not on PATH in the image {} ({})",
                 program,
@@ -628,10 +628,7 @@ impl CliHost {
                 options.image.config_digest
             );
         }
-        let argv = sandbox.wrap(&self.launch.argv)?;
-        let result = run_turn(&argv, c.worktree, &vars, cancel);
-        drop(sandbox);
-        result
+        Ok(outcome)
     }
 
     fn turn_on_host(

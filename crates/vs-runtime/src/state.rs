@@ -10,6 +10,7 @@ use std::fs;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
@@ -157,9 +158,28 @@ pub struct InitOutcome {
 }
 
 /// The run-state layout of one project.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct StateLayout {
     project: PathBuf,
+    /// Record directories (`runs/RUN`) found untracked by git in this
+    /// process, so that each is asked once (see [`Self::require_untracked`]).
+    untracked: Arc<Mutex<Vec<PathBuf>>>,
+}
+
+impl PartialEq for StateLayout {
+    fn eq(&self, other: &Self) -> bool {
+        self.project == other.project
+    }
+}
+
+impl Eq for StateLayout {}
+
+impl std::fmt::Debug for StateLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateLayout")
+            .field("project", &self.project)
+            .finish()
+    }
 }
 
 impl StateLayout {
@@ -188,7 +208,10 @@ impl StateLayout {
                 project: owner,
             });
         }
-        Ok(Self { project: canon })
+        Ok(Self {
+            project: canon,
+            untracked: Arc::default(),
+        })
     }
 
     /// Every entry of the layout.
@@ -273,6 +296,14 @@ impl StateLayout {
     /// project): a record a commit carries was written by whoever made the
     /// commit (possibly the agent, through its index), not by vibesys.
     /// Nothing to check outside a git repository.
+    ///
+    /// Below a run's record directory (`.vibesys/state/runs/RUN/...`) the
+    /// whole directory is asked about, once per process. That answer cannot
+    /// go stale in a way that matters: what the check refuses is a record
+    /// whose bytes a checkout wrote, and no checkout writes below `runs/`
+    /// while vibesys runs (vibesys checks out only into worktrees, and the
+    /// agent cannot write `runs/`); an index entry added later changes no
+    /// byte of a record.
     pub fn require_untracked(&self, path: &Path) -> Result<()> {
         if !git::inside_repository(&self.project) {
             return Ok(());
@@ -280,6 +311,21 @@ impl StateLayout {
         let Ok(rel) = path.strip_prefix(&self.project) else {
             return Ok(());
         };
+        let runs = Path::new(STATE_DIR).join("runs");
+        let run_dir = rel
+            .strip_prefix(&runs)
+            .ok()
+            .and_then(|below| below.components().next())
+            .map(|run| runs.join(run));
+        let known = || {
+            self.untracked
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+        };
+        if run_dir.as_ref().is_some_and(|dir| known().contains(dir)) {
+            return Ok(());
+        }
+        let rel = run_dir.as_deref().unwrap_or(rel);
         let mut spec = std::ffi::OsString::from(":(literal)");
         spec.push(rel.as_os_str());
         let mut tracked = None;
@@ -304,7 +350,12 @@ impl StateLayout {
                 path: path.to_path_buf(),
                 tracked,
             }),
-            None => Ok(()),
+            None => {
+                if let Some(dir) = run_dir {
+                    known().push(dir);
+                }
+                Ok(())
+            }
         }
     }
 

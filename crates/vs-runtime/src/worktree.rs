@@ -77,6 +77,35 @@ impl CandidateWorktree {
             ],
         )?;
         let commit = String::from_utf8_lossy(&out).trim().to_owned();
+        Self::checkout(project, run, candidate, commit)
+    }
+
+    /// Like [`Self::create`], at `commit`, a full commit id that was
+    /// resolved before (a run's recorded base): it is not asked of git
+    /// again (`worktree add` refuses an id that names no commit).
+    pub fn create_at_commit(
+        layout: &StateLayout,
+        run: &RunId,
+        candidate: &CandidateId,
+        commit: &str,
+    ) -> Result<Self> {
+        if !is_full_object_id(commit) {
+            return Err(RuntimeError::InvalidRevision {
+                rev: commit.chars().take(MAX_REV_LEN).collect(),
+                reason: "it is not a full commit id",
+            });
+        }
+        layout.require_initialized()?;
+        let project = layout.project().to_path_buf();
+        Self::checkout(project, run, candidate, commit.to_owned())
+    }
+
+    fn checkout(
+        project: PathBuf,
+        run: &RunId,
+        candidate: &CandidateId,
+        commit: String,
+    ) -> Result<Self> {
         let parent = ensure_dir_chain(&project, &StateLayout::candidates_rel(run))?;
         let path = parent.join(candidate.as_str());
         if path.symlink_metadata().is_ok() {
@@ -161,15 +190,21 @@ fn remove_worktree(project: &Path, path: &Path) -> Result<()> {
     );
     if removed.is_err() {
         // git no longer knows it, or it is damaged: delete the directory and
-        // let prune drop the administrative files.
+        // let prune drop the administrative files (a successful `remove`
+        // has dropped them itself).
         match fs::remove_dir_all(path) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(RuntimeError::io("remove", path, e)),
         }
+        git::run(project, &[OsStr::new("worktree"), OsStr::new("prune")])?;
     }
-    git::run(project, &[OsStr::new("worktree"), OsStr::new("prune")])?;
     Ok(())
+}
+
+/// A full SHA-1 or SHA-256 object id in git's lowercase hex.
+fn is_full_object_id(rev: &str) -> bool {
+    matches!(rev.len(), 40 | 64) && rev.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 impl Drop for CandidateWorktree {

@@ -125,3 +125,79 @@ fn prepare_makes_hidden_paths_and_refuses_symlinks() {
     let err = StateLayout::prepare(ws2.path()).unwrap_err();
     assert!(matches!(err, RuntimeError::NotADirectory { .. }), "{err}");
 }
+
+#[test]
+fn a_recorded_commit_is_checked_out_as_it_is_and_anything_else_is_refused() {
+    let (dir, layout) = repo();
+    let run = RunId::new("run-1").unwrap();
+    let head = git(dir.path(), &["rev-parse", "HEAD~1"]).trim().to_owned();
+    let wt =
+        CandidateWorktree::create_at_commit(&layout, &run, &CandidateId::new("a").unwrap(), &head)
+            .unwrap();
+    assert_eq!(wt.commit(), head);
+    assert_eq!(
+        fs::read_to_string(wt.path().join("solution.rs")).unwrap(),
+        "v1"
+    );
+    wt.remove().unwrap();
+    // Not a full id: refused before git runs.
+    for bad in ["HEAD", &head[..12], &head.to_uppercase()] {
+        let err = CandidateWorktree::create_at_commit(
+            &layout,
+            &run,
+            &CandidateId::new("b").unwrap(),
+            bad,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, RuntimeError::InvalidRevision { .. }),
+            "{bad}: {err}"
+        );
+    }
+    // A full id of no object: git refuses it, and nothing is left.
+    let err = CandidateWorktree::create_at_commit(
+        &layout,
+        &run,
+        &CandidateId::new("c").unwrap(),
+        &"0".repeat(40),
+    )
+    .unwrap_err();
+    assert!(matches!(err, RuntimeError::Git { .. }), "{err}");
+    assert!(
+        !dir.path()
+            .join(StateLayout::candidates_rel(&run))
+            .join("c")
+            .exists()
+    );
+}
+
+#[test]
+fn a_run_directory_is_asked_about_whole_and_once_per_layout() {
+    let (dir, layout) = repo();
+    let p = dir.path();
+    let run = RunId::new("r1").unwrap();
+    let run_dir = layout.ensure_run_dir(&run).unwrap();
+    fs::write(run_dir.join("run.json"), "{}").unwrap();
+    fs::write(run_dir.join("other.json"), "{}").unwrap();
+    layout.require_untracked(&run_dir.join("run.json")).unwrap();
+    git(p, &["add", "-f", ".vibesys/state/runs/r1/other.json"]);
+    // This layout asked already: an index entry added since changes no
+    // byte of a record (see `require_untracked`).
+    layout.require_untracked(&run_dir.join("run.json")).unwrap();
+    // A fresh one asks about the whole run directory: a tracked sibling
+    // refuses every record of the run, naming it.
+    let fresh = StateLayout::open(p).unwrap();
+    let err = fresh
+        .require_untracked(&run_dir.join("run.json"))
+        .unwrap_err();
+    match err {
+        RuntimeError::RecordTrackedByGit { tracked, .. } => {
+            assert_eq!(tracked, ".vibesys/state/runs/r1/other.json");
+        }
+        other => panic!("{other}"),
+    }
+    // Another run's directory is its own question.
+    let r2 = layout.ensure_run_dir(&RunId::new("r2").unwrap()).unwrap();
+    fs::write(r2.join("run.json"), "{}").unwrap();
+    layout.require_untracked(&r2.join("run.json")).unwrap();
+}

@@ -707,7 +707,7 @@ fn prepare_worktree(
     id: &CandidateId,
 ) -> std::result::Result<(CandidateWorktree, PathBuf), String> {
     CandidateWorktree::discard(layout, &run.run_id, id).map_err(|e| e.to_string())?;
-    let wt = CandidateWorktree::create(layout, &run.run_id, id, &run.base_commit)
+    let wt = CandidateWorktree::create_at_commit(layout, &run.run_id, id, &run.base_commit)
         .map_err(|e| e.to_string())?;
     if !run.protected.is_empty() {
         let differences = gate_differences(layout, run, wt.path()).map_err(|e| e.to_string())?;
