@@ -64,16 +64,20 @@ sock=${sock#unix://}
 sock=${sock:-/var/run/docker.sock}
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)" >&2
 # Interleaved: hyperfine runs one command's rounds after another, so each
-# round here is one hyperfine call per command, in turn.
+# round here is one hyperfine call per command, in turn, the order rotated
+# each round (no command always follows the same one). Before each load the
+# image is removed and the removal's writes are let settle (sync, 0.5 s),
+# so that none of them lands on the timed load.
 load_runs=${LOAD_RUNS:-8}
+orders=("vibesys docker floor" "docker floor vibesys" "floor vibesys docker")
 for i in $(seq "$load_runs"); do
-  for c in vibesys docker floor; do
+  for c in ${orders[$((i % 3))]}; do
     case $c in
       vibesys) cmd="$vibesys image load $work/image.tar --lock $work/images.lock" ;;
       docker) cmd="docker load -q -i $work/image.tar" ;;
       floor) cmd="curl -sSf --unix-socket $sock -X POST -H Content-Type:application/x-tar -T $work/image.tar http://localhost/images/load?quiet=1 -o /dev/null" ;;
     esac
-    hyperfine -N --style none --runs 1 --prepare "docker rmi -f $id" \
+    hyperfine -N --style none --runs 1 --prepare "sh -c 'docker rmi -f $id; sync; sleep 0.5'" \
       --export-json "$work/load-$c-$i.json" -n "$c" "$cmd" >/dev/null 2>&1 ||
       { echo "bench-docker: $c load failed" >&2; exit 1; }
   done

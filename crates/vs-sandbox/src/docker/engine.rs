@@ -57,6 +57,54 @@ fn unavailable(endpoint: &std::path::Path, reason: String) -> SandboxError {
     .into()
 }
 
+/// Most bytes of a `/_ping` answer read (its headers are a few hundred).
+const PING_LIMIT: usize = 8 * 1024;
+
+/// The `Api-Version` header of the Engine's `GET /_ping` at `socket`, or
+/// `None` when it cannot be had (then bollard negotiates by `/version`).
+fn ping_api_version(socket: &std::path::Path) -> Option<bollard::ClientVersion> {
+    use std::io::{Read, Write};
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).ok()?;
+    let limit = Some(std::time::Duration::from_secs(5));
+    stream.set_read_timeout(limit).ok()?;
+    stream.set_write_timeout(limit).ok()?;
+    stream
+        .write_all(b"GET /_ping HTTP/1.1\r\nHost: docker\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !answer.windows(4).any(|w| w == b"\r\n\r\n") && answer.len() < PING_LIMIT {
+        let n = stream.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        answer.extend_from_slice(&buf[..n]);
+    }
+    parse_ping_version(&answer)
+}
+
+/// The API version in the headers of a `/_ping` answer with status 200.
+fn parse_ping_version(answer: &[u8]) -> Option<bollard::ClientVersion> {
+    let end = answer.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = std::str::from_utf8(&answer[..end]).ok()?;
+    let mut lines = head.split("\r\n");
+    let status = lines.next()?;
+    if status.split(' ').nth(1) != Some("200") {
+        return None;
+    }
+    let value = lines.find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.trim()
+            .eq_ignore_ascii_case("api-version")
+            .then(|| value.trim())
+    })?;
+    let (major, minor) = value.split_once('.')?;
+    Some(bollard::ClientVersion {
+        major_version: major.parse().ok()?,
+        minor_version: minor.parse().ok()?,
+    })
+}
+
 impl Engine {
     /// Connects to the Engine and negotiates the API version. An Engine
     /// that does not answer is [`SandboxUnavailableError`].
@@ -70,19 +118,39 @@ impl Engine {
                 source,
             })?;
         let path = endpoint.to_string_lossy().into_owned();
-        let docker =
-            Docker::connect_with_unix(&path, API_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)
-                .map_err(|e| unavailable(&endpoint, e.to_string()))?;
-        let docker = rt
-            .block_on(async {
-                tokio::time::timeout(
-                    std::time::Duration::from_secs(10),
-                    docker.negotiate_version(),
+        // The Engine's API version from `/_ping` (a header, answered at
+        // once); bollard's negotiation asks `/version`, which the Engine
+        // answers only after running `runc --version` and `docker-init
+        // --version` (~10-20 ms per connection here). Either way the
+        // client speaks the lower of the two versions.
+        let docker = match ping_api_version(&endpoint) {
+            Some(server) => {
+                let version = if server < *bollard::API_DEFAULT_VERSION {
+                    server
+                } else {
+                    *bollard::API_DEFAULT_VERSION
+                };
+                Docker::connect_with_unix(&path, API_TIMEOUT_SECS, &version)
+                    .map_err(|e| unavailable(&endpoint, e.to_string()))?
+            }
+            None => {
+                let docker = Docker::connect_with_unix(
+                    &path,
+                    API_TIMEOUT_SECS,
+                    bollard::API_DEFAULT_VERSION,
                 )
-                .await
-            })
-            .map_err(|_| unavailable(&endpoint, "no answer within 10 s".into()))?
-            .map_err(|e| unavailable(&endpoint, e.to_string()))?;
+                .map_err(|e| unavailable(&endpoint, e.to_string()))?;
+                rt.block_on(async {
+                    tokio::time::timeout(
+                        std::time::Duration::from_secs(10),
+                        docker.negotiate_version(),
+                    )
+                    .await
+                })
+                .map_err(|_| unavailable(&endpoint, "no answer within 10 s".into()))?
+                .map_err(|e| unavailable(&endpoint, e.to_string()))?
+            }
+        };
         Ok(Self {
             rt,
             docker,
@@ -242,4 +310,32 @@ pub(crate) async fn check_pinned(docker: &Docker, pin: &ImagePin) -> Result<Stri
         found,
     }
     .into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_ping_version;
+
+    fn version(answer: &str) -> Option<(usize, usize)> {
+        parse_ping_version(answer.as_bytes()).map(|v| (v.major_version, v.minor_version))
+    }
+
+    #[test]
+    fn the_api_version_is_read_from_a_ping_answer_and_nothing_else() {
+        let ok = "HTTP/1.1 200 OK\r\nApi-Version: 1.41\r\nContent-Length: 2\r\n\r\nOK";
+        assert_eq!(version(ok), Some((1, 41)));
+        let lower = "HTTP/1.1 200 OK\r\nserver: Docker\r\napi-version:1.47 \r\n\r\n";
+        assert_eq!(version(lower), Some((1, 47)));
+        // Not a 200, no header, a malformed value, no end of headers.
+        for bad in [
+            "HTTP/1.1 500 Internal Server Error\r\nApi-Version: 1.41\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nServer: Docker\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nApi-Version: 1\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nApi-Version: one.two\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nApi-Version: 1.41\r\n",
+            "",
+        ] {
+            assert_eq!(version(bad), None, "{bad:?}");
+        }
+    }
 }
