@@ -30,14 +30,13 @@ use crate::env_args::RunEnvArgs;
 use crate::output::{print_json, print_text};
 use crate::project::{PolicyArgs, helper_exe, host_env};
 
-/// Succeeds when `$0` is an executable file: a path, or a name found in
-/// `PATH` (a shell's `command -v` also answers for builtins and, in
-/// busybox, for applets that have no file to execute).
 /// The agent's command in the container, run as `sh -c LAUNCH_SCRIPT
-/// PROGRAM ARGS...`: a `PROGRAM` that is no executable file (by path, or on
-/// the container's `PATH`) exits 127 with [`MISSING_PROGRAM`] on stderr, so
-/// that the error names it (a shell builtin cannot be executed), in the
-/// same `docker exec` that runs the agent (no probe of its own).
+/// PROGRAM ARGS...` in the same `docker exec` that runs the agent (no probe
+/// of its own): a `PROGRAM` that is no executable file, by path or on the
+/// container's `PATH`, exits 127 with [`MISSING_PROGRAM`] on stderr, so
+/// that the error names it. The search is by hand: a shell's `command -v`
+/// also answers for builtins and, in busybox, for applets that have no
+/// file to execute.
 const LAUNCH_SCRIPT: &str = r#"case "$0" in
 */*) [ -f "$0" ] && [ -x "$0" ] || { echo "vibesys-missing-program" >&2; exit 127; } ;;
 *) found=; IFS=:; for d in $PATH; do [ -f "$d/$0" ] && [ -x "$d/$0" ] && { found=1; break; }; done; unset IFS
