@@ -9,7 +9,7 @@ mod docker_support;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use docker_support::{TestImage, unique};
@@ -118,7 +118,8 @@ fn binds_cannot_be_raced_in_docker() {
         }
         std::os::unix::fs::symlink(outside.path(), root.join("conf/ro-link")).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
+        let swaps = Arc::new(AtomicU64::new(0));
+        let (flag, count) = (stop.clone(), swaps.clone());
         let dir = root.clone();
         let swapper = std::thread::spawn(move || {
             let d = rustix::fs::open(
@@ -127,32 +128,42 @@ fn binds_cannot_be_raced_in_docker() {
                 rustix::fs::Mode::empty(),
             )
             .unwrap();
-            let mut n = 0u64;
             let pairs = [
                 (".jj", "jj-link"),
                 ("conf/ro", "conf/ro-link"),
                 ("conf", "conf-link"),
             ];
             let swap = |a: &str, b: &str| {
-                rustix::fs::renameat_with(&d, a, &d, b, rustix::fs::RenameFlags::EXCHANGE).is_ok()
+                let ok =
+                    rustix::fs::renameat_with(&d, a, &d, b, rustix::fs::RenameFlags::EXCHANGE)
+                        .is_ok();
+                count.fetch_add(u64::from(ok), Ordering::Relaxed);
             };
             // Swapped a little of the time, so that starts get through the
             // policy check and meet the swap later, at mount time.
             while !flag.load(Ordering::Relaxed) {
                 for (a, b) in pairs {
-                    n += u64::from(swap(a, b));
+                    swap(a, b);
                 }
                 std::thread::sleep(Duration::from_micros(300));
                 for (a, b) in pairs.iter().rev() {
-                    n += u64::from(swap(a, b));
+                    swap(a, b);
                 }
                 std::thread::sleep(Duration::from_millis(3));
             }
-            n
         });
         let (mut started, mut refused, mut exposures) = (0, 0, Vec::new());
         let mut caught = 0;
-        for _ in 0..25 {
+        // At least 25 starts, and on until the swapper has run through
+        // enough rounds to race them: on a loaded machine the swapper
+        // thread can be descheduled while 25 refusals go by in
+        // microseconds (seen in CI: 6 swaps), which tests nothing.
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        let mut tries = 0;
+        while tries < 25
+            || (swaps.load(Ordering::Relaxed) < 60 && std::time::Instant::now() < deadline)
+        {
+            tries += 1;
             // The policy is resolved while the swapper runs, as a real
             // start would be.
             let Ok(policy) = ProjectPathPolicy::new(["conf/ro"], [".vibesys/state/runs"])
@@ -160,6 +171,7 @@ fn binds_cannot_be_raced_in_docker() {
                 .resolve(&Workspace::open(&root).unwrap())
             else {
                 refused += 1;
+                std::thread::sleep(Duration::from_millis(1));
                 continue;
             };
             match DockerSandbox::start(&policy, &options(&img, user)) {
@@ -185,7 +197,8 @@ fn binds_cannot_be_raced_in_docker() {
             }
         }
         stop.store(true, Ordering::Relaxed);
-        let swaps = swapper.join().unwrap();
+        swapper.join().unwrap();
+        let swaps = swaps.load(Ordering::Relaxed);
         assert!(swaps > 20, "the swapper barely ran ({swaps})");
         assert!(exposures.is_empty(), "{user}: {exposures:?}");
         eprintln!(
