@@ -10,7 +10,9 @@ use crate::fd_slot::FdSlot;
 use crate::landlock_rules::LandlockPlan;
 use crate::limits::ProcessLimit;
 #[cfg(target_os = "linux")]
-use crate::linux::supervise::{ChildSetup, Prepared};
+use crate::linux::supervise::{ChildSetup, Exec, Prepared, SpawnFailure};
+#[cfg(target_os = "linux")]
+use std::path::Path;
 
 pub use crate::exit_codes::{
     EXIT_CANNOT_EXECUTE, EXIT_CONFINE_FAILED, EXIT_NOT_FOUND, EXIT_USAGE, exec_failure_code,
@@ -57,21 +59,29 @@ pub fn run_bwrap(
         "--".into(),
     ]);
     argv.extend(command.iter().cloned());
-    let mut cmd = fds.command(&argv)?;
     let mut prepared = Prepared::new("bwrap", bwrap_setup(limit), limit)?;
-    prepared.install(&mut cmd);
-    let spawned = cmd.spawn();
-    // Our copy of the writers went with `cmd`; drop it so EOF arrives.
-    drop(cmd);
-    if let Some(e) = prepared.child_failure() {
-        let _ = spawned.map(|mut c| c.wait());
-        prepared.finish();
-        return Err(e);
-    }
-    let mut child = spawned.map_err(|source| SandboxError::Os {
-        what: format!("starting {}", plan.program.display()),
-        source,
-    })?;
+    // The status writer's only copies go with the exec image: EOF on the
+    // reader once bwrap and what it leaves are gone.
+    let spawned = prepared.spawn(Exec {
+        argv: &argv,
+        env: None,
+        cwd: None,
+        fds: fds.into_fds(),
+    });
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(SpawnFailure::Confine(e)) => {
+            prepared.finish();
+            return Err(e);
+        }
+        Err(SpawnFailure::Exec { program, error }) => {
+            prepared.finish();
+            return Err(SandboxError::Os {
+                what: format!("starting {}", Path::new(&program).display()),
+                source: error,
+            });
+        }
+    };
     let status = prepared
         .wait(&mut child)
         .map_err(|source| SandboxError::Os {
@@ -152,21 +162,22 @@ pub fn run_with_fds(
     limit: &ProcessLimit,
 ) -> Result<i32, SandboxError> {
     let fds = crate::linux::fds::SlotFds::prepare(slots, Vec::new())?;
-    let mut cmd = fds.command(argv)?;
     let mut prepared = Prepared::new("bwrap", bwrap_setup(limit), limit)?;
-    prepared.install(&mut cmd);
-    let spawned = cmd.spawn();
-    drop(cmd);
-    if let Some(e) = prepared.child_failure() {
-        let _ = spawned.map(|mut c| c.wait());
-        prepared.finish();
-        return Err(e);
-    }
+    let spawned = prepared.spawn(Exec {
+        argv,
+        env: None,
+        cwd: None,
+        fds: fds.into_fds(),
+    });
     let mut child = match spawned {
         Ok(child) => child,
-        Err(err) => {
+        Err(SpawnFailure::Confine(e)) => {
             prepared.finish();
-            return Ok(exec_failure(argv.first().map_or("".as_ref(), |p| p), &err));
+            return Err(e);
+        }
+        Err(SpawnFailure::Exec { program, error }) => {
+            prepared.finish();
+            return Ok(exec_failure(&program, &error));
         }
     };
     let status = prepared
@@ -198,7 +209,9 @@ pub fn run_with_fds(
 /// the limit, the command is its child and a watchdog beside it kills the
 /// cgroup if vibesys dies; otherwise its child is a small supervisor
 /// (kills the tree when the command exits or when vibesys dies, exits
-/// with the command's status). The command, between fork and exec: joins
+/// with the command's status). Without a supervisor the command's process
+/// shares vibesys's memory until it executes (no copy of vibesys's address
+/// space, see `crate::linux::spawn`). The command, before it executes: joins
 /// the run's pids cgroup, takes SIGKILL as its
 /// parent-death signal, starts a new session, enters a user namespace of
 /// its own when not root (so its bounding set can be dropped and
@@ -218,9 +231,9 @@ pub fn run_landlock(
 ) -> Result<i32, SandboxError> {
     use crate::linux::seccomp::{SocketRules, landlock_programs};
 
-    let Some((program, args)) = argv.split_first() else {
+    if argv.is_empty() {
         return Err(SandboxError::InvalidCommand("the command is empty".into()));
-    };
+    }
     let (ruleset, outcome) = crate::linux::landlock_apply::prepare(plan)?;
     if !outcome.fully_enforced {
         tracing::info!(
@@ -247,27 +260,21 @@ pub fn run_landlock(
         close_inherited: true,
     };
     let mut prepared = Prepared::new("landlock", setup, limit)?;
-    let mut cmd = std::process::Command::new(program);
-    cmd.args(args);
-    if let Some(env) = env {
-        cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
-    }
-    if let Some(dir) = cwd {
-        cmd.current_dir(dir);
-    }
-    prepared.install(&mut cmd);
-    let spawned = cmd.spawn();
-    drop(cmd);
-    if let Some(e) = prepared.child_failure() {
-        let _ = spawned.map(|mut c| c.wait());
-        prepared.finish();
-        return Err(e);
-    }
+    let spawned = prepared.spawn(Exec {
+        argv,
+        env,
+        cwd,
+        fds: Vec::new(),
+    });
     let mut child = match spawned {
         Ok(child) => child,
-        Err(err) => {
+        Err(SpawnFailure::Confine(e)) => {
             prepared.finish();
-            return Ok(exec_failure(program, &err));
+            return Err(e);
+        }
+        Err(SpawnFailure::Exec { program, error }) => {
+            prepared.finish();
+            return Ok(exec_failure(&program, &error));
         }
     };
     let status = prepared

@@ -144,6 +144,18 @@ impl SlotFds {
         Ok(Self { fds })
     }
 
+    /// Descriptors already moved clear of the slots (see
+    /// [`SlotFds::into_fds`]).
+    pub fn from_fds(fds: Vec<OwnedFd>) -> Self {
+        Self { fds }
+    }
+
+    /// The descriptors, in slot order, for a launcher that places them
+    /// itself.
+    pub fn into_fds(self) -> Vec<OwnedFd> {
+        self.fds
+    }
+
     /// The descriptor number the next extra descriptor gets in the child.
     pub fn count(&self) -> usize {
         self.fds.len()

@@ -8,4 +8,5 @@ pub mod pids;
 pub mod probe;
 pub mod reap;
 pub mod seccomp;
+pub mod spawn;
 pub mod supervise;

@@ -17,6 +17,8 @@ use crate::limits::ProcessLimit;
 
 use super::pids::PidsCgroup;
 use super::reap::reap_exited;
+pub use super::spawn::Exec;
+use super::spawn::ExecImage;
 
 /// Makes this process the subreaper of its descendants: orphans of the
 /// confined tree are reparented to it instead of to init.
@@ -118,7 +120,17 @@ const STAGES: &[&str] = &[
     "dropping capabilities",
     "the parent exited during set-up",
     "forking the command from its supervisor",
+    "placing the sandbox's descriptors",
+    "changing to the command's directory",
+    "executing the command",
 ];
+
+/// Where the clone's child reports its own steps in [`STAGES`].
+const SPAWN_STAGES: super::spawn::ChildStages = super::spawn::ChildStages {
+    fds: 14,
+    chdir: 15,
+    exec: 16,
+};
 
 #[repr(C)]
 struct CapHeader {
@@ -174,7 +186,7 @@ impl Signals {
     }
 
     /// Waits for `child`, forwarding SIGINT, SIGTERM, SIGHUP and SIGQUIT.
-    fn wait(&self, child: &mut std::process::Child) -> std::io::Result<std::process::ExitStatus> {
+    fn wait(&self, child: &mut Launched) -> std::io::Result<std::process::ExitStatus> {
         loop {
             if let Some(status) = child.try_wait()? {
                 return Ok(status);
@@ -204,6 +216,74 @@ impl Drop for Signals {
         // SAFETY: restores this thread's mask from a set we own.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
     }
+}
+
+/// The started command: a std child (forked) or the pid of the clone's
+/// child ([`super::spawn`]); vibesys reaps it either way.
+#[derive(Debug)]
+pub enum Launched {
+    /// Started by std's `Command`.
+    Std(std::process::Child),
+    /// Started by [`super::spawn::spawn`].
+    Raw(libc::pid_t),
+}
+
+impl Launched {
+    /// The child's pid.
+    pub fn id(&self) -> u32 {
+        match self {
+            Self::Std(c) => c.id(),
+            Self::Raw(pid) => *pid as u32,
+        }
+    }
+
+    /// Its status, once it has exited (reaping it).
+    pub fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        use std::os::unix::process::ExitStatusExt;
+        match self {
+            Self::Std(c) => c.try_wait(),
+            Self::Raw(pid) => {
+                let mut status = 0;
+                loop {
+                    // SAFETY: waitpid writes one int we own.
+                    let r = unsafe { libc::waitpid(*pid, &mut status, libc::WNOHANG) };
+                    if r == 0 {
+                        return Ok(None);
+                    }
+                    if r == *pid {
+                        return Ok(Some(std::process::ExitStatus::from_raw(status)));
+                    }
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() != std::io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Why [`Prepared::spawn`] started nothing.
+#[derive(Debug)]
+pub enum SpawnFailure {
+    /// The set-up failed (the sandbox is unavailable or the request is
+    /// invalid): the command never ran.
+    Confine(SandboxError),
+    /// The set-up held, but the command could not be executed (not found,
+    /// not executable).
+    Exec {
+        /// The program as named.
+        program: std::ffi::OsString,
+        /// Why.
+        error: std::io::Error,
+    },
+}
+
+/// Reaps `pid`, a child that has exited or is about to.
+fn reap_one(pid: libc::pid_t) {
+    let mut status = 0;
+    // SAFETY: waitpid writes one int we own.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && errno() == libc::EINTR {}
 }
 
 /// A launch being prepared: the child side and what the parent keeps.
@@ -312,14 +392,12 @@ impl Prepared {
         })
     }
 
-    /// Installs the child side on `cmd` (after any other pre_exec hook).
-    pub fn install(&mut self, cmd: &mut Command) {
-        let writer = self.report.1.take();
-        let err_fd = writer.as_ref().map_or(-1, AsRawFd::as_raw_fd);
+    /// The child's plan, its raw pointers into `self`.
+    fn child_plan(&self) -> ChildPlan {
         let procs = self.procs.as_ref().map_or(-1, AsRawFd::as_raw_fd);
         let landlock = self.setup.landlock.as_ref().map_or(-1, AsRawFd::as_raw_fd);
         let s = &self.setup;
-        let plan = ChildPlan {
+        ChildPlan {
             old_mask: self.signals.old,
             supervise: self.setup.supervise,
             cgroup_paths: self
@@ -357,14 +435,21 @@ impl Prepared {
                 ),
             ],
             tty: self.paths[3].as_ptr(),
-        };
+        }
+    }
+
+    /// Installs the child side on `cmd` (after any other pre_exec hook).
+    fn install(&mut self, cmd: &mut Command) {
+        let writer = self.report.1.take();
+        let err_fd = writer.as_ref().map_or(-1, AsRawFd::as_raw_fd);
+        let plan = self.child_plan();
         // SAFETY: the closure makes raw system calls on integers and on
         // pointers into `self` (filters, maps, paths), which the caller
         // keeps alive until the spawn returns; it allocates nothing.
         unsafe {
             cmd.pre_exec(move || {
                 let _ = &writer;
-                plan.run().map_err(|(stage, errno)| {
+                plan.run(true).map_err(|(stage, errno)| {
                     let mut msg = [0u8; 5];
                     msg[0] = stage;
                     msg[1..].copy_from_slice(&errno.to_ne_bytes());
@@ -375,9 +460,88 @@ impl Prepared {
         }
     }
 
-    /// After the spawn (and after dropping the command): the stage that
-    /// failed in the child, if one did.
-    pub fn child_failure(&mut self) -> Option<SandboxError> {
+    /// Starts `exec` with the prepared set-up. Without a supervisor the
+    /// child shares vibesys's memory until it executes the command
+    /// ([`super::spawn`]: no copy of vibesys's address space); with one,
+    /// a `fork` (the supervisor outlives the launch as its own process).
+    pub fn spawn(&mut self, exec: Exec<'_>) -> Result<Launched, SpawnFailure> {
+        if self.setup.supervise {
+            return self.spawn_forked(exec);
+        }
+        let image = ExecImage::new(exec).map_err(SpawnFailure::Confine)?;
+        let writer = self.report.1.take();
+        let err_fd = writer.as_ref().map_or(-1, AsRawFd::as_raw_fd);
+        let plan = self.child_plan();
+        let setup = || plan.run(false);
+        let child = super::spawn::Child {
+            image: &image,
+            setup: &setup,
+            mask: self.signals.old,
+            report: err_fd,
+            stages: SPAWN_STAGES,
+        };
+        let pid = super::spawn::spawn(&child);
+        // The child has executed (its copy closed on exec) or exited: EOF
+        // comes once ours is gone too.
+        drop(writer);
+        let pid = pid.map_err(SpawnFailure::Confine)?;
+        let launched = Launched::Raw(pid);
+        match self.read_failure() {
+            None => Ok(launched),
+            Some((stage, errno)) if stage == SPAWN_STAGES.exec => {
+                reap_one(pid);
+                Err(SpawnFailure::Exec {
+                    program: image.program().to_owned(),
+                    error: std::io::Error::from_raw_os_error(errno),
+                })
+            }
+            Some(failed) => {
+                reap_one(pid);
+                Err(SpawnFailure::Confine(self.failure_error(failed)))
+            }
+        }
+    }
+
+    /// [`Prepared::spawn`] through std's `fork` and a pre-exec hook.
+    fn spawn_forked(&mut self, exec: Exec<'_>) -> Result<Launched, SpawnFailure> {
+        let Some((program, args)) = exec.argv.split_first() else {
+            return Err(SpawnFailure::Confine(SandboxError::InvalidCommand(
+                "the command is empty".into(),
+            )));
+        };
+        let mut cmd = if exec.fds.is_empty() {
+            let mut cmd = Command::new(program);
+            cmd.args(args);
+            cmd
+        } else {
+            super::fds::SlotFds::from_fds(exec.fds)
+                .command(exec.argv)
+                .map_err(SpawnFailure::Confine)?
+        };
+        if let Some(env) = exec.env {
+            cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+        }
+        if let Some(dir) = exec.cwd {
+            cmd.current_dir(dir);
+        }
+        self.install(&mut cmd);
+        let spawned = cmd.spawn();
+        drop(cmd);
+        if let Some(failed) = self.read_failure() {
+            let _ = spawned.map(|mut c| c.wait());
+            return Err(SpawnFailure::Confine(self.failure_error(failed)));
+        }
+        spawned
+            .map(Launched::Std)
+            .map_err(|error| SpawnFailure::Exec {
+                program: program.clone(),
+                error,
+            })
+    }
+
+    /// After the spawn (and after the last write end is gone): the stage
+    /// that failed in the child and its errno, if one did.
+    fn read_failure(&mut self) -> Option<Failed> {
         let mut buf = [0u8; 5];
         let mut got = 0;
         while got < buf.len() {
@@ -389,27 +553,26 @@ impl Prepared {
         if got < buf.len() {
             return None;
         }
-        let stage = STAGES.get(buf[0] as usize).copied().unwrap_or("set-up");
-        let errno = i32::from_ne_bytes([buf[1], buf[2], buf[3], buf[4]]);
-        Some(
-            crate::controls::SandboxUnavailableError::new(
-                self.backend,
-                format!(
-                    "{stage} failed in the launcher: {}",
-                    std::io::Error::from_raw_os_error(errno)
-                ),
-                "run `vibesys doctor` to see what this host supports",
-            )
-            .into(),
+        Some((buf[0], i32::from_ne_bytes([buf[1], buf[2], buf[3], buf[4]])))
+    }
+
+    /// The error for a stage that failed in the child.
+    fn failure_error(&self, (stage, errno): Failed) -> SandboxError {
+        let stage = STAGES.get(stage as usize).copied().unwrap_or("set-up");
+        crate::controls::SandboxUnavailableError::new(
+            self.backend,
+            format!(
+                "{stage} failed in the launcher: {}",
+                std::io::Error::from_raw_os_error(errno)
+            ),
+            "run `vibesys doctor` to see what this host supports",
         )
+        .into()
     }
 
     /// Waits for the command, forwarding SIGINT, SIGTERM, SIGHUP and
     /// SIGQUIT to it (vibesys does not die of them while it runs).
-    pub fn wait(
-        &self,
-        child: &mut std::process::Child,
-    ) -> std::io::Result<std::process::ExitStatus> {
+    pub fn wait(&self, child: &mut Launched) -> std::io::Result<std::process::ExitStatus> {
         self.signals.wait(child)
     }
 
@@ -454,7 +617,7 @@ unsafe impl Send for ChildPlan {}
 // SAFETY: as above; the plan is never mutated.
 unsafe impl Sync for ChildPlan {}
 
-type Failed = (u8, i32);
+use super::spawn::Failed;
 
 fn errno() -> i32 {
     std::io::Error::last_os_error()
@@ -467,8 +630,10 @@ fn check(stage: u8, r: libc::c_long) -> Result<(), Failed> {
 }
 
 impl ChildPlan {
-    /// Runs in the child between fork and exec.
-    fn run(&self) -> Result<(), Failed> {
+    /// Runs in the child between fork and exec. `restore_mask`: set the
+    /// command's signal mask here (after a fork); the clone's child of
+    /// [`super::spawn`] sets it itself right before `execve`.
+    fn run(&self, restore_mask: bool) -> Result<(), Failed> {
         // SAFETY: raw system calls on integers and on pointers prepared by
         // the parent and valid in this copy of its memory.
         unsafe {
@@ -500,7 +665,9 @@ impl ChildPlan {
                 }
                 parent = me;
             }
-            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old_mask, std::ptr::null_mut());
+            if restore_mask {
+                libc::pthread_sigmask(libc::SIG_SETMASK, &self.old_mask, std::ptr::null_mut());
+            }
             check(
                 0,
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) as libc::c_long,
