@@ -10,6 +10,9 @@ use vs_sandbox::{ConfineMode, Enforcement, select};
 
 use crate::project::{PolicyArgs, cwd, helper_exe, host_env};
 
+/// What `vibesys exec` does, in `vibesys --help` and `vibesys exec --help`.
+pub const ABOUT: &str = "Run a command confined to the project (bwrap, Landlock or Docker)";
+
 /// The `--confine` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ConfineArg {
