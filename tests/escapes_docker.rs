@@ -134,9 +134,8 @@ fn binds_cannot_be_raced_in_docker() {
                 ("conf", "conf-link"),
             ];
             let swap = |a: &str, b: &str| {
-                let ok =
-                    rustix::fs::renameat_with(&d, a, &d, b, rustix::fs::RenameFlags::EXCHANGE)
-                        .is_ok();
+                let ok = rustix::fs::renameat_with(&d, a, &d, b, rustix::fs::RenameFlags::EXCHANGE)
+                    .is_ok();
                 count.fetch_add(u64::from(ok), Ordering::Relaxed);
             };
             // Swapped a little of the time, so that starts get through the

@@ -142,23 +142,6 @@ fn parse() -> Result<Cli, clap::Error> {
     Cli::try_parse()
 }
 
-#[cfg(test)]
-mod tests {
-    use clap::CommandFactory;
-
-    use super::*;
-
-    /// The fast path's `exec` is the whole tree's.
-    #[test]
-    fn exec_parser_matches_the_full_tree() {
-        let full = Cli::command();
-        let exec = full
-            .find_subcommand("exec")
-            .map(|c| c.get_about().map(ToString::to_string));
-        assert_eq!(exec, Some(Some(exec_cmd::ABOUT.to_owned())));
-    }
-}
-
 /// Log to stderr; `VIBESYS_LOG` (an `EnvFilter` directive) sets the level.
 /// Without it, a plain `warn` level: no directive parsing on the launch
 /// path of every confined command.
@@ -177,4 +160,21 @@ fn init_logging() {
             .try_init(),
         None => builder.with_max_level(tracing::Level::WARN).try_init(),
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// The fast path's `exec` is the whole tree's.
+    #[test]
+    fn exec_parser_matches_the_full_tree() {
+        let full = Cli::command();
+        let exec = full
+            .find_subcommand("exec")
+            .map(|c| c.get_about().map(ToString::to_string));
+        assert_eq!(exec, Some(Some(exec_cmd::ABOUT.to_owned())));
+    }
 }
