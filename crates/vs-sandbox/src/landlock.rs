@@ -71,17 +71,7 @@ impl LandlockSandbox {
         }
         let limit = ProcessLimit::choose(options.max_processes);
         let report = landlock_report(policy, options.network, &limit);
-        for gap in &report.gaps {
-            tracing::warn!("landlock: {gap}");
-        }
-        for gap in report.not_enforced() {
-            tracing::warn!(
-                path = %gap.path.display(),
-                access = gap.access.name(),
-                "landlock: {}",
-                gap.how
-            );
-        }
+        log_gaps(&report);
         Ok(Self {
             plan,
             chdir: options
@@ -108,6 +98,43 @@ impl LandlockSandbox {
     pub fn chdir(&self) -> &Path {
         &self.chdir
     }
+}
+
+/// The gap every Landlock sandbox has (its paths are listed when a policy
+/// names any).
+const PATHS_GAP: &str = "read-only and hidden paths are not enforced";
+
+/// Logs what Landlock leaves unenforced, once, as one warning: the policy
+/// paths it cannot carve out of the project, then the other gaps
+/// (`policy show --backend landlock` has them one per line).
+fn log_gaps(report: &EnforcementReport) {
+    let mut line = String::new();
+    for access in [Access::ReadOnly, Access::Hidden] {
+        let paths: Vec<String> = report
+            .not_enforced()
+            .filter(|g| g.access == access)
+            .map(|g| g.path.display().to_string())
+            .collect();
+        if !paths.is_empty() {
+            let sep = if line.is_empty() { "" } else { "; " };
+            line += &format!("{sep}{} {}", access.name(), paths.join(", "));
+        }
+    }
+    let paths = if line.is_empty() {
+        String::new()
+    } else {
+        format!("NOT ENFORCED: {line} (Landlock cannot carve them out of the writable project); ")
+    };
+    let others: Vec<&str> = report
+        .gaps
+        .iter()
+        .map(String::as_str)
+        .filter(|g| paths.is_empty() || *g != PATHS_GAP)
+        .collect();
+    tracing::warn!(
+        "landlock: {paths}{}; see `vibesys policy show --backend landlock`",
+        others.join("; ")
+    );
 }
 
 /// The report of what the Landlock backend enforces on this kernel.
@@ -154,7 +181,7 @@ pub fn landlock_report(
         )
     });
     report.gaps = vec![
-        "read-only and hidden paths are not enforced".into(),
+        PATHS_GAP.into(),
         "/tmp and /dev/shm are shared with the host".into(),
         "no private /proc: processes of the same user are listed".into(),
         format!(

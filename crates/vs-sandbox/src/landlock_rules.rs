@@ -74,7 +74,7 @@ impl LandlockPlan {
         let secrets = Secrets::new(&secrets, identities);
         let mut read: Vec<PathBuf> = Vec::new();
         for r in resources.iter().filter(|r| r.symlink_target.is_none()) {
-            grant_around(&r.path, &secrets, &mut read, 0);
+            grant_around(&r.path, r.identity, &secrets, &mut read, 0);
         }
         read.push("/proc".into());
         read.push("/dev".into());
@@ -116,10 +116,18 @@ impl<'a> Secrets<'a> {
 /// Adds `path` to `out`, or, when a secret lies below it, every entry of it
 /// but the secrets (recursively, a few levels deep at most: the secrets sit
 /// one or two levels below a granted directory).
-fn grant_around(path: &Path, secrets: &Secrets<'_>, out: &mut Vec<PathBuf>, depth: u8) {
+fn grant_around(
+    path: &Path,
+    known: Option<(u64, u64)>,
+    secrets: &Secrets<'_>,
+    out: &mut Vec<PathBuf>,
+    depth: u8,
+) {
     // A rule on a symlink grants its target: never one that is a secret.
+    // (`known`: the identity the resource set already looked up.)
+    let id = || known.or_else(|| identity(path));
     if secrets.paths.contains(path)
-        || identity(path).is_some_and(|i| secrets.identities.contains(&i))
+        || (!secrets.identities.is_empty() && id().is_some_and(|i| secrets.identities.contains(&i)))
     {
         return;
     }
@@ -134,7 +142,7 @@ fn grant_around(path: &Path, secrets: &Secrets<'_>, out: &mut Vec<PathBuf>, dept
     let mut names: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
     names.sort();
     for entry in names {
-        grant_around(&entry, secrets, out, depth + 1);
+        grant_around(&entry, None, secrets, out, depth + 1);
     }
 }
 

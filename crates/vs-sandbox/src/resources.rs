@@ -159,12 +159,44 @@ pub struct HostResource {
     pub symlink_target: Option<PathBuf>,
     /// Why it is there.
     pub origin: ResourceOrigin,
+    /// What it names, symlinks followed: (device, inode), when known.
+    #[serde(skip)]
+    pub(crate) identity: Option<(u64, u64)>,
 }
 
 /// The read-only host paths a confined agent may read.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct HostResources {
-    entries: BTreeMap<PathBuf, HostResource>,
+    /// Keyed by [`key`]: ordered as `Path` orders, compared as bytes.
+    #[serde(serialize_with = "serialize_entries")]
+    entries: BTreeMap<Vec<u8>, HostResource>,
+}
+
+fn serialize_entries<S: serde::Serializer>(
+    entries: &BTreeMap<Vec<u8>, HostResource>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_map(entries.values().map(|r| (&r.path, r)))
+}
+
+/// A path's components, each preceded by a NUL byte (which no component
+/// holds): byte order of keys is `Path`'s component order (a directory
+/// sorts right before everything below it; `/a/b` before `/a-b`), so the
+/// set is compared with `memcmp` instead of component iteration.
+pub(crate) fn key(path: &Path) -> Vec<u8> {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    let mut out = Vec::with_capacity(bytes.len() + 2);
+    for c in path.components() {
+        out.push(0);
+        out.extend_from_slice(c.as_os_str().as_encoded_bytes());
+    }
+    out
+}
+
+/// (device, inode) of a file's metadata.
+fn identity_of(meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
 }
 
 impl HostResources {
@@ -179,8 +211,9 @@ impl HostResources {
         for root in SYSTEM_ROOTS {
             set.add(Path::new(root), ResourceOrigin::System);
         }
+        let etc = Path::new("/etc");
         for name in ETC_ENTRIES {
-            set.add(&Path::new("/etc").join(name), ResourceOrigin::System);
+            set.add(&etc.join(name), ResourceOrigin::System);
         }
         set
     }
@@ -241,10 +274,10 @@ impl HostResources {
         let mut set = self.clone();
         let grants_etc = ETC_ENTRIES.iter().any(|name| {
             set.entries
-                .get(&etc.join(name))
+                .get(&key(&etc.join(name)))
                 .is_some_and(|r| r.origin == ResourceOrigin::System)
         });
-        if grants_etc && !set.entries.contains_key(etc) {
+        if grants_etc && !set.entries.contains_key(&key(etc)) {
             let mut whole = Self::default();
             whole.add(etc, ResourceOrigin::System);
             if whole.retain_safe_for(workspace).is_empty() {
@@ -276,7 +309,8 @@ impl HostResources {
     }
 
     fn add_depth(&mut self, path: &Path, origin: ResourceOrigin, depth: u8) {
-        if depth > 8 || self.entries.contains_key(path) {
+        let k = key(path);
+        if depth > 8 || self.entries.contains_key(&k) {
             return;
         }
         let Ok(meta) = std::fs::symlink_metadata(path) else {
@@ -286,35 +320,48 @@ impl HostResources {
             tracing::warn!(path = %path.display(), "ignoring host resource with an unprintable path");
             return;
         }
-        let symlink_target = if meta.file_type().is_symlink() {
-            std::fs::read_link(path).ok()
-        } else {
-            None
-        };
         // Directory symlinks are recreated as symlinks; file symlinks are
         // bound through (bwrap and Landlock follow them for the source).
-        let is_dir_link = symlink_target.is_some() && path.is_dir();
-        self.entries.insert(
-            path.to_path_buf(),
-            HostResource {
-                path: path.to_path_buf(),
-                symlink_target: if is_dir_link {
-                    symlink_target.clone()
+        let (symlink_target, identity) = if meta.file_type().is_symlink() {
+            let target = std::fs::metadata(path).ok();
+            let is_dir = target.as_ref().is_some_and(std::fs::Metadata::is_dir);
+            (
+                if is_dir {
+                    std::fs::read_link(path).ok()
                 } else {
                     None
                 },
+                target.as_ref().map(identity_of),
+            )
+        } else {
+            (None, Some(identity_of(&meta)))
+        };
+        let is_dir_link = symlink_target.is_some();
+        self.entries.insert(
+            k,
+            HostResource {
+                path: path.to_path_buf(),
+                symlink_target,
                 origin,
+                identity,
             },
         );
         if is_dir_link
             && let Ok(real) = std::fs::canonicalize(path)
-            && !self
-                .entries
-                .values()
-                .any(|e| e.symlink_target.is_none() && real.starts_with(&e.path))
+            && !self.covers(&real)
         {
             self.add_depth(&real, origin, depth + 1);
         }
+    }
+
+    /// True when `path` is a resource directory (not a symlink) or lies
+    /// below one.
+    fn covers(&self, path: &Path) -> bool {
+        path.ancestors().any(|a| {
+            self.entries
+                .get(&key(a))
+                .is_some_and(|e| e.symlink_target.is_none())
+        })
     }
 
     /// Drops every resource that is the workspace or one of its ancestors
@@ -322,13 +369,19 @@ impl HostResources {
     /// visible). Returns the refused paths.
     pub fn retain_safe_for(&mut self, workspace: &Workspace) -> Vec<PathBuf> {
         let root = workspace.root();
+        // The workspace and its ancestors, by what they are: a resource
+        // naming one of them (through any path: a symlink, a bind mount)
+        // is refused without resolving its path.
+        let ancestors: Vec<(u64, u64)> = root
+            .ancestors()
+            .filter_map(|a| std::fs::metadata(a).ok().map(|m| identity_of(&m)))
+            .collect();
         let mut refused = Vec::new();
         let mut real_paths = crate::realpath::RealPaths::new();
-        self.entries.retain(|path, res| {
-            let real = real_paths
-                .canonicalize(path)
-                .unwrap_or_else(|_| path.clone());
-            if root.starts_with(&real) || root.starts_with(path) {
+        self.entries.retain(|_, res| {
+            let path = &res.path;
+            let names_ancestor = res.identity.is_some_and(|i| ancestors.contains(&i));
+            if names_ancestor || root.starts_with(path) {
                 tracing::warn!(
                     resource = %path.display(),
                     workspace = %root.display(),
@@ -338,7 +391,13 @@ impl HostResources {
                 refused.push(path.clone());
                 return false;
             }
-            !(real.starts_with(root) || path.starts_with(root))
+            if path.starts_with(root) {
+                return false;
+            }
+            // Inside the workspace through a symlink: already visible.
+            !real_paths
+                .canonicalize(path)
+                .is_ok_and(|real| real.starts_with(root))
         });
         refused
     }
@@ -349,17 +408,19 @@ impl HostResources {
         // One pass: the map is ordered by components, so everything below
         // a directory follows it; an entry is nested exactly when it lies
         // below the last directory kept.
-        let mut outer: Option<&Path> = None;
-        self.entries.values().filter(move |r| {
-            if outer.is_some_and(|o| r.path != o && r.path.starts_with(o)) {
-                return false;
+        let mut outer: Option<&[u8]> = None;
+        self.entries.iter().filter_map(move |(k, r)| {
+            // Below `o` exactly when `o` is a proper prefix of the key
+            // ending at a component boundary (the next byte is a NUL).
+            if outer.is_some_and(|o| k.len() > o.len() && k.starts_with(o) && k[o.len()] == 0) {
+                return None;
             }
             outer = if r.symlink_target.is_none() {
-                Some(&r.path)
+                Some(k.as_slice())
             } else {
                 None
             };
-            true
+            Some(r)
         })
     }
 
@@ -368,12 +429,6 @@ impl HostResources {
     /// name, which is masked when it lies below a resource too.
     pub fn secrets(&self) -> Vec<HostSecret> {
         let mut found = BTreeMap::new();
-        // What lies below a nested resource lies below its outer one too.
-        let roots: std::collections::HashSet<&Path> = self
-            .iter()
-            .filter(|r| r.symlink_target.is_none())
-            .map(|r| r.path.as_path())
-            .collect();
         let mut creds: Option<Creds> = None;
         let mut real_paths = crate::realpath::RealPaths::new();
         for pattern in HOST_SECRETS {
@@ -400,7 +455,7 @@ impl HostResources {
                     // Below a root exactly when one of its ancestors (itself
                     // included) is one: a few look-ups, not one component
                     // comparison per resource.
-                    let exposed = candidate.ancestors().any(|a| roots.contains(a));
+                    let exposed = self.covers(&candidate);
                     if exposed
                         && std::fs::symlink_metadata(&candidate).is_ok_and(|m| !m.is_symlink())
                     {
@@ -473,7 +528,7 @@ impl HostResources {
 
     /// True when `path` is one of the resources.
     pub fn contains(&self, path: &Path) -> bool {
-        self.entries.contains_key(path)
+        self.entries.contains_key(&key(path))
     }
 }
 
@@ -613,6 +668,32 @@ mod tests {
         let refused = set.retain_safe_for(&workspace);
         assert_eq!(refused.len(), 2, "{refused:?}");
         assert!(set.contains(Path::new("/usr")));
+    }
+
+    /// A resource that names the workspace or an ancestor through a
+    /// symlink is refused; one that leads into the workspace through a
+    /// symlink is dropped (bound elsewhere it would show the workspace's
+    /// hidden paths); a lexical prefix that is not a path prefix is kept.
+    #[test]
+    fn links_to_the_workspace_are_caught() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let ws = base.join("proj");
+        std::fs::create_dir_all(ws.join("bin")).unwrap();
+        std::fs::create_dir_all(base.join("proj-tools/bin")).unwrap();
+        std::os::unix::fs::symlink(&base, base.join("up")).unwrap();
+        std::os::unix::fs::symlink(&ws, base.join("ws-link")).unwrap();
+        let workspace = Workspace::open(&ws).unwrap();
+        let mut set = HostResources::none();
+        for p in ["up", "ws-link", "ws-link/bin", "proj-tools/bin"] {
+            set.add(&base.join(p), ResourceOrigin::PathEntry);
+        }
+        let refused = set.retain_safe_for(&workspace);
+        assert!(refused.contains(&base.join("up")), "{refused:?}");
+        assert!(refused.contains(&base.join("ws-link")), "{refused:?}");
+        assert!(!set.contains(&base.join("ws-link/bin")));
+        assert!(set.contains(&base.join("proj-tools/bin")));
+        assert!(set.iter().all(|r| !r.path.starts_with(&ws)));
     }
 
     #[test]
