@@ -162,6 +162,10 @@ pub struct HostResource {
     /// What it names, symlinks followed: (device, inode), when known.
     #[serde(skip)]
     pub(crate) identity: Option<(u64, u64)>,
+    /// Whether `path` itself was a symlink when it was added (its parent
+    /// may still hold one).
+    #[serde(skip)]
+    pub(crate) leaf_link: bool,
 }
 
 /// The read-only host paths a confined agent may read.
@@ -344,6 +348,7 @@ impl HostResources {
                 symlink_target,
                 origin,
                 identity,
+                leaf_link: meta.file_type().is_symlink(),
             },
         );
         if is_dir_link
@@ -395,9 +400,15 @@ impl HostResources {
                 return false;
             }
             // Inside the workspace through a symlink: already visible.
-            !real_paths
-                .canonicalize(path)
-                .is_ok_and(|real| real.starts_with(root))
+            // When the resource itself was no symlink, only its directory
+            // needs resolving (shared by most resources: one look-up).
+            let real = match (res.leaf_link, path.parent(), path.file_name()) {
+                (false, Some(parent), Some(name)) => {
+                    real_paths.canonicalize(parent).map(|p| p.join(name))
+                }
+                _ => real_paths.canonicalize(path),
+            };
+            !real.is_ok_and(|real| real.starts_with(root))
         });
         refused
     }
@@ -538,6 +549,9 @@ impl HostResources {
 struct Creds {
     uid: u32,
     gids: Vec<u32>,
+    /// Directories already asked about: may they be searched? (Every
+    /// secret lies below `/` and most below `/etc`.)
+    searchable: std::collections::HashMap<PathBuf, bool>,
 }
 
 impl Creds {
@@ -557,7 +571,11 @@ impl Creds {
         let uid = field("Uid:").get(1).copied().unwrap_or(u32::MAX);
         let mut gids = field("Groups:");
         gids.extend(field("Gid:").get(1));
-        Self { uid, gids }
+        Self {
+            uid,
+            gids,
+            searchable: std::collections::HashMap::new(),
+        }
     }
 
     fn allowed(&self, meta: &std::fs::Metadata, bit: u32) -> bool {
@@ -574,13 +592,18 @@ impl Creds {
 
     /// True when every directory on the way may be searched and the path
     /// itself read, by mode bits alone.
-    fn may_read(&self, path: &Path) -> bool {
+    fn may_read(&mut self, path: &Path) -> bool {
         let mut cur = PathBuf::from("/");
         for part in path.components().skip(1) {
-            let Ok(meta) = std::fs::metadata(&cur) else {
-                return false;
+            let searchable = match self.searchable.get(&cur) {
+                Some(known) => *known,
+                None => {
+                    let ok = std::fs::metadata(&cur).is_ok_and(|m| self.allowed(&m, 0o1));
+                    self.searchable.insert(cur.clone(), ok);
+                    ok
+                }
             };
-            if !self.allowed(&meta, 0o1) {
+            if !searchable {
                 return false;
             }
             cur.push(part);
