@@ -72,15 +72,9 @@ pub fn prepare(plan: &LandlockPlan) -> Result<(OwnedFd, LandlockOutcome), Sandbo
                 return Ok(created);
             }
         };
-        // Files only take file rights; directories take them all. Asked
-        // of the descriptor just opened: no second lookup of the path.
-        let is_dir = rustix::fs::fstat(&fd)
-            .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_dir());
-        let access = if is_dir {
-            access
-        } else {
-            access & AccessFs::from_file(TARGET_ABI)
-        };
+        // Files only take file rights, directories take them all: the
+        // crate asks the descriptor just opened and narrows the rights of
+        // a file (best-effort compatibility), no second lookup of the path.
         created
             .add_rule(PathBeneath::new(fd, access))
             .map_err(|e| unavailable(format!("adding a rule for {} failed: {e}", path.display())))

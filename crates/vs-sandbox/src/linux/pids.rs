@@ -7,9 +7,44 @@ use std::path::{Path, PathBuf};
 use crate::error::SandboxError;
 use crate::limits::ProcessLimit;
 
-/// Mount points of the cgroup hierarchies, from /proc/self/mountinfo:
-/// (v2 mount point, v1 `pids` mount point).
+/// Mount points of the cgroup hierarchies: (v2 mount point, v1 `pids`
+/// mount point). Where the host mounts them where systemd and Docker do,
+/// a `statfs` or three tell; otherwise the mount table (which the kernel
+/// writes out whole for every read: dozens of lines on a desktop).
 fn mounts() -> (Option<PathBuf>, Option<PathBuf>) {
+    match conventional_mounts() {
+        Some(found @ (Some(_), _) | found @ (_, Some(_))) => found,
+        _ => mount_table(),
+    }
+}
+
+/// The hierarchies at `/sys/fs/cgroup` (v2), or below it as
+/// `unified` (v2) and `pids` (v1), checked by file-system type.
+fn conventional_mounts() -> Option<(Option<PathBuf>, Option<PathBuf>)> {
+    const CGROUP2_SUPER_MAGIC: u64 = 0x6367_7270;
+    const CGROUP_SUPER_MAGIC: u64 = 0x0027_e0eb;
+    const TMPFS_MAGIC: u64 = 0x0102_1994;
+    let kind = |p: &str| {
+        rustix::fs::statfs(p)
+            .ok()
+            .map(|s| s.f_type as u64 & 0xffff_ffff)
+    };
+    let base = "/sys/fs/cgroup";
+    match kind(base)? {
+        CGROUP2_SUPER_MAGIC => Some((Some(PathBuf::from(base)), None)),
+        TMPFS_MAGIC => {
+            let v2 = (kind("/sys/fs/cgroup/unified") == Some(CGROUP2_SUPER_MAGIC))
+                .then(|| PathBuf::from("/sys/fs/cgroup/unified"));
+            let v1 = (kind("/sys/fs/cgroup/pids") == Some(CGROUP_SUPER_MAGIC))
+                .then(|| PathBuf::from("/sys/fs/cgroup/pids"));
+            Some((v2, v1))
+        }
+        _ => None,
+    }
+}
+
+/// Mount points of the cgroup hierarchies, from /proc/self/mountinfo.
+fn mount_table() -> (Option<PathBuf>, Option<PathBuf>) {
     let Ok(text) = read_small("/proc/self/mountinfo") else {
         return (None, None);
     };
@@ -315,4 +350,27 @@ fn wait_exit(pid: i32) -> bool {
         }),
     );
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where the conventional places hold a hierarchy, the mount table
+    /// says the same.
+    #[test]
+    fn the_statfs_shortcut_agrees_with_the_mount_table() {
+        let table = mount_table();
+        if let Some((v2, v1)) = conventional_mounts() {
+            if v2.is_some() {
+                assert_eq!(v2, table.0);
+            }
+            if v1.is_some() {
+                assert_eq!(v1, table.1);
+            }
+        }
+        let (v2, v1) = mounts();
+        assert!(v2 == table.0 || v2.is_none() || table.0.is_none());
+        assert!(v1 == table.1 || v1.is_none() || table.1.is_none());
+    }
 }
