@@ -318,7 +318,7 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
 
     tracing::debug!("documents written at {:?}", t0.elapsed());
     let blob_files = blob_files(opts, &built, &blobs, &docs)?;
-    let archive_digest = write_output(opts, stage, &built, &blob_files, &docs)?;
+    let archive_digest = write_output(opts, stage, &built, &blob_files, &docs, cache.as_ref())?;
 
     tracing::debug!("output in place at {:?}", t0.elapsed());
     Ok(BuildReport {
@@ -556,6 +556,7 @@ fn write_output(
     built: &[Built],
     blob_files: &[(Digest, PathBuf)],
     docs: &Documents,
+    cache: Option<&Cache>,
 ) -> Result<Option<Digest>, Error> {
     let epoch = opts.source_date_epoch;
     let config_digest = &docs.config_digest;
@@ -596,7 +597,7 @@ fn write_output(
                 config: config_digest,
                 layers: &layer_digests,
             };
-            archive::write(f, &opts.out, blob_files, &archive_docs, epoch)?;
+            archive::write(f, &opts.out, blob_files, &archive_docs, epoch, cache)?;
             drop(stage);
             None
         }

@@ -16,11 +16,16 @@
 //!   whole pages of a blob's data (its body) are then page-aligned in both
 //!   the blob file and the archive, so a file system with reflinks
 //!   (XFS, btrfs) shares them instead of copying (`copy_file_range` does
-//!   that by itself), and an archive can be edited page by page.
+//!   that by itself), and an archive can be edited in place page by page
+//!   ([`edit`]).
 //!
 //! The layout is computed first (every member's offset from the blobs'
-//! sizes); the archive is then written to a temporary file renamed into
-//! place, bodies copied in parallel by the kernel.
+//! sizes); a new archive is then written to a temporary file renamed into
+//! place, bodies copied in parallel by the kernel. With a cache, the
+//! builder records what it wrote and edits that archive in place on the
+//! next build instead of writing it again (see [`edit`]).
+
+mod edit;
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -28,6 +33,7 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
+use crate::cache::Cache;
 use crate::digest::Digest;
 use crate::error::Error;
 use crate::files::{file_name, parent_of};
@@ -54,7 +60,7 @@ enum Content<'a> {
     Dir,
     Bytes(&'a [u8]),
     /// A blob from its file: its data starts at a multiple of [`ALIGN`].
-    Blob(&'a Path),
+    Blob(&'a Digest, &'a Path),
 }
 
 /// The members of an archive of `format`, in their order (see the module
@@ -89,11 +95,11 @@ fn members<'a>(
             members.push(("blobs/sha256".to_owned(), Content::Dir));
             for l in &layers {
                 let (d, p) = find(l)?;
-                members.push((d.blob_path(), Content::Blob(p)));
+                members.push((d.blob_path(), Content::Blob(d, p)));
             }
             // `blobs` is sorted by digest.
             for (d, p) in blobs.iter().filter(|(d, _)| !layers.contains(&d)) {
-                members.push((d.blob_path(), Content::Blob(p)));
+                members.push((d.blob_path(), Content::Blob(d, p)));
             }
             members.push(("index.json".to_owned(), Content::Bytes(docs.index)));
             if format == OutputFormat::Archive {
@@ -107,10 +113,10 @@ fn members<'a>(
         OutputFormat::DockerArchive => {
             for l in &layers {
                 let (d, p) = find(l)?;
-                members.push((format!("{}.tar", d.hex()), Content::Blob(p)));
+                members.push((format!("{}.tar", d.hex()), Content::Blob(d, p)));
             }
             let (d, p) = find(docs.config)?;
-            members.push((format!("{}.json", d.hex()), Content::Blob(p)));
+            members.push((format!("{}.json", d.hex()), Content::Blob(d, p)));
             members.push((
                 "manifest.json".to_owned(),
                 Content::Bytes(docs.docker_only_manifest),
@@ -130,11 +136,14 @@ pub(crate) struct Literal {
     /// Offset in the archive.
     pub at: u64,
     pub bytes: Vec<u8>,
+    /// sha256 of `bytes`.
+    pub digest: Digest,
 }
 
 impl Literal {
     fn new(at: u64, bytes: Vec<u8>) -> Self {
-        Self { at, bytes }
+        let digest = Digest::of(&bytes);
+        Self { at, bytes, digest }
     }
 }
 
@@ -143,6 +152,7 @@ impl Literal {
 pub(crate) struct Body<'a> {
     pub at: u64,
     pub len: u64,
+    pub digest: &'a Digest,
     pub src: &'a Path,
 }
 
@@ -168,7 +178,7 @@ fn lay_out<'a>(members: &[(String, Content<'a>)], epoch: u64) -> Result<Layout<'
         match content {
             Content::Dir => tar.dir(name, 0o755).map_err(in_memory)?,
             Content::Bytes(b) => tar.bytes(name, 0o644, b).map_err(in_memory)?,
-            Content::Blob(src) => {
+            Content::Blob(digest, src) => {
                 let f = File::open(src).map_err(|e| Error::io("read", *src, e))?;
                 let size = f.metadata().map_err(|e| Error::io("stat", *src, e))?.len();
                 let mut head = TarWriter::new(Vec::new(), epoch);
@@ -185,6 +195,7 @@ fn lay_out<'a>(members: &[(String, Content<'a>)], epoch: u64) -> Result<Layout<'
                     bodies.push(Body {
                         at: data_at,
                         len: body,
+                        digest,
                         src,
                     });
                     at = data_at + body;
@@ -209,18 +220,63 @@ fn lay_out<'a>(members: &[(String, Content<'a>)], epoch: u64) -> Result<Layout<'
     })
 }
 
-/// Writes the archive of `format` to a temporary file renamed into place.
+/// Writes the archive of `format` to `out`: in place when `out` is the
+/// archive this builder last wrote there (see [`edit`]), else to a
+/// temporary file renamed into place. With a cache, records what it wrote
+/// for the next build.
 pub(crate) fn write(
     format: OutputFormat,
     out: &Path,
     blobs: &[(Digest, PathBuf)],
     docs: &Docs<'_>,
     epoch: u64,
+    cache: Option<&Cache>,
 ) -> Result<(), Error> {
     let members = members(format, blobs, docs, out)?;
     let layout = lay_out(&members, epoch)?;
-    write_new(out, &layout)?;
+    match put(out, &layout, cache, edit::dirty_bound())? {
+        Put::Edited(e) => tracing::debug!(
+            "{} edited in place: {} of {} blob bodies kept where they were, {} ranges shifted",
+            out.display(),
+            e.kept,
+            e.bodies,
+            e.shifts
+        ),
+        Put::New => tracing::debug!("{} written anew", out.display()),
+    }
     Ok(())
+}
+
+/// How an archive got to its output path.
+#[derive(Debug)]
+pub(crate) enum Put {
+    /// The archive there was edited in place.
+    Edited(edit::Edited),
+    /// A new file was written and renamed into place.
+    New,
+}
+
+/// Puts the archive laid out in `layout` at `out` (see [`write`]); `dirty`
+/// bounds the bytes the page cache holds dirty (see [`edit`]).
+fn put(
+    out: &Path,
+    layout: &Layout<'_>,
+    cache: Option<&Cache>,
+    dirty: Option<u64>,
+) -> Result<Put, Error> {
+    let place = cache.and_then(|c| edit::Place::of(out, c));
+    if let Some(place) = &place {
+        edit::sweep(out);
+        if let Some((file, edited)) = place.edit(layout, dirty) {
+            place.record(&file, layout);
+            return Ok(Put::Edited(edited));
+        }
+    }
+    let file = write_new(out, layout)?;
+    if let Some(place) = &place {
+        place.record(&file, layout);
+    }
+    Ok(Put::New)
 }
 
 /// Writes the whole archive to a temporary file next to `out` and moves it
