@@ -258,7 +258,7 @@ fn look_up(p: Pending, cache: Option<&Cache>, opts: &BuildOptions) -> Result<Loo
         };
         return Ok(Looked::Miss(plan, None));
     };
-    let (plan, key) = match p {
+    let groups = match p {
         Pending::Store {
             paths,
             key: Some(key),
@@ -269,20 +269,17 @@ fn look_up(p: Pending, cache: Option<&Cache>, opts: &BuildOptions) -> Result<Loo
             return Ok(Looked::Miss(scan_store(&paths, allow)?, Some(key)));
         }
         Pending::Store { paths, key: None } => {
-            let plan = scan_store(&paths, allow)?;
-            let key = plan.cache_key(opts.compression, epoch);
-            (plan, key)
+            input::scan_paths(&paths, allow, input::PathKind::Store)?
         }
-        Pending::Groups(groups) => {
-            let plan = LayerPlan::new(groups)?;
-            let key = plan.cache_key(opts.compression, epoch);
-            (plan, key)
-        }
+        Pending::Groups(groups) => groups,
     };
-    Ok(match cache.lookup(&key) {
-        Some((meta, path)) => Looked::Hit(meta, path),
-        None => Looked::Miss(plan, Some(key)),
-    })
+    // The key is made from the groups as scanned: a layer found in the
+    // cache is never merged and sorted.
+    let key = crate::layer::cache_key(&groups, opts.compression, epoch);
+    if let Some((meta, path)) = cache.lookup(&key) {
+        return Ok(Looked::Hit(meta, path));
+    }
+    Ok(Looked::Miss(LayerPlan::new(groups)?, Some(key)))
 }
 
 /// A layer of the image: what it is, where its blob is, whether it came

@@ -128,57 +128,6 @@ impl LayerPlan {
         self.entries.iter().map(|(_, e)| e.size()).sum()
     }
 
-    /// Cache key: everything that determines the layer's bytes.
-    pub(crate) fn cache_key(&self, compression: Compression, mtime: u64) -> Digest {
-        let mut h = Sha256::new();
-        h.update(format!(
-            "vs-image layer v3\0{}\0{mtime}\0",
-            compression.as_str()
-        ));
-        for g in &self.groups {
-            h.update(g.name.as_bytes());
-            h.update(b"\0");
-        }
-        h.update(b"\n");
-        // Each entry is encoded compactly into one buffer and hashed with
-        // one call (the key hashes every entry of every rebuild).
-        let many = self.groups.len() > 1;
-        let mut buf: Vec<u8> = Vec::with_capacity(256);
-        for (gi, e) in &self.entries {
-            let s = e.stamp;
-            buf.clear();
-            if many {
-                buf.extend_from_slice(&(*gi as u32).to_le_bytes());
-            }
-            buf.extend_from_slice(&(e.path.len() as u32).to_le_bytes());
-            buf.extend_from_slice(e.path.as_bytes());
-            buf.extend_from_slice(&(e.mode as u16).to_le_bytes());
-            match &e.kind {
-                Kind::Dir => buf.push(b'd'),
-                Kind::File { size, nlink, .. } => {
-                    buf.push(b'f');
-                    for v in [*size, *nlink, s.ino, s.dev, s.mtime as u64, s.ctime as u64] {
-                        buf.extend_from_slice(&v.to_le_bytes());
-                    }
-                    for v in [s.mtime_ns as u32, s.ctime_ns as u32] {
-                        buf.extend_from_slice(&v.to_le_bytes());
-                    }
-                }
-                Kind::Inline(b) => {
-                    buf.push(b'i');
-                    buf.extend_from_slice(&Sha256::digest(b));
-                }
-                Kind::Symlink(t) => {
-                    buf.push(b'l');
-                    buf.extend_from_slice(&(t.len() as u32).to_le_bytes());
-                    buf.extend_from_slice(t.as_bytes());
-                }
-            }
-            h.update(&buf);
-        }
-        Digest::from_hasher(h)
-    }
-
     /// Writes the layer into `dir` as `<hex>` and returns what it is.
     /// `helper`: hash and write the layer's bytes on a helper thread (worth
     /// it when a core would otherwise be idle).
@@ -306,6 +255,64 @@ impl LayerPlan {
         }
         Ok(())
     }
+}
+
+/// Cache key of the layer made of `groups`: everything that determines its
+/// bytes — each group's name, then its parents and entries in the order
+/// they were scanned (the same inputs scan in the same order), with mode,
+/// type, size, link count, inode, device, mtime and ctime of files (the
+/// content hash of inline files), symlink targets, compression and mtime.
+/// Made from the groups as they are, so that a layer found in the cache
+/// is never merged.
+pub(crate) fn cache_key(groups: &[Group], compression: Compression, mtime: u64) -> Digest {
+    let mut h = Sha256::new();
+    h.update(format!(
+        "vs-image layer v4\0{}\0{mtime}\0",
+        compression.as_str()
+    ));
+    for g in groups {
+        h.update(g.name.as_bytes());
+        h.update(b"\0");
+    }
+    h.update(b"\n");
+    // Each entry is encoded compactly into one buffer and hashed with one
+    // call (the key hashes every entry of every rebuild).
+    let mut buf: Vec<u8> = Vec::with_capacity(256);
+    for (gi, g) in groups.iter().enumerate() {
+        h.update((gi as u32).to_le_bytes());
+        let parents = g.parents.iter().map(|e| (b'P', e));
+        for (role, e) in parents.chain(g.entries.iter().map(|e| (b'E', e))) {
+            let s = e.stamp;
+            buf.clear();
+            buf.push(role);
+            buf.extend_from_slice(&(e.path.len() as u32).to_le_bytes());
+            buf.extend_from_slice(e.path.as_bytes());
+            buf.extend_from_slice(&(e.mode as u16).to_le_bytes());
+            match &e.kind {
+                Kind::Dir => buf.push(b'd'),
+                Kind::File { size, nlink, .. } => {
+                    buf.push(b'f');
+                    for v in [*size, *nlink, s.ino, s.dev, s.mtime as u64, s.ctime as u64] {
+                        buf.extend_from_slice(&v.to_le_bytes());
+                    }
+                    for v in [s.mtime_ns as u32, s.ctime_ns as u32] {
+                        buf.extend_from_slice(&v.to_le_bytes());
+                    }
+                }
+                Kind::Inline(b) => {
+                    buf.push(b'i');
+                    buf.extend_from_slice(&Sha256::digest(b));
+                }
+                Kind::Symlink(t) => {
+                    buf.push(b'l');
+                    buf.extend_from_slice(&(t.len() as u32).to_le_bytes());
+                    buf.extend_from_slice(t.as_bytes());
+                }
+            }
+            h.update(&buf);
+        }
+    }
+    Digest::from_hasher(h)
 }
 
 enum Enc<W: Write> {
