@@ -256,7 +256,7 @@ pub(crate) enum Put {
     New,
 }
 
-/// Puts the archive laid out in `layout` at `out` (see [`write`]); `dirty`
+/// Puts the archive laid out in `layout` at `out` (see [`write()`]); `dirty`
 /// bounds the bytes the page cache holds dirty (see [`edit`]).
 fn put(
     out: &Path,
