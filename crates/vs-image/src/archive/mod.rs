@@ -264,13 +264,13 @@ fn put(
     cache: Option<&Cache>,
     dirty: Option<u64>,
 ) -> Result<Put, Error> {
+    edit::sweep(out);
     let place = cache.and_then(|c| edit::Place::of(out, c));
-    if let Some(place) = &place {
-        edit::sweep(out);
-        if let Some((file, edited)) = place.edit(layout, dirty) {
-            place.record(&file, layout);
-            return Ok(Put::Edited(edited));
-        }
+    if let Some(place) = &place
+        && let Some((file, edited)) = place.edit(layout, dirty)
+    {
+        place.record(&file, layout);
+        return Ok(Put::Edited(edited));
     }
     let file = write_new(out, layout)?;
     if let Some(place) = &place {
