@@ -14,6 +14,7 @@ use crate::error::Error;
 use crate::files::{file_name, parent_of, replace_dir, write_file};
 use crate::graph::ReferencesGraph;
 use crate::input::{self, Entry, Group, Kind};
+use crate::known::KnownDigests;
 use crate::layer::{LayerMeta, LayerPlan};
 use crate::mounts;
 use crate::oci::{self, media};
@@ -421,9 +422,25 @@ fn write_layers(
                 Ok((meta, path, true))
             }
             Looked::Miss(p, key) => {
-                let (meta, path) = p.write(blobs, opts.compression, epoch, helper)?;
+                // The digests of each group's files as last written, so
+                // that only changed files are hashed again for the SBOM.
+                let keys: Vec<Digest> = p
+                    .groups
+                    .iter()
+                    .map(|g| KnownDigests::key(&g.host_root, &g.name))
+                    .collect();
+                let known: Vec<Option<KnownDigests>> = keys
+                    .iter()
+                    .map(|k| cache.and_then(|c| c.known(k)))
+                    .collect();
+                let (meta, path, seen) = p.write(blobs, opts.compression, epoch, helper, &known)?;
                 if let (Some(c), Some(key)) = (cache, key) {
                     c.store(&key, &meta, &path);
+                    for (k, s) in keys.iter().zip(&seen) {
+                        if !s.is_empty() {
+                            c.store_known(k, s);
+                        }
+                    }
                 }
                 progress.layer_done(p.size(), false);
                 Ok((meta, path, false))
