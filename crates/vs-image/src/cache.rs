@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::digest::Digest;
-use crate::known::KnownDigests;
+use crate::known::{KnownDigests, SeenDigests};
 use crate::layer::LayerMeta;
 
 const MAX_META: u64 = 1 << 20;
@@ -95,10 +95,10 @@ impl Cache {
 
     /// Stores the content digests of a group's files under `key`
     /// (atomically); failures are logged and ignored.
-    pub(crate) fn store_known(&self, key: &Digest, known: &KnownDigests) {
+    pub(crate) fn store_known(&self, key: &Digest, seen: &SeenDigests) {
         let store = || -> std::io::Result<()> {
             let mut tmp = tempfile::NamedTempFile::new_in(&self.files)?;
-            std::io::Write::write_all(&mut tmp, &known.encode())?;
+            std::io::Write::write_all(&mut tmp, seen.encoded())?;
             tmp.persist(self.files.join(key.hex()))
                 .map_err(|e| e.error)?;
             Ok(())

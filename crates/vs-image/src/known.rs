@@ -34,7 +34,7 @@ pub(crate) fn stamp_of(e: &Entry) -> Option<FileStamp> {
 
 const MAGIC: &[u8] = b"vs-image file digests v1\n";
 
-/// Content digests of one group's files by path.
+/// Content digests of one group's files by path, as read from the cache.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct KnownDigests {
     files: HashMap<String, (FileStamp, [u8; 32])>,
@@ -59,38 +59,7 @@ impl KnownDigests {
             .map(|(_, raw)| Digest::from_raw(raw))
     }
 
-    /// Notes the digest of the file at `path` read with `stamp`.
-    pub(crate) fn insert(&mut self, path: &str, stamp: FileStamp, digest: &Digest) {
-        if let Some(raw) = digest.raw() {
-            self.files.insert(path.to_owned(), (stamp, raw));
-        }
-    }
-
-    /// Whether no file is known.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.files.is_empty()
-    }
-
-    /// A compact encoding: per file its path's length and bytes, the
-    /// stamp and the raw digest (little endian), in path order.
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut paths: Vec<&String> = self.files.keys().collect();
-        paths.sort_unstable();
-        let mut out = Vec::with_capacity(MAGIC.len() + paths.len() * 120);
-        out.extend_from_slice(MAGIC);
-        for p in paths {
-            let (stamp, raw) = &self.files[p];
-            out.extend_from_slice(&(p.len() as u32).to_le_bytes());
-            out.extend_from_slice(p.as_bytes());
-            for v in stamp {
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-            out.extend_from_slice(raw);
-        }
-        out
-    }
-
-    /// Reads [`KnownDigests::encode`]'s output; `None` when it is not
+    /// Reads what [`SeenDigests::encoded`] wrote; `None` when it is not
     /// that (another version, cut short).
     pub(crate) fn decode(bytes: &[u8]) -> Option<Self> {
         let mut rest = bytes.strip_prefix(MAGIC)?;
@@ -115,6 +84,47 @@ impl KnownDigests {
     }
 }
 
+/// The content digests a layer write notes for one group, encoded as they
+/// come (no map, no copy of the paths: a cold build notes every file): per
+/// file its path's length and bytes, the stamp and the raw digest, little
+/// endian.
+#[derive(Debug)]
+pub(crate) struct SeenDigests {
+    bytes: Vec<u8>,
+}
+
+impl Default for SeenDigests {
+    fn default() -> Self {
+        Self {
+            bytes: MAGIC.to_vec(),
+        }
+    }
+}
+
+impl SeenDigests {
+    /// Notes the digest of the file at `path` read with `stamp`.
+    pub(crate) fn insert(&mut self, path: &str, stamp: FileStamp, digest: &Digest) {
+        let Some(raw) = digest.raw() else { return };
+        self.bytes
+            .extend_from_slice(&(path.len() as u32).to_le_bytes());
+        self.bytes.extend_from_slice(path.as_bytes());
+        for v in stamp {
+            self.bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        self.bytes.extend_from_slice(&raw);
+    }
+
+    /// Whether no file was noted.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.bytes.len() == MAGIC.len()
+    }
+
+    /// What [`KnownDigests::decode`] reads.
+    pub(crate) fn encoded(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -122,20 +132,22 @@ mod tests {
 
     #[test]
     fn round_trips_and_refuses_what_it_did_not_write() {
-        let mut k = KnownDigests::default();
+        let mut seen = SeenDigests::default();
+        assert!(seen.is_empty());
         let d = Digest::of(b"content");
-        k.insert("usr/bin/a", [1, 2, 3, 4, 5, 6, 7], &d);
-        k.insert("étc/b", [9; 7], &Digest::of(b"other"));
-        let bytes = k.encode();
-        let back = KnownDigests::decode(&bytes).unwrap();
-        assert_eq!(back, k);
-        assert_eq!(back.get("usr/bin/a", &[1, 2, 3, 4, 5, 6, 7]), Some(d));
-        assert_eq!(back.get("usr/bin/a", &[1, 2, 3, 4, 5, 6, 8]), None);
-        assert_eq!(back.get("usr/bin/c", &[1, 2, 3, 4, 5, 6, 7]), None);
+        seen.insert("usr/bin/a", [1, 2, 3, 4, 5, 6, 7], &d);
+        seen.insert("étc/b", [9; 7], &Digest::of(b"other"));
+        assert!(!seen.is_empty());
+        let bytes = seen.encoded();
+        let known = KnownDigests::decode(bytes).unwrap();
+        assert_eq!(known.get("usr/bin/a", &[1, 2, 3, 4, 5, 6, 7]), Some(d));
+        assert_eq!(known.get("étc/b", &[9; 7]), Some(Digest::of(b"other")));
+        assert_eq!(known.get("usr/bin/a", &[1, 2, 3, 4, 5, 6, 8]), None);
+        assert_eq!(known.get("usr/bin/c", &[1, 2, 3, 4, 5, 6, 7]), None);
         assert!(KnownDigests::decode(&bytes[..bytes.len() - 1]).is_none());
         assert!(KnownDigests::decode(b"something else").is_none());
         assert_eq!(
-            KnownDigests::decode(MAGIC).unwrap(),
+            KnownDigests::decode(SeenDigests::default().encoded()).unwrap(),
             KnownDigests::default()
         );
     }

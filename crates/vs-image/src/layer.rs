@@ -12,7 +12,7 @@ use sha2::{Digest as _, Sha256};
 use crate::digest::{Digest, HashReader, HashWriter};
 use crate::error::Error;
 use crate::input::{Entry, Group, Kind};
-use crate::known::KnownDigests;
+use crate::known::{KnownDigests, SeenDigests};
 use crate::options::Compression;
 use crate::tarw::TarWriter;
 
@@ -142,7 +142,7 @@ impl LayerPlan {
         mtime: u64,
         helper: bool,
         known: &[Option<KnownDigests>],
-    ) -> Result<(LayerMeta, PathBuf, Vec<KnownDigests>), Error> {
+    ) -> Result<(LayerMeta, PathBuf, Vec<SeenDigests>), Error> {
         let tmp = tempfile::Builder::new()
             .prefix(".layer-")
             .tempfile_in(dir)
@@ -170,11 +170,8 @@ impl LayerPlan {
                 let mut tar = TarWriter::new(w, mtime);
                 let mut group_hashers: Vec<Sha256> =
                     self.groups.iter().map(|_| Sha256::new()).collect();
-                let mut seen: Vec<KnownDigests> = self
-                    .groups
-                    .iter()
-                    .map(|_| KnownDigests::default())
-                    .collect();
+                let mut seen: Vec<SeenDigests> =
+                    self.groups.iter().map(|_| SeenDigests::default()).collect();
                 self.write_entries(&mut tar, &mut group_hashers, known, &mut seen)?;
                 tar.finish().map_err(|e| Error::io("write", &tmp_path, e))?;
                 Ok((group_hashers, seen))
@@ -223,7 +220,7 @@ impl LayerPlan {
         tar: &mut TarWriter<W>,
         group_hashers: &mut [Sha256],
         known: &[Option<KnownDigests>],
-        seen: &mut [KnownDigests],
+        seen: &mut [SeenDigests],
     ) -> Result<(), Error> {
         let mut links: HashMap<(u64, u64), &str> = HashMap::new();
         for (gi, e) in &self.entries {
@@ -407,7 +404,11 @@ mod tests {
     ) -> (LayerMeta, Vec<KnownDigests>) {
         let plan = LayerPlan::new(crate::input::scan_root(root, false).unwrap()).unwrap();
         let (meta, _, seen) = plan.write(out, Compression::None, 1, false, known).unwrap();
-        (meta, seen)
+        (meta, seen.iter().map(known_of).collect())
+    }
+
+    fn known_of(seen: &SeenDigests) -> KnownDigests {
+        KnownDigests::decode(seen.encoded()).unwrap()
     }
 
     #[test]
@@ -434,17 +435,15 @@ mod tests {
         assert_eq!(again, meta);
         // A known digest is taken as it is while the stamp matches (a
         // wrong one shows in the group's digest, not in the layer's)...
-        let mut wrong = KnownDigests::default();
+        let mut wrong = SeenDigests::default();
         let a = crate::known::stamp_of(&scanned(&root, "d/a")).unwrap();
         wrong.insert("d/a", a, &Digest::of(b"not a"));
-        let (lied, _) = write(&root, &out, &[Some(wrong)]);
+        let (lied, _) = write(&root, &out, &[Some(known_of(&wrong))]);
         assert_eq!(lied.digest, meta.digest);
         assert_ne!(lied.groups, meta.groups);
         // ... and not once the file changed.
-        let mut wrong = KnownDigests::default();
-        wrong.insert("d/a", a, &Digest::of(b"not a"));
         std::fs::write(root.join("d/a"), b"A").unwrap();
-        let (changed, seen) = write(&root, &out, &[Some(wrong)]);
+        let (changed, seen) = write(&root, &out, &[Some(known_of(&wrong))]);
         let a = crate::known::stamp_of(&scanned(&root, "d/a")).unwrap();
         assert_eq!(seen[0].get("d/a", &a), Some(Digest::of(b"A")));
         assert_ne!(changed.digest, meta.digest);
