@@ -14,6 +14,7 @@ use crate::error::Error;
 use crate::files::{file_name, parent_of, replace_dir, write_file};
 use crate::graph::ReferencesGraph;
 use crate::input::{self, Entry, Group, Kind};
+use crate::known::KnownDigests;
 use crate::layer::{LayerMeta, LayerPlan};
 use crate::mounts;
 use crate::oci::{self, media};
@@ -258,7 +259,7 @@ fn look_up(p: Pending, cache: Option<&Cache>, opts: &BuildOptions) -> Result<Loo
         };
         return Ok(Looked::Miss(plan, None));
     };
-    let (plan, key) = match p {
+    let groups = match p {
         Pending::Store {
             paths,
             key: Some(key),
@@ -269,20 +270,17 @@ fn look_up(p: Pending, cache: Option<&Cache>, opts: &BuildOptions) -> Result<Loo
             return Ok(Looked::Miss(scan_store(&paths, allow)?, Some(key)));
         }
         Pending::Store { paths, key: None } => {
-            let plan = scan_store(&paths, allow)?;
-            let key = plan.cache_key(opts.compression, epoch);
-            (plan, key)
+            input::scan_paths(&paths, allow, input::PathKind::Store)?
         }
-        Pending::Groups(groups) => {
-            let plan = LayerPlan::new(groups)?;
-            let key = plan.cache_key(opts.compression, epoch);
-            (plan, key)
-        }
+        Pending::Groups(groups) => groups,
     };
-    Ok(match cache.lookup(&key) {
-        Some((meta, path)) => Looked::Hit(meta, path),
-        None => Looked::Miss(plan, Some(key)),
-    })
+    // The key is made from the groups as scanned: a layer found in the
+    // cache is never merged and sorted.
+    let key = crate::layer::cache_key(&groups, opts.compression, epoch);
+    if let Some((meta, path)) = cache.lookup(&key) {
+        return Ok(Looked::Hit(meta, path));
+    }
+    Ok(Looked::Miss(LayerPlan::new(groups)?, Some(key)))
 }
 
 /// A layer of the image: what it is, where its blob is, whether it came
@@ -318,7 +316,7 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
 
     tracing::debug!("documents written at {:?}", t0.elapsed());
     let blob_files = blob_files(opts, &built, &blobs, &docs)?;
-    let archive_digest = write_output(opts, stage, &built, &blob_files, &docs)?;
+    let archive_digest = write_output(opts, stage, &built, &blob_files, &docs, cache.as_ref())?;
 
     tracing::debug!("output in place at {:?}", t0.elapsed());
     Ok(BuildReport {
@@ -424,9 +422,25 @@ fn write_layers(
                 Ok((meta, path, true))
             }
             Looked::Miss(p, key) => {
-                let (meta, path) = p.write(blobs, opts.compression, epoch, helper)?;
+                // The digests of each group's files as last written, so
+                // that only changed files are hashed again for the SBOM.
+                let keys: Vec<Digest> = p
+                    .groups
+                    .iter()
+                    .map(|g| KnownDigests::key(&g.host_root, &g.name))
+                    .collect();
+                let known: Vec<Option<KnownDigests>> = keys
+                    .iter()
+                    .map(|k| cache.and_then(|c| c.known(k)))
+                    .collect();
+                let (meta, path, seen) = p.write(blobs, opts.compression, epoch, helper, &known)?;
                 if let (Some(c), Some(key)) = (cache, key) {
                     c.store(&key, &meta, &path);
+                    for (k, s) in keys.iter().zip(&seen) {
+                        if !s.is_empty() {
+                            c.store_known(k, s);
+                        }
+                    }
                 }
                 progress.layer_done(p.size(), false);
                 Ok((meta, path, false))
@@ -556,6 +570,7 @@ fn write_output(
     built: &[Built],
     blob_files: &[(Digest, PathBuf)],
     docs: &Documents,
+    cache: Option<&Cache>,
 ) -> Result<Option<Digest>, Error> {
     let epoch = opts.source_date_epoch;
     let config_digest = &docs.config_digest;
@@ -596,7 +611,7 @@ fn write_output(
                 config: config_digest,
                 layers: &layer_digests,
             };
-            archive::write(f, &opts.out, blob_files, &archive_docs, epoch)?;
+            archive::write(f, &opts.out, blob_files, &archive_docs, epoch, cache)?;
             drop(stage);
             None
         }

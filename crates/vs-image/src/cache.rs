@@ -1,13 +1,17 @@
 //! The optional cache of built layers, keyed by their inputs.
 //!
-//! Layout: `<dir>/vs-image-v1/layers/<key>.json` (what the layer is) and
-//! `<dir>/vs-image-v1/blobs/sha256/<hex>`. Everything is best effort: an
+//! Layout: `<dir>/vs-image-v1/layers/<key>.json` (what the layer is),
+//! `<dir>/vs-image-v1/blobs/sha256/<hex>`,
+//! `<dir>/vs-image-v1/files/<key>` (the content digests of a group's files,
+//! see `known`), and `<dir>/vs-image-v1/outputs/<key>.json` (what the
+//! builder last wrote at an archive output path, see `archive::edit`). Everything is best effort: an
 //! unwritable or damaged cache is skipped, never an error, so builds work
 //! in the Nix sandbox with no writable home.
 
 use std::path::{Path, PathBuf};
 
 use crate::digest::Digest;
+use crate::known::{KnownDigests, SeenDigests};
 use crate::layer::LayerMeta;
 
 const MAX_META: u64 = 1 << 20;
@@ -15,6 +19,8 @@ const MAX_META: u64 = 1 << 20;
 pub(crate) struct Cache {
     layers: PathBuf,
     blobs: PathBuf,
+    files: PathBuf,
+    outputs: PathBuf,
 }
 
 impl Cache {
@@ -23,7 +29,9 @@ impl Cache {
         let base = dir.join("vs-image-v1");
         let layers = base.join("layers");
         let blobs = base.join("blobs").join("sha256");
-        for d in [&layers, &blobs] {
+        let files = base.join("files");
+        let outputs = base.join("outputs");
+        for d in [&layers, &blobs, &files, &outputs] {
             if let Err(e) = std::fs::create_dir_all(d) {
                 tracing::debug!("layer cache {} not usable: {e}", d.display());
                 return None;
@@ -31,7 +39,12 @@ impl Cache {
         }
         // A read-only directory can exist; probe for writability.
         match tempfile::tempfile_in(&layers) {
-            Ok(_) => Some(Self { layers, blobs }),
+            Ok(_) => Some(Self {
+                layers,
+                blobs,
+                files,
+                outputs,
+            }),
             Err(e) => {
                 tracing::debug!("layer cache {} not writable: {e}", layers.display());
                 None
@@ -71,6 +84,53 @@ impl Cache {
         tmp.persist(self.layers.join(format!("{}.json", key.hex())))
             .map_err(|e| e.error)?;
         Ok(())
+    }
+}
+
+impl Cache {
+    /// The content digests of a group's files stored under `key`, if any.
+    pub(crate) fn known(&self, key: &Digest) -> Option<KnownDigests> {
+        KnownDigests::decode(&std::fs::read(self.files.join(key.hex())).ok()?)
+    }
+
+    /// Stores the content digests of a group's files under `key`
+    /// (atomically); failures are logged and ignored.
+    pub(crate) fn store_known(&self, key: &Digest, seen: &SeenDigests) {
+        let store = || -> std::io::Result<()> {
+            let mut tmp = tempfile::NamedTempFile::new_in(&self.files)?;
+            std::io::Write::write_all(&mut tmp, seen.encoded())?;
+            tmp.persist(self.files.join(key.hex()))
+                .map_err(|e| e.error)?;
+            Ok(())
+        };
+        if let Err(e) = store() {
+            tracing::debug!("not caching file digests {key}: {e}");
+        }
+    }
+
+    /// The record of an output stored under `key`, if any.
+    pub(crate) fn output(&self, key: &Digest) -> Option<Vec<u8>> {
+        let path = self.outputs.join(format!("{}.json", key.hex()));
+        let m = std::fs::metadata(&path).ok()?;
+        if m.len() > MAX_META {
+            return None;
+        }
+        std::fs::read(&path).ok()
+    }
+
+    /// Stores the record of an output under `key` (atomically); failures
+    /// are logged and ignored.
+    pub(crate) fn store_output(&self, key: &Digest, bytes: &[u8]) {
+        let store = || -> std::io::Result<()> {
+            let mut tmp = tempfile::NamedTempFile::new_in(&self.outputs)?;
+            std::io::Write::write_all(&mut tmp, bytes)?;
+            tmp.persist(self.outputs.join(format!("{}.json", key.hex())))
+                .map_err(|e| e.error)?;
+            Ok(())
+        };
+        if let Err(e) = store() {
+            tracing::debug!("not recording output {key}: {e}");
+        }
     }
 }
 

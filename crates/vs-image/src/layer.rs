@@ -12,6 +12,7 @@ use sha2::{Digest as _, Sha256};
 use crate::digest::{Digest, HashReader, HashWriter};
 use crate::error::Error;
 use crate::input::{Entry, Group, Kind};
+use crate::known::{KnownDigests, SeenDigests};
 use crate::options::Compression;
 use crate::tarw::TarWriter;
 
@@ -128,67 +129,20 @@ impl LayerPlan {
         self.entries.iter().map(|(_, e)| e.size()).sum()
     }
 
-    /// Cache key: everything that determines the layer's bytes.
-    pub(crate) fn cache_key(&self, compression: Compression, mtime: u64) -> Digest {
-        let mut h = Sha256::new();
-        h.update(format!(
-            "vs-image layer v3\0{}\0{mtime}\0",
-            compression.as_str()
-        ));
-        for g in &self.groups {
-            h.update(g.name.as_bytes());
-            h.update(b"\0");
-        }
-        h.update(b"\n");
-        // Each entry is encoded compactly into one buffer and hashed with
-        // one call (the key hashes every entry of every rebuild).
-        let many = self.groups.len() > 1;
-        let mut buf: Vec<u8> = Vec::with_capacity(256);
-        for (gi, e) in &self.entries {
-            let s = e.stamp;
-            buf.clear();
-            if many {
-                buf.extend_from_slice(&(*gi as u32).to_le_bytes());
-            }
-            buf.extend_from_slice(&(e.path.len() as u32).to_le_bytes());
-            buf.extend_from_slice(e.path.as_bytes());
-            buf.extend_from_slice(&(e.mode as u16).to_le_bytes());
-            match &e.kind {
-                Kind::Dir => buf.push(b'd'),
-                Kind::File { size, nlink, .. } => {
-                    buf.push(b'f');
-                    for v in [*size, *nlink, s.ino, s.dev, s.mtime as u64, s.ctime as u64] {
-                        buf.extend_from_slice(&v.to_le_bytes());
-                    }
-                    for v in [s.mtime_ns as u32, s.ctime_ns as u32] {
-                        buf.extend_from_slice(&v.to_le_bytes());
-                    }
-                }
-                Kind::Inline(b) => {
-                    buf.push(b'i');
-                    buf.extend_from_slice(&Sha256::digest(b));
-                }
-                Kind::Symlink(t) => {
-                    buf.push(b'l');
-                    buf.extend_from_slice(&(t.len() as u32).to_le_bytes());
-                    buf.extend_from_slice(t.as_bytes());
-                }
-            }
-            h.update(&buf);
-        }
-        Digest::from_hasher(h)
-    }
-
-    /// Writes the layer into `dir` as `<hex>` and returns what it is.
+    /// Writes the layer into `dir` as `<hex>` and returns what it is, and
+    /// the content digest of each group's files (see [`crate::known`]).
     /// `helper`: hash and write the layer's bytes on a helper thread (worth
-    /// it when a core would otherwise be idle).
+    /// it when a core would otherwise be idle). `known`: per group, the
+    /// digests of its files as last read, used for files with the same
+    /// stamp instead of hashing them again.
     pub(crate) fn write(
         &self,
         dir: &Path,
         compression: Compression,
         mtime: u64,
         helper: bool,
-    ) -> Result<(LayerMeta, PathBuf), Error> {
+        known: &[Option<KnownDigests>],
+    ) -> Result<(LayerMeta, PathBuf, Vec<SeenDigests>), Error> {
         let tmp = tempfile::Builder::new()
             .prefix(".layer-")
             .tempfile_in(dir)
@@ -211,14 +165,17 @@ impl LayerPlan {
         let helper = helper && compression == Compression::None;
         // Each group's listing: paths, modes, link targets and the sha256 of
         // each file's content as read for the layer.
-        let (group_hashers, diff) = crate::pipe::write_through(diff, helper, &tmp_path, |w| {
-            let mut tar = TarWriter::new(w, mtime);
-            let mut group_hashers: Vec<Sha256> =
-                self.groups.iter().map(|_| Sha256::new()).collect();
-            self.write_entries(&mut tar, &mut group_hashers)?;
-            tar.finish().map_err(|e| Error::io("write", &tmp_path, e))?;
-            Ok(group_hashers)
-        })?;
+        let ((group_hashers, seen), diff) =
+            crate::pipe::write_through(diff, helper, &tmp_path, |w| {
+                let mut tar = TarWriter::new(w, mtime);
+                let mut group_hashers: Vec<Sha256> =
+                    self.groups.iter().map(|_| Sha256::new()).collect();
+                let mut seen: Vec<SeenDigests> =
+                    self.groups.iter().map(|_| SeenDigests::default()).collect();
+                self.write_entries(&mut tar, &mut group_hashers, known, &mut seen)?;
+                tar.finish().map_err(|e| Error::io("write", &tmp_path, e))?;
+                Ok((group_hashers, seen))
+            })?;
         let (enc, diff_id, uncompressed_size) = diff.finish();
         let blob = enc.finish().map_err(|e| Error::io("write", &tmp_path, e))?;
         let (buf, digest, size) = blob.finish();
@@ -250,15 +207,20 @@ impl LayerPlan {
                 groups,
             },
             dest,
+            seen,
         ))
     }
 
     /// Writes every entry into `tar` and its listing into its group's
-    /// hasher.
+    /// hasher; notes each file's content digest in its group's `seen`,
+    /// taken from `known` when the file's stamp is the one it was read
+    /// with.
     fn write_entries<W: Write>(
         &self,
         tar: &mut TarWriter<W>,
         group_hashers: &mut [Sha256],
+        known: &[Option<KnownDigests>],
+        seen: &mut [SeenDigests],
     ) -> Result<(), Error> {
         let mut links: HashMap<(u64, u64), &str> = HashMap::new();
         for (gi, e) in &self.entries {
@@ -295,17 +257,88 @@ impl LayerPlan {
                         links.insert((*dev, *ino), e.path.as_str());
                     }
                     let src = self.source(*gi, e);
-                    let f = File::open(&src).map_err(|err| Error::io("read", &src, err))?;
-                    let mut r = HashReader::new(f);
-                    tar.file(&e.path, e.mode, *size, &mut r)
-                        .map_err(|err| Error::io("read", &src, err))?;
-                    let (d, _) = r.finish().map_err(|err| Error::io("read", &src, err))?;
+                    let read = |err| Error::io("read", &src, err);
+                    let mut f = File::open(&src).map_err(read)?;
+                    let stamp = crate::known::stamp_of(e);
+                    let was = stamp.and_then(|s| known.get(*gi)?.as_ref()?.get(&e.path, &s));
+                    let d = match was {
+                        Some(d) => {
+                            tar.file(&e.path, e.mode, *size, &mut f).map_err(read)?;
+                            d
+                        }
+                        None => {
+                            let mut r = HashReader::new(f);
+                            tar.file(&e.path, e.mode, *size, &mut r).map_err(read)?;
+                            r.finish().map_err(read)?.0
+                        }
+                    };
                     gh.update(format!("f{}\n", d.hex()));
+                    if let (Some(s), Some(k)) = (stamp, seen.get_mut(*gi)) {
+                        k.insert(&e.path, s, &d);
+                    }
                 }
             }
         }
         Ok(())
     }
+}
+
+/// Cache key of the layer made of `groups`: everything that determines its
+/// bytes — each group's name, then its parents and entries in the order
+/// they were scanned (the same inputs scan in the same order), with mode,
+/// type, size, link count, inode, device, mtime and ctime of files (the
+/// content hash of inline files), symlink targets, compression and mtime.
+/// Made from the groups as they are, so that a layer found in the cache
+/// is never merged.
+pub(crate) fn cache_key(groups: &[Group], compression: Compression, mtime: u64) -> Digest {
+    let mut h = Sha256::new();
+    h.update(format!(
+        "vs-image layer v4\0{}\0{mtime}\0",
+        compression.as_str()
+    ));
+    for g in groups {
+        h.update(g.name.as_bytes());
+        h.update(b"\0");
+    }
+    h.update(b"\n");
+    // Each entry is encoded compactly into one buffer and hashed with one
+    // call (the key hashes every entry of every rebuild).
+    let mut buf: Vec<u8> = Vec::with_capacity(256);
+    for (gi, g) in groups.iter().enumerate() {
+        h.update((gi as u32).to_le_bytes());
+        let parents = g.parents.iter().map(|e| (b'P', e));
+        for (role, e) in parents.chain(g.entries.iter().map(|e| (b'E', e))) {
+            let s = e.stamp;
+            buf.clear();
+            buf.push(role);
+            buf.extend_from_slice(&(e.path.len() as u32).to_le_bytes());
+            buf.extend_from_slice(e.path.as_bytes());
+            buf.extend_from_slice(&(e.mode as u16).to_le_bytes());
+            match &e.kind {
+                Kind::Dir => buf.push(b'd'),
+                Kind::File { size, nlink, .. } => {
+                    buf.push(b'f');
+                    for v in [*size, *nlink, s.ino, s.dev, s.mtime as u64, s.ctime as u64] {
+                        buf.extend_from_slice(&v.to_le_bytes());
+                    }
+                    for v in [s.mtime_ns as u32, s.ctime_ns as u32] {
+                        buf.extend_from_slice(&v.to_le_bytes());
+                    }
+                }
+                Kind::Inline(b) => {
+                    buf.push(b'i');
+                    buf.extend_from_slice(&Sha256::digest(b));
+                }
+                Kind::Symlink(t) => {
+                    buf.push(b'l');
+                    buf.extend_from_slice(&(t.len() as u32).to_le_bytes());
+                    buf.extend_from_slice(t.as_bytes());
+                }
+            }
+            h.update(&buf);
+        }
+    }
+    Digest::from_hasher(h)
 }
 
 enum Enc<W: Write> {
@@ -355,5 +388,74 @@ impl<W: Write> Write for Enc<W> {
             Self::Gzip(e) => e.flush(),
             Self::Zstd(e) => e.flush(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// The SBOM digests of a layer's groups, written with `known`.
+    fn write(
+        root: &Path,
+        out: &Path,
+        known: &[Option<KnownDigests>],
+    ) -> (LayerMeta, Vec<KnownDigests>) {
+        let plan = LayerPlan::new(crate::input::scan_root(root, false).unwrap()).unwrap();
+        let (meta, _, seen) = plan.write(out, Compression::None, 1, false, known).unwrap();
+        (meta, seen.iter().map(known_of).collect())
+    }
+
+    fn known_of(seen: &SeenDigests) -> KnownDigests {
+        KnownDigests::decode(seen.encoded()).unwrap()
+    }
+
+    #[test]
+    fn a_known_file_digest_is_used_only_while_the_file_is_unchanged() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("root");
+        std::fs::create_dir_all(root.join("d")).unwrap();
+        std::fs::write(root.join("d/a"), b"a").unwrap();
+        std::fs::write(root.join("d/b"), b"b").unwrap();
+        let out = t.path().join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        let (meta, seen) = write(&root, &out, &[]);
+        assert_eq!(seen.len(), 1);
+        assert_eq!(
+            seen[0].get(
+                "d/a",
+                &crate::known::stamp_of(&scanned(&root, "d/a")).unwrap()
+            ),
+            Some(Digest::of(b"a"))
+        );
+        // With what was seen, the same digests: nothing hashed differs.
+        let known: Vec<Option<KnownDigests>> = seen.into_iter().map(Some).collect();
+        let (again, _) = write(&root, &out, &known);
+        assert_eq!(again, meta);
+        // A known digest is taken as it is while the stamp matches (a
+        // wrong one shows in the group's digest, not in the layer's)...
+        let mut wrong = SeenDigests::default();
+        let a = crate::known::stamp_of(&scanned(&root, "d/a")).unwrap();
+        wrong.insert("d/a", a, &Digest::of(b"not a"));
+        let (lied, _) = write(&root, &out, &[Some(known_of(&wrong))]);
+        assert_eq!(lied.digest, meta.digest);
+        assert_ne!(lied.groups, meta.groups);
+        // ... and not once the file changed.
+        std::fs::write(root.join("d/a"), b"A").unwrap();
+        let (changed, seen) = write(&root, &out, &[Some(known_of(&wrong))]);
+        let a = crate::known::stamp_of(&scanned(&root, "d/a")).unwrap();
+        assert_eq!(seen[0].get("d/a", &a), Some(Digest::of(b"A")));
+        assert_ne!(changed.digest, meta.digest);
+    }
+
+    /// The scanned entry of `path` below `root`.
+    fn scanned(root: &Path, path: &str) -> Entry {
+        crate::input::scan_root(root, false)
+            .unwrap()
+            .into_iter()
+            .flat_map(|g| g.entries)
+            .find(|e| e.path == path)
+            .unwrap()
     }
 }

@@ -22,6 +22,7 @@ mod files;
 mod graph;
 mod input;
 mod json;
+mod known;
 mod layer;
 mod lock;
 mod mounts;

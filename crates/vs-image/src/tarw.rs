@@ -1,12 +1,19 @@
 //! A deterministic tar writer: GNU headers (long names as `././@LongLink`
 //! entries), uid/gid 0, empty user and group names, no atime/ctime, one
-//! fixed mtime, permission bits only.
+//! fixed mtime, permission bits only; and the PAX filler that moves the
+//! next member's data to a chosen offset.
 
 use std::io::{self, Read, Write};
 
 use tar::{EntryType, Header};
 
-const BLOCK: usize = 512;
+/// Size of a tar block: headers and member data are padded to it.
+pub(crate) const BLOCK: usize = 512;
+/// The smallest [`TarWriter::pax_filler`]: its header and one block of
+/// records.
+pub(crate) const MIN_FILLER: usize = 2 * BLOCK;
+/// What the filler's `comment` record says, padded with spaces.
+const FILLER_COMMENT: &str = "vibesys: fills the space before the next member so its data starts at a 4096-byte boundary of the archive";
 /// Size of the copy buffer used for file contents.
 pub(crate) const COPY_BUF: usize = 1 << 20;
 
@@ -140,6 +147,50 @@ impl<W: Write> TarWriter<W> {
         self.pad(size)
     }
 
+    /// Writes a PAX extended header (`x`) of exactly `len` bytes (a multiple
+    /// of 512, at least [`MIN_FILLER`]) whose one record is a `comment`.
+    /// Readers apply an `x` header to the next member and ignore a comment
+    /// (POSIX.1-2001 reserves it for that), so it only moves where the next
+    /// member's header, and so its data, lies. Same `len`, same bytes.
+    pub(crate) fn pax_filler(&mut self, len: usize) -> io::Result<()> {
+        if len < MIN_FILLER || !len.is_multiple_of(BLOCK) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a PAX filler of {len} bytes: not a multiple of 512 of at least 1024"),
+            ));
+        }
+        // The record fills the data blocks exactly, no padding: "LEN
+        // comment=VALUE\n", where LEN counts its own digits too.
+        let record = len - BLOCK;
+        let prefix = format!("{record} comment=");
+        let room = record - prefix.len() - 1;
+        let text = &FILLER_COMMENT[..FILLER_COMMENT.len().min(room)];
+        let mut data = String::with_capacity(record);
+        data.push_str(&prefix);
+        data.push_str(text);
+        data.extend(std::iter::repeat_n(' ', room - text.len()));
+        data.push('\n');
+        debug_assert_eq!(data.len(), record);
+        let mut h = Header::new_ustar();
+        let name = b"././@PaxHeader";
+        h.as_old_mut().name[..name.len()].copy_from_slice(name);
+        h.set_mode(0o644);
+        h.set_uid(0);
+        h.set_gid(0);
+        h.set_mtime(self.mtime);
+        h.set_size(record as u64);
+        h.set_entry_type(EntryType::XHeader);
+        h.set_cksum();
+        self.out.write_all(h.as_bytes())?;
+        self.out.write_all(data.as_bytes())
+    }
+
+    /// Writes bytes as they are (a header made by another writer, the tail
+    /// of a member's data).
+    pub(crate) fn raw(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.out.write_all(bytes)
+    }
+
     /// Writes only the header of a regular file of `size` bytes: the caller
     /// places the content after it, then [`TarWriter::pad_after`].
     pub(crate) fn file_header(&mut self, path: &str, mode: u32, size: u64) -> io::Result<()> {
@@ -168,6 +219,31 @@ impl<W: Write> TarWriter<W> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn a_pax_filler_moves_the_next_member_and_is_ignored() {
+        for len in (MIN_FILLER..=5 * BLOCK + 4096).step_by(BLOCK) {
+            let mut w = TarWriter::new(Vec::new(), 1);
+            w.pax_filler(len).unwrap();
+            w.bytes("blobs/sha256/a", 0o644, b"data").unwrap();
+            let bytes = w.finish().unwrap();
+            let mut ar = tar::Archive::new(&bytes[..]);
+            let mut entries = ar.entries().unwrap();
+            let mut e = entries.next().unwrap().unwrap();
+            assert_eq!(e.path().unwrap().to_str(), Some("blobs/sha256/a"));
+            assert_eq!(e.raw_file_position(), (len + BLOCK) as u64);
+            let pax: Vec<_> = e.pax_extensions().unwrap().unwrap().collect();
+            assert_eq!(pax.len(), 1);
+            assert_eq!(pax[0].as_ref().unwrap().key(), Ok("comment"));
+            let mut data = Vec::new();
+            std::io::Read::read_to_end(&mut e, &mut data).unwrap();
+            assert_eq!(data, b"data");
+            assert!(entries.next().is_none());
+        }
+        let mut w = TarWriter::new(Vec::new(), 1);
+        assert!(w.pax_filler(512).is_err());
+        assert!(w.pax_filler(1500).is_err());
+    }
 
     #[test]
     fn round_trips_through_the_tar_crate() {
