@@ -3,7 +3,7 @@
 #   vibesys exec --confine bwrap -- /bin/true   vs  a lean bwrap line typed by hand
 #                                               (and our own plan typed by hand)
 #   vibesys exec --confine landlock -- /bin/true vs  plain /bin/true
-# Prints medians (hyperfine, many runs) and ratios. Targets: bwrap within
+# Prints medians (interleaved rounds) and ratios. Targets: bwrap within
 # 1.2x of the lean bwrap line; Landlock within 1 ms of plain exec.
 #
 # The lean peer (`lean-bwrap`) is what a user would write to confine a
@@ -30,14 +30,16 @@
 # Compare copies made the same way (cp both binaries): a binary fresh from
 # the linker in target/ started ~0.3 ms slower than a cp of the same file
 # (measured 2026-12-02), which skews an A/B of target/ against a copy.
-# hyperfine runs the commands one after the other: on a loaded machine
-# the load drifts between them; interleave runs for an A/B.
-# Usage: scripts/bench-confine.sh [RUNS]   (needs bwrap, hyperfine, python3)
+# The commands run interleaved (scripts/interleave.c, compiled here): each
+# round runs every command once, in a fresh random order, so all of them
+# see the same load; run one after the other (as hyperfine does), the load
+# drifted between commands and moved a ratio by 20% on a shared VM.
+# Usage: scripts/bench-confine.sh [ROUNDS]   (needs bwrap, cc, python3)
 set -euo pipefail
-runs=${1:-200}
+runs=${1:-300}
 root=$(cd "$(dirname "$0")/.." && pwd)
-for t in bwrap hyperfine python3; do
-  command -v "$t" >/dev/null || { echo "bench-confine: needs $t (apt-get install ${t/python3/python3})" >&2; exit 1; }
+for t in bwrap cc python3; do
+  command -v "$t" >/dev/null || { echo "bench-confine: needs $t (apt-get install ${t/cc/gcc})" >&2; exit 1; }
 done
 target_dir=$(cargo metadata --format-version 1 --no-deps --manifest-path "$root/Cargo.toml" | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 if [ -n "${VIBESYS:-}" ]; then
@@ -47,8 +49,12 @@ else
   vibesys="$target_dir/release/vibesys"
 fi
 
+interleave="$target_dir/interleave"
+cc -O2 -o "$interleave" "$root/scripts/interleave.c"
+
 # A sample project outside /tmp (Landlock refuses projects below /tmp).
 proj=$(mktemp -d "$target_dir/bench-confine.XXXXXX")
+case "$proj$vibesys" in *" "*) echo "bench-confine: the command lines are split on spaces; use a target directory and binary without spaces" >&2; exit 1 ;; esac
 trap 'rm -rf "$proj"' EXIT
 mkdir -p "$proj/docs" "$proj/secret" "$proj/.git"
 echo t > "$proj/token.txt"
@@ -105,11 +111,14 @@ lean+=(--tmpfs /tmp --proc /proc --dev /dev --bind "$proj" "$proj"
   --chdir "$proj" -- /bin/true)
 lean_line=$(printf '%q ' "${lean[@]}")
 
-json=$(mktemp)
-extra=()
+cmds=(lean-bwrap "$lean_line" raw-bwrap "$raw"
+  vibesys-bwrap "$vibesys exec --confine bwrap -- /bin/true"
+  plain-true "/bin/true"
+  vibesys-version "$vibesys --version"
+  vibesys-landlock "$vibesys exec --confine landlock -- /bin/true")
 if [ -n "${BASELINE:-}" ]; then
-  extra+=(-n baseline-bwrap "$BASELINE exec --confine bwrap -- /bin/true")
-  extra+=(-n baseline-landlock "$BASELINE exec --confine landlock -- /bin/true")
+  cmds+=(baseline-bwrap "$BASELINE exec --confine bwrap -- /bin/true")
+  cmds+=(baseline-landlock "$BASELINE exec --confine landlock -- /bin/true")
 fi
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   # The same launch as an unprivileged user (its own project copy).
@@ -118,29 +127,23 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   cp -a "$proj/." "$uproj/"
   chown -R nobody "$uproj"
   chmod 755 "$uproj"
-  extra+=(-n setpriv-true "setpriv --reuid=nobody --regid=nogroup --clear-groups -- /bin/true")
-  extra+=(-n setpriv-landlock "setpriv --reuid=nobody --regid=nogroup --clear-groups -- $vibesys exec --project $uproj --confine landlock -- /bin/true")
+  cmds+=(setpriv-true "$(command -v setpriv) --reuid=nobody --regid=nogroup --clear-groups -- /bin/true")
+  cmds+=(setpriv-landlock "$(command -v setpriv) --reuid=nobody --regid=nogroup --clear-groups -- $vibesys exec --project $uproj --confine landlock -- /bin/true")
 fi
-hyperfine -N --warmup 20 --runs "$runs" --export-json "$json" \
-  -n lean-bwrap "$lean_line" \
-  -n raw-bwrap "$raw" \
-  -n vibesys-bwrap "$vibesys exec --confine bwrap -- /bin/true" \
-  -n plain-true "/bin/true" \
-  -n vibesys-version "$vibesys --version" \
-  -n vibesys-landlock "$vibesys exec --confine landlock -- /bin/true" \
-  "${extra[@]}" >/dev/null
-python3 - "$json" <<'PY'
-import json, sys
-r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
-med = {k: v["median"] * 1000 for k, v in r.items()}
-print(f"{'command':<18} {'median ms':>10}")
-for k, v in med.items():
-    print(f"{k:<18} {v:>10.3f}")
+echo "bench-confine: $runs interleaved rounds, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+results=$("$interleave" "$runs" 20 "${cmds[@]}")
+python3 - "$results" <<'PY'
+import sys
+rows = [l.split("\t") for l in sys.argv[1].splitlines()]
+med = {r[0]: float(r[1]) for r in rows}
+print(f"{'command':<18} {'median':>8} {'p10':>8} {'p90':>8} {'min':>8}  (ms)")
+for r in rows:
+    print(f"{r[0]:<18} {float(r[1]):>8.3f} {float(r[2]):>8.3f} {float(r[3]):>8.3f} {float(r[4]):>8.3f}")
 b = med["vibesys-bwrap"] / med["lean-bwrap"]
 d = med["vibesys-landlock"] - med["plain-true"]
-print(f"floor: fork+exec of /bin/true = {med['plain-true']:.3f} ms")
+print(f"floor: fork+exec of /bin/true = {med['plain-true']:.3f} ms; vibesys's own start-up (--version) = {med['vibesys-version']:.3f} ms")
 print(f"bwrap: vibesys / lean hand-written bwrap = {b:.3f}x (target <= 1.2x)")
-print(f"bwrap: vibesys / its own plan typed by hand = {med['vibesys-bwrap'] / med['raw-bwrap']:.3f}x")
+print(f"bwrap: vibesys / its own plan typed by hand = {med['vibesys-bwrap'] / med['raw-bwrap']:.3f}x; the plan typed by hand / the lean line = {med['raw-bwrap'] / med['lean-bwrap']:.3f}x")
 print(f"landlock: vibesys - plain exec = {d:.3f} ms (ratio {med['vibesys-landlock']/med['plain-true']:.2f}x; target <= 1 ms)")
 print(f"landlock: vibesys - vibesys --version (its own start-up) = {med['vibesys-landlock'] - med['vibesys-version']:.3f} ms")
 if "baseline-bwrap" in med:
@@ -150,4 +153,3 @@ if "baseline-landlock" in med:
 if "setpriv-landlock" in med:
     print(f"landlock as an unprivileged user: vibesys - plain exec = {med['setpriv-landlock'] - med['setpriv-true']:.3f} ms (ratio {med['setpriv-landlock'] / med['setpriv-true']:.2f}x)")
 PY
-rm -f "$json"
