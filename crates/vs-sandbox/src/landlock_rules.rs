@@ -63,10 +63,19 @@ impl LandlockPlan {
                 });
             }
         }
-        // Landlock cannot take a right back below a granted directory, so a
-        // resource that holds a host secret (/etc/ssl with ssl/private,
-        // /etc granted whole) is granted entry by entry around it.
-        let secrets: Vec<PathBuf> = resources.secrets().into_iter().map(|s| s.path).collect();
+        // /etc as one rule, as bwrap binds it, when no host secret below it
+        // is readable here (for any caller but root, typically): else its
+        // needed entries one by one. Landlock cannot take a right back
+        // below a granted directory, so a resource that holds a secret
+        // (/etc/ssl with ssl/private) is granted entry by entry around it.
+        let whole = resources.with_whole_etc(policy.workspace());
+        let secrets: Vec<PathBuf> = whole.secrets().into_iter().map(|s| s.path).collect();
+        let etc = Path::new(crate::resources::WHOLE_ETC);
+        let resources = if secrets.iter().any(|s| s.starts_with(etc)) {
+            resources
+        } else {
+            &whole
+        };
         // A secret is recognised by its file identity, whatever the path
         // a rule names it by (a symlink, a hard link): one stat per rule
         // instead of a canonicalisation.
