@@ -71,7 +71,7 @@ fn two_candidates_in_slurm_evaluated_as_broker_jobs() {
             .unwrap();
     assert!(log.contains("AGENT-SOCKET-OK"), "{log}");
     // Nothing of the run is left.
-    assert_nothing_left(&run, "the run", 20, containers_of_run);
+    assert_nothing_left(&run, "the run", 60, containers_of_run);
 }
 
 #[test]
@@ -160,7 +160,7 @@ fn ctrl_c_and_kill_9_mid_job_leave_nothing_and_resume_finishes_in_slurm() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_nothing_left(&run, "Ctrl-C", 30, containers_of_run);
+    assert_nothing_left(&run, "Ctrl-C", 60, containers_of_run);
     let status = status_json(&p, &run, &[]);
     assert_eq!(status["run"]["state"], "interrupted", "{status:#}");
     assert_eq!(candidate(&status, 1)["state"], "running", "{status:#}");
@@ -180,7 +180,7 @@ fn ctrl_c_and_kill_9_mid_job_leave_nothing_and_resume_finishes_in_slurm() {
     job_running("the resumed check job");
     child.kill().unwrap(); // SIGKILL: the broker gets SIGTERM from the kernel
     child.wait().unwrap();
-    assert_nothing_left(&run, "kill -9", 30, containers_of_run);
+    assert_nothing_left(&run, "kill -9", 60, containers_of_run);
     let status = status_json(&p, &run, &[]);
     assert_eq!(status["run"]["state"], "running", "{status:#}");
 
@@ -205,5 +205,5 @@ fn ctrl_c_and_kill_9_mid_job_leave_nothing_and_resume_finishes_in_slurm() {
         stderr.contains(&format!("job vibesys-{run}-")),
         "the check went to Slurm: {stderr}"
     );
-    assert_nothing_left(&run, "the run", 30, containers_of_run);
+    assert_nothing_left(&run, "the run", 60, containers_of_run);
 }

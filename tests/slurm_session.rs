@@ -195,7 +195,7 @@ fn a_slurm_session_runs_agent_jobs_confined_from_a_deviceless_editor() {
             .any(|l| l.starts_with("dev:gpu") || l.starts_with("dev:nvidia")),
         "{editor}"
     );
-    assert_nothing_left(&run, "the session", 20, containers_of_run);
+    assert_nothing_left(&run, "the session", 60, containers_of_run);
 }
 
 #[test]
@@ -215,7 +215,7 @@ fn slurm_gpu_is_a_logged_alias_and_agent_jobs_follow_the_operator() {
         "{}",
         stderr(&out)
     );
-    assert_nothing_left(&run, "the session", 20, containers_of_run);
+    assert_nothing_left(&run, "the session", 60, containers_of_run);
     // slurm-gpu: the same with agent jobs on, and a log line saying so.
     let run = unique("slgpu");
     let out = session(&img, &p.root, &run, "slurm-gpu", script)
@@ -231,7 +231,7 @@ fn slurm_gpu_is_a_logged_alias_and_agent_jobs_follow_the_operator() {
         "{}",
         stderr(&out)
     );
-    assert_nothing_left(&run, "the session", 20, containers_of_run);
+    assert_nothing_left(&run, "the session", 60, containers_of_run);
 }
 
 #[test]
@@ -248,14 +248,14 @@ fn a_session_that_fails_to_start_its_container_leaves_no_broker() {
     assert!(stderr(&out).contains("not pinned"), "{}", stderr(&out));
     assert_code(&out, 125);
     assert!(!String::from_utf8_lossy(&out.stdout).contains("never"));
-    assert_nothing_left(&run, "the session", 20, containers_of_run);
+    assert_nothing_left(&run, "the session", 60, containers_of_run);
     // Without a static vibesys for the client the session is refused too.
     let out = session(&img, &p.root, &run, "slurm", "echo never")
         .env("VIBESYS_COMMAND_SERVER", "/nonexistent/vibesys")
         .output()
         .unwrap();
     assert_code(&out, 125);
-    assert_nothing_left(&run, "the session", 20, containers_of_run);
+    assert_nothing_left(&run, "the session", 60, containers_of_run);
 }
 
 /// sha256 of "hello\n".
@@ -313,7 +313,7 @@ fn a_slurm_build_runs_its_job_through_the_broker_and_leaves_nothing() {
         json["record"]["outputs"][0]["sha256"], HELLO_SHA256,
         "{json}"
     );
-    assert_nothing_left(&run, "the session", 20, containers_of_run);
+    assert_nothing_left(&run, "the session", 60, containers_of_run);
     let left = Command::new("docker")
         .args([
             "ps",
@@ -356,5 +356,5 @@ fn a_session_killed_with_sigkill_leaves_no_broker_job_or_container() {
     child.wait().unwrap();
     // The broker is told by the kernel (PR_SET_PDEATHSIG) and cancels the
     // job; the container's lifeline closes and the Engine removes it.
-    assert_nothing_left(&run, "the session", 20, containers_of_run);
+    assert_nothing_left(&run, "the session", 60, containers_of_run);
 }
