@@ -14,7 +14,9 @@
 #   + users          (default `nixbld`); Debian's nix-setup-systemd creates
 #                    them, but it is only a Recommends of nix-bin
 #   /nix             the store; root's Nix creates /nix/store itself (mode
-#                    1775, group nixbld) on first use, so nothing to do here
+#                    1775, group nixbld); its database is created here
+#                    (`nix-store --init`) so that concurrent tests do not
+#                    race to create it
 #   busybox-static   /bin/busybox, the small static closure put in the image
 #   file             to check that the host binary is static
 #   musl target      x86_64-unknown-linux-musl, for the static vibesys that
@@ -61,5 +63,10 @@ ci_setup_nix() {
         echo "ci-setup-nix: the Docker Engine does not answer (docker version); start it first" >&2
         return 1
     fi
+    # Create the store's database now: the tests start several Nix commands
+    # at once, and on a fresh machine the first of them race to create it
+    # (one `nix flake metadata` failed that way in a test run).
+    nix-store --init || { echo "ci-setup-nix: nix-store --init failed" >&2; return 1; }
+
     echo "ci-setup-nix: ready ($(nix-build --version))" >&2
 }
