@@ -108,14 +108,14 @@ fn kill_9_leaves_no_container_and_resume_finishes_in_docker() {
         .args(["--provider", "custom", "--candidates", "2", "--jobs", "2"])
         .args(["--", "sh", "-c", agent])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(run_log(&p))
         .spawn()
         .unwrap();
     let run = started_run(&p, 30);
     let started = p.join(format!(
         ".vibesys/state/local/candidates/{run}/1/speed-started"
     ));
-    wait_for(30, "the agent's turn", || started.exists());
+    wait_for_run(&p, 30, "the agent's turn", || started.exists());
     assert!(!containers_of_run(&format!("{run}-1")).is_empty());
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
@@ -176,14 +176,14 @@ fn ctrl_c_stops_every_container_and_the_run_resumes_in_docker() {
         .args(["--provider", "custom", "--candidates", "2", "--jobs", "2"])
         .args(["--", "sh", "-c", agent])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(run_log(&p))
         .spawn()
         .unwrap();
     let run = started_run(&p, 30);
     let started = p.join(format!(
         ".vibesys/state/local/candidates/{run}/1/speed-started"
     ));
-    wait_for(30, "the agent's turn", || started.exists());
+    wait_for_run(&p, 30, "the agent's turn", || started.exists());
     Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()

@@ -224,14 +224,14 @@ fn start_sleeping(p: &Path, agent: &str) -> (std::process::Child, String) {
         .args(["--provider", "custom", "--candidates", "2", "--jobs", "2"])
         .args(["--", "sh", "-c", agent])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(run_log(p))
         .spawn()
         .unwrap();
     let run = started_run(p, 20);
     let wt = p.join(format!(
         ".vibesys/state/local/candidates/{run}/1/speed-started"
     ));
-    wait_for(20, "the agent's turn", || wt.exists());
+    wait_for_run(p, 20, "the agent's turn", || wt.exists());
     (child, run)
 }
 

@@ -92,10 +92,11 @@ pub fn only_run(p: &Path) -> String {
 
 /// The id of the one run `run start` in `p` has recorded, waiting for
 /// its record (at most `secs`).
+/// A timeout shows the run's log when the run writes one (`run_log`).
 pub fn started_run(p: &Path, secs: u64) -> String {
     let runs = p.join(".vibesys/state/runs");
     let mut run = String::new();
-    wait_for(secs, "the run's record", || {
+    wait_for_run(p, secs, "the run's record", || {
         match std::fs::read_dir(&runs).unwrap().next() {
             Some(Ok(e)) => {
                 run = e.file_name().into_string().unwrap();
@@ -105,6 +106,32 @@ pub fn started_run(p: &Path, secs: u64) -> String {
         }
     });
     run
+}
+
+/// Where a background `vibesys run` of project `p` writes its stderr
+/// (`run_log`): in the project's `.vibesys/` (hidden from the agent),
+/// removed with the project's temporary directory.
+pub fn run_log_path(p: &Path) -> PathBuf {
+    p.join(".vibesys/test-run.stderr")
+}
+
+/// A file for the stderr of a background `vibesys run` of project `p`,
+/// shown by `wait_for_run` when a wait times out.
+pub fn run_log(p: &Path) -> std::process::Stdio {
+    std::fs::File::create(run_log_path(p)).unwrap().into()
+}
+
+/// `wait_for`, and on a timeout the panic also shows what the run wrote to
+/// its log (`run_log`), so that a slow or failed start says why.
+pub fn wait_for_run(p: &Path, secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        if Instant::now() >= end {
+            let log = std::fs::read_to_string(run_log_path(p)).unwrap_or_default();
+            panic!("timed out after {secs} s waiting for {what}; the run's stderr:\n{log}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Waits until `f` holds (at most `secs`).
