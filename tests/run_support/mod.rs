@@ -91,8 +91,8 @@ pub fn only_run(p: &Path) -> String {
 }
 
 /// The id of the one run `run start` in `p` has recorded, waiting for
-/// its record (at most `secs`).
-/// A timeout shows the run's log when the run writes one (`run_log`).
+/// its record (at most `secs`). A timeout shows the run's log when the
+/// run writes one (`run_log`).
 pub fn started_run(p: &Path, secs: u64) -> String {
     let runs = p.join(".vibesys/state/runs");
     let mut run = String::new();
@@ -123,24 +123,28 @@ pub fn run_log(p: &Path) -> std::process::Stdio {
 
 /// `wait_for`, and on a timeout the panic also shows what the run wrote to
 /// its log (`run_log`), so that a slow or failed start says why.
-pub fn wait_for_run(p: &Path, secs: u64, what: &str, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        if Instant::now() >= end {
-            let log = std::fs::read_to_string(run_log_path(p)).unwrap_or_default();
-            panic!("timed out after {secs} s waiting for {what}; the run's stderr:\n{log}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+pub fn wait_for_run(p: &Path, secs: u64, what: &str, f: impl FnMut() -> bool) {
+    if !holds_within(secs, f) {
+        let log = std::fs::read_to_string(run_log_path(p)).unwrap_or_default();
+        panic!("timed out after {secs} s waiting for {what}; the run's stderr:\n{log}");
     }
 }
 
 /// Waits until `f` holds (at most `secs`).
-pub fn wait_for(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+pub fn wait_for(secs: u64, what: &str, f: impl FnMut() -> bool) {
+    assert!(holds_within(secs, f), "timed out waiting for {what}");
+}
+
+/// Whether `f` came to hold within `secs` (polled every 50 ms).
+fn holds_within(secs: u64, mut f: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + Duration::from_secs(secs);
     while !f() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
+        if Instant::now() >= end {
+            return false;
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
+    true
 }
 
 /// `run status ID --json`.
