@@ -258,8 +258,9 @@ done
 # docker build cold (no cache), then one file changed (cache on), in a loop
 # of their own after every other case: the Engine removes an image's layers
 # and collects containerd's content after `docker rmi` returns, past any
-# `sync`, and that writing doubled the next vibesys cold build (1.79 s
-# against 0.95 s when the docker cases ran between the rounds; 2026-12-03).
+# `sync`, and that writing slowed the next vibesys cold build (1.79 s with
+# the docker cases between the rounds, 1.27 s with them last, the other
+# cases the same; 2026-12-03, docs/images.md).
 for i in $(seq "$DOCKER_RUNS"); do
     echo "docker run $i/$DOCKER_RUNS" >&2
     docker rmi -f "$TAG:cold" "$TAG:inc" >/dev/null 2>&1 || true
