@@ -23,13 +23,21 @@
 # floor of anything vibesys launches: its own start-up) and, when the
 # process limit is a cgroup, the same Landlock launch bounded instead by
 # RLIMIT_NPROC as an unprivileged user (when run as root, `nobody`).
+# The binary measured is the one vibesys ships: the static (musl,
+# static-pie) build of scripts/build-static.sh, as the flake's
+# `nix run .#vibesys` (pkgsStatic) builds it. A glibc build pays the
+# dynamic loader on every launch (~0.8 ms here, 2026-12-03): pass
+# BASELINE=target/release/vibesys to see it in the same run.
+# `static-hello` is a static Rust "hello" built here with the same target:
+# what any launcher written in Rust costs to start, against which
+# `vibesys --version` shows the cost of vibesys's own size.
 # VIBESYS=/path/to/vibesys measures that binary instead of building one.
 # BASELINE=/path/to/vibesys adds that binary's bwrap and Landlock launches
 # (e.g. the build before a change) to the same run: the launch cost before
 # and after.
-# Compare copies made the same way (cp both binaries): a binary fresh from
-# the linker in target/ started ~0.3 ms slower than a cp of the same file
-# (measured 2026-12-02), which skews an A/B of target/ against a copy.
+# Both are copied into a scratch directory first and run from there: a
+# binary fresh from the linker in target/ started ~0.3 ms slower than a cp
+# of the same file (measured 2026-12-02), which would skew an A/B.
 # The commands run interleaved (scripts/interleave.c, compiled here): each
 # round runs every command once, in a fresh random order, so all of them
 # see the same load; run one after the other (as hyperfine does), the load
@@ -43,19 +51,33 @@ for t in bwrap cc python3; do
 done
 target_dir=$(cargo metadata --format-version 1 --no-deps --manifest-path "$root/Cargo.toml" | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 if [ -n "${VIBESYS:-}" ]; then
-  vibesys=$VIBESYS   # an already built binary (e.g. a debug build while iterating)
+  built=$VIBESYS   # an already built binary (e.g. a debug build while iterating)
 else
-  cargo build --release -q -p vibesys --manifest-path "$root/Cargo.toml"
-  vibesys="$target_dir/release/vibesys"
+  built=$(CARGO_TARGET_DIR=$target_dir "$root/scripts/build-static.sh")
 fi
 
 interleave="$target_dir/interleave"
 cc -O2 -o "$interleave" "$root/scripts/interleave.c"
 
-# A sample project outside /tmp (Landlock refuses projects below /tmp).
-proj=$(mktemp -d "$target_dir/bench-confine.XXXXXX")
-case "$proj$vibesys" in *" "*) echo "bench-confine: the command lines are split on spaces; use a target directory and binary without spaces" >&2; exit 1 ;; esac
-trap 'rm -rf "$proj"' EXIT
+# Scratch space outside /tmp (Landlock refuses projects below /tmp): the
+# binaries as copies, and a sample project.
+scratch=$(mktemp -d "$target_dir/bench-confine.XXXXXX")
+case "$scratch" in *" "*) echo "bench-confine: the command lines are split on spaces; use a target directory without spaces" >&2; exit 1 ;; esac
+trap 'rm -rf "$scratch"' EXIT
+mkdir "$scratch/bin" "$scratch/project"
+chmod 755 "$scratch" "$scratch/bin"   # the unprivileged round runs the copy too
+cp "$built" "$scratch/bin/vibesys"
+vibesys=$scratch/bin/vibesys
+if [ -n "${BASELINE:-}" ]; then
+  cp "$BASELINE" "$scratch/bin/baseline"
+  baseline=$scratch/bin/baseline
+fi
+static_hello=
+if rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-musl; then
+  printf 'fn main() {\n    println!("hello");\n}\n' > "$scratch/hello.rs"
+  rustc -O --target x86_64-unknown-linux-musl -o "$scratch/bin/static-hello" "$scratch/hello.rs" && static_hello=$scratch/bin/static-hello
+fi
+proj=$scratch/project
 mkdir -p "$proj/docs" "$proj/secret" "$proj/.git"
 echo t > "$proj/token.txt"
 printf '[sandbox]\nread_only = ["docs"]\nhidden = ["secret", "token.txt"]\n' > "$proj/vibesys.toml"
@@ -117,13 +139,14 @@ cmds=(lean-bwrap "$lean_line" raw-bwrap "$raw"
   vibesys-version "$vibesys --version"
   vibesys-landlock "$vibesys exec --confine landlock -- /bin/true")
 if [ -n "${BASELINE:-}" ]; then
-  cmds+=(baseline-bwrap "$BASELINE exec --confine bwrap -- /bin/true")
-  cmds+=(baseline-landlock "$BASELINE exec --confine landlock -- /bin/true")
+  cmds+=(baseline-bwrap "$baseline exec --confine bwrap -- /bin/true")
+  cmds+=(baseline-landlock "$baseline exec --confine landlock -- /bin/true")
 fi
+[ -n "$static_hello" ] && cmds+=(static-hello "$static_hello")
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   # The same launch as an unprivileged user (its own project copy).
   uproj=$(mktemp -d "$target_dir/bench-confine-user.XXXXXX")
-  trap 'rm -rf "$proj" "$uproj"' EXIT
+  trap 'rm -rf "$scratch" "$uproj"' EXIT
   cp -a "$proj/." "$uproj/"
   chown -R nobody "$uproj"
   chmod 755 "$uproj"
@@ -142,6 +165,8 @@ for r in rows:
 b = med["vibesys-bwrap"] / med["lean-bwrap"]
 d = med["vibesys-landlock"] - med["plain-true"]
 print(f"floor: fork+exec of /bin/true = {med['plain-true']:.3f} ms; vibesys's own start-up (--version) = {med['vibesys-version']:.3f} ms")
+if "static-hello" in med:
+    print(f"floor: a static Rust hello = {med['static-hello']:.3f} ms; vibesys --version - static hello = {med['vibesys-version'] - med['static-hello']:.3f} ms (vibesys's size: relocations, page faults)")
 print(f"bwrap: vibesys / lean hand-written bwrap = {b:.3f}x (target <= 1.2x)")
 print(f"bwrap: vibesys / its own plan typed by hand = {med['vibesys-bwrap'] / med['raw-bwrap']:.3f}x; the plan typed by hand / the lean line = {med['raw-bwrap'] / med['lean-bwrap']:.3f}x")
 print(f"landlock: vibesys - plain exec = {d:.3f} ms (ratio {med['vibesys-landlock']/med['plain-true']:.2f}x; target <= 1 ms)")
