@@ -26,7 +26,8 @@
 # The binary measured is the one vibesys ships: the static (musl,
 # static-pie) build of scripts/build-static.sh, as the flake's
 # `nix run .#vibesys` (pkgsStatic) builds it. A glibc build pays the
-# dynamic loader on every launch (~0.8 ms here, 2026-12-03): pass
+# dynamic loader on every launch (0.46 ms of a Landlock launch here,
+# 2026-12-03, interleaved): pass
 # BASELINE=target/release/vibesys to see it in the same run.
 # `static-hello` is a static Rust "hello" built here with the same target:
 # what any launcher written in Rust costs to start, against which
