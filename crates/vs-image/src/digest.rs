@@ -32,18 +32,6 @@ impl Digest {
         &self.hex
     }
 
-    /// The digest of 32 raw sha256 bytes.
-    pub(crate) fn from_raw(raw: &[u8; 32]) -> Self {
-        Self {
-            hex: hex::encode(raw),
-        }
-    }
-
-    /// The 32 raw bytes (`None` never happens for a validated digest).
-    pub(crate) fn raw(&self) -> Option<[u8; 32]> {
-        hex::decode(&self.hex).ok()?.try_into().ok()
-    }
-
     /// The path of this blob inside an OCI layout (`blobs/sha256/<hex>`).
     pub fn blob_path(&self) -> String {
         format!("blobs/sha256/{}", self.hex)

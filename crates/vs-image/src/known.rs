@@ -4,12 +4,63 @@
 //! is hashed whole, as always). A digest is reused only while the file's
 //! size, device, inode, mtime and ctime are the ones it was read with: the
 //! trust the layer cache's keys already place in them.
+//!
+//! A file's digest is BLAKE3 ([`FileDigest`]): it only enters the group
+//! listings of the SBOM (a vibesys format, see `docs/images.md`), where no
+//! format asks for SHA-256, and a cold build computes it over every byte a
+//! second time, beside the layer's own SHA-256.
 
 use std::collections::HashMap;
+use std::io::{self, Read};
 use std::path::Path;
 
 use crate::digest::Digest;
 use crate::input::{Entry, Kind};
+
+/// The BLAKE3 of a file's content, as the SBOM's group listings name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileDigest([u8; 32]);
+
+impl FileDigest {
+    /// The digest of `bytes`.
+    pub(crate) fn of(bytes: &[u8]) -> Self {
+        Self(*blake3::hash(bytes).as_bytes())
+    }
+
+    /// Lowercase hex, as the listings write it.
+    pub(crate) fn hex(&self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+/// A reader that computes the [`FileDigest`] of what passes through it.
+pub(crate) struct FileHashReader<R> {
+    inner: R,
+    hasher: blake3::Hasher,
+}
+
+impl<R: Read> FileHashReader<R> {
+    pub(crate) fn new(inner: R) -> Self {
+        Self {
+            inner,
+            hasher: blake3::Hasher::new(),
+        }
+    }
+
+    /// Reads the rest to the end, then returns the digest.
+    pub(crate) fn finish(mut self) -> io::Result<FileDigest> {
+        io::copy(&mut self, &mut io::sink())?;
+        Ok(FileDigest(*self.hasher.finalize().as_bytes()))
+    }
+}
+
+impl<R: Read> Read for FileHashReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+}
 
 /// What a file's digest is valid for: size, device, inode, mtime (s, ns),
 /// ctime (s, ns).
@@ -32,7 +83,7 @@ pub(crate) fn stamp_of(e: &Entry) -> Option<FileStamp> {
     ])
 }
 
-const MAGIC: &[u8] = b"vs-image file digests v1\n";
+const MAGIC: &[u8] = b"vs-image file digests v2 blake3\n";
 
 /// Content digests of one group's files by path, as read from the cache.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -44,7 +95,7 @@ impl KnownDigests {
     /// The cache key of a group's digests: where its files are read from
     /// and its name.
     pub(crate) fn key(host_root: &Path, group: &str) -> Digest {
-        let mut k = b"vs-image group files v1\0".to_vec();
+        let mut k = b"vs-image group files v2\0".to_vec();
         k.extend_from_slice(host_root.as_os_str().as_encoded_bytes());
         k.push(0);
         k.extend_from_slice(group.as_bytes());
@@ -52,11 +103,11 @@ impl KnownDigests {
     }
 
     /// The digest of the file at `path`, if it was read with `stamp`.
-    pub(crate) fn get(&self, path: &str, stamp: &FileStamp) -> Option<Digest> {
+    pub(crate) fn get(&self, path: &str, stamp: &FileStamp) -> Option<FileDigest> {
         self.files
             .get(path)
             .filter(|(s, _)| s == stamp)
-            .map(|(_, raw)| Digest::from_raw(raw))
+            .map(|(_, raw)| FileDigest(*raw))
     }
 
     /// Reads what [`SeenDigests::encoded`] wrote; `None` when it is not
@@ -103,15 +154,14 @@ impl Default for SeenDigests {
 
 impl SeenDigests {
     /// Notes the digest of the file at `path` read with `stamp`.
-    pub(crate) fn insert(&mut self, path: &str, stamp: FileStamp, digest: &Digest) {
-        let Some(raw) = digest.raw() else { return };
+    pub(crate) fn insert(&mut self, path: &str, stamp: FileStamp, digest: &FileDigest) {
         self.bytes
             .extend_from_slice(&(path.len() as u32).to_le_bytes());
         self.bytes.extend_from_slice(path.as_bytes());
         for v in stamp {
             self.bytes.extend_from_slice(&v.to_le_bytes());
         }
-        self.bytes.extend_from_slice(&raw);
+        self.bytes.extend_from_slice(&digest.0);
     }
 
     /// Whether no file was noted.
@@ -134,14 +184,14 @@ mod tests {
     fn round_trips_and_refuses_what_it_did_not_write() {
         let mut seen = SeenDigests::default();
         assert!(seen.is_empty());
-        let d = Digest::of(b"content");
+        let d = FileDigest::of(b"content");
         seen.insert("usr/bin/a", [1, 2, 3, 4, 5, 6, 7], &d);
-        seen.insert("étc/b", [9; 7], &Digest::of(b"other"));
+        seen.insert("étc/b", [9; 7], &FileDigest::of(b"other"));
         assert!(!seen.is_empty());
         let bytes = seen.encoded();
         let known = KnownDigests::decode(bytes).unwrap();
         assert_eq!(known.get("usr/bin/a", &[1, 2, 3, 4, 5, 6, 7]), Some(d));
-        assert_eq!(known.get("étc/b", &[9; 7]), Some(Digest::of(b"other")));
+        assert_eq!(known.get("étc/b", &[9; 7]), Some(FileDigest::of(b"other")));
         assert_eq!(known.get("usr/bin/a", &[1, 2, 3, 4, 5, 6, 8]), None);
         assert_eq!(known.get("usr/bin/c", &[1, 2, 3, 4, 5, 6, 7]), None);
         assert!(KnownDigests::decode(&bytes[..bytes.len() - 1]).is_none());

@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest as _, Sha256};
 
-use crate::digest::{Digest, HashReader, HashWriter};
+use crate::digest::{Digest, HashWriter};
 use crate::error::Error;
 use crate::input::{Entry, Group, Kind};
-use crate::known::{KnownDigests, SeenDigests};
+use crate::known::{FileDigest, FileHashReader, KnownDigests, SeenDigests};
 use crate::options::Compression;
 use crate::tarw::TarWriter;
 
@@ -163,8 +163,8 @@ impl LayerPlan {
         // helper thread (the bytes are the same however they are cut; a
         // compressor's output may not be).
         let helper = helper && compression == Compression::None;
-        // Each group's listing: paths, modes, link targets and the sha256 of
-        // each file's content as read for the layer.
+        // Each group's listing: paths, modes, link targets and the BLAKE3
+        // of each file's content as read for the layer.
         let ((group_hashers, seen), diff) =
             crate::pipe::write_through(diff, helper, &tmp_path, |w| {
                 let mut tar = TarWriter::new(w, mtime);
@@ -237,9 +237,7 @@ impl LayerPlan {
                     tar.symlink(&e.path, t).map_err(entry_err)?;
                 }
                 Kind::Inline(b) => {
-                    gh.update(b"f");
-                    gh.update(Sha256::digest(b));
-                    gh.update(b"\n");
+                    gh.update(format!("f{}\n", FileDigest::of(b).hex()));
                     tar.bytes(&e.path, e.mode, b).map_err(entry_err)?;
                 }
                 Kind::File {
@@ -267,9 +265,9 @@ impl LayerPlan {
                             d
                         }
                         None => {
-                            let mut r = HashReader::new(f);
+                            let mut r = FileHashReader::new(f);
                             tar.file(&e.path, e.mode, *size, &mut r).map_err(read)?;
-                            r.finish().map_err(read)?.0
+                            r.finish().map_err(read)?
                         }
                     };
                     gh.update(format!("f{}\n", d.hex()));
@@ -293,7 +291,7 @@ impl LayerPlan {
 pub(crate) fn cache_key(groups: &[Group], compression: Compression, mtime: u64) -> Digest {
     let mut h = Sha256::new();
     h.update(format!(
-        "vs-image layer v4\0{}\0{mtime}\0",
+        "vs-image layer v5\0{}\0{mtime}\0",
         compression.as_str()
     ));
     for g in groups {
@@ -427,7 +425,7 @@ mod tests {
                 "d/a",
                 &crate::known::stamp_of(&scanned(&root, "d/a")).unwrap()
             ),
-            Some(Digest::of(b"a"))
+            Some(FileDigest::of(b"a"))
         );
         // With what was seen, the same digests: nothing hashed differs.
         let known: Vec<Option<KnownDigests>> = seen.into_iter().map(Some).collect();
@@ -437,7 +435,7 @@ mod tests {
         // wrong one shows in the group's digest, not in the layer's)...
         let mut wrong = SeenDigests::default();
         let a = crate::known::stamp_of(&scanned(&root, "d/a")).unwrap();
-        wrong.insert("d/a", a, &Digest::of(b"not a"));
+        wrong.insert("d/a", a, &FileDigest::of(b"not a"));
         let (lied, _) = write(&root, &out, &[Some(known_of(&wrong))]);
         assert_eq!(lied.digest, meta.digest);
         assert_ne!(lied.groups, meta.groups);
@@ -445,7 +443,7 @@ mod tests {
         std::fs::write(root.join("d/a"), b"A").unwrap();
         let (changed, seen) = write(&root, &out, &[Some(known_of(&wrong))]);
         let a = crate::known::stamp_of(&scanned(&root, "d/a")).unwrap();
-        assert_eq!(seen[0].get("d/a", &a), Some(Digest::of(b"A")));
+        assert_eq!(seen[0].get("d/a", &a), Some(FileDigest::of(b"A")));
         assert_ne!(changed.digest, meta.digest);
     }
 

@@ -378,7 +378,7 @@ pub(crate) fn sbom(
             primary_package_purpose: None,
             checksums: sha256(g.digest),
             comment: Some(format!(
-                "in layer {}; checksum is the sha256 of the group's vibesys file listing",
+                "in layer {}; checksum is the sha256 of the group's vibesys file listing (v2: BLAKE3 file digests)",
                 g.layer
             )),
             external_refs: Vec::new(),

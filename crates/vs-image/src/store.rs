@@ -108,7 +108,7 @@ pub(crate) fn layer_key(
 ) -> Digest {
     let mut h = Sha256::new();
     h.update(format!(
-        "vs-image store layer v1\0{}\0{epoch}\0{allow_setuid}\0",
+        "vs-image store layer v2\0{}\0{epoch}\0{allow_setuid}\0",
         compression.as_str()
     ));
     for (p, s) in paths {
