@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use oci_spec::image::{Descriptor, MediaType};
 use rayon::prelude::*;
 
-use crate::archive;
+use crate::archive::{self, ArchiveId, BlobSrc, NewArchive, OldArchive};
 use crate::cache::{Cache, link_or_copy};
 use crate::digest::Digest;
 use crate::error::Error;
@@ -15,10 +15,10 @@ use crate::files::{file_name, parent_of, replace_dir, write_file};
 use crate::graph::ReferencesGraph;
 use crate::input::{self, Entry, Group, Kind};
 use crate::known::KnownDigests;
-use crate::layer::{LayerMeta, LayerPlan};
+use crate::layer::{LayerMeta, LayerPlan, Sink};
 use crate::mounts;
 use crate::oci::{self, media};
-use crate::options::{BuildOptions, OutputFormat, Progress, Source};
+use crate::options::{BuildOptions, Compression, OutputFormat, Progress, Source};
 use crate::report::{BuildReport, BuiltLayer};
 use crate::spec::{ExtraFile, FileKind, ImageSpec, normalize_abs};
 use crate::squashfs;
@@ -243,13 +243,46 @@ fn scan_store(paths: &[String], allow_setuid: bool) -> Result<LayerPlan, Error> 
 /// A layer after its cache lookup.
 enum Looked {
     /// From the cache: what it is and where its blob is.
-    Hit(LayerMeta, PathBuf),
+    Hit(LayerMeta, BlobSrc),
     /// To write, and the key to cache it under.
     Miss(LayerPlan, Option<Digest>),
 }
 
-/// Looks a layer up in the cache, reading (scanning) it only as needed.
-fn look_up(p: Pending, cache: Option<&Cache>, opts: &BuildOptions) -> Result<Looked, Error> {
+/// The archives a build may read cached layers from (see
+/// [`archive::old_archives`]).
+#[derive(Default)]
+struct Olds {
+    own: Option<OldArchive>,
+    others: Vec<OldArchive>,
+}
+
+impl Olds {
+    /// Where the blob `digest` of `size` bytes is in one of the archives:
+    /// the one at the output path first (a rebuild keeps it in place).
+    fn find(&self, digest: &Digest, size: u64) -> Option<BlobSrc> {
+        let own = self
+            .own
+            .as_ref()
+            .and_then(|o| Some((ArchiveId::Own, o.find(digest, size)?)));
+        let (archive, at) = own.or_else(|| {
+            self.others
+                .iter()
+                .enumerate()
+                .find_map(|(i, o)| Some((ArchiveId::Other(i), o.find(digest, size)?)))
+        })?;
+        Some(BlobSrc::InArchive { archive, at, size })
+    }
+}
+
+/// Looks a layer up in the cache, reading (scanning) it only as needed. A
+/// cached layer without a blob file of its own is read from an archive
+/// that holds it (`olds`), or written again.
+fn look_up(
+    p: Pending,
+    cache: Option<&Cache>,
+    olds: &Olds,
+    opts: &BuildOptions,
+) -> Result<Looked, Error> {
     let allow = opts.spec.allow_setuid;
     let epoch = opts.source_date_epoch;
     let Some(cache) = cache else {
@@ -259,13 +292,21 @@ fn look_up(p: Pending, cache: Option<&Cache>, opts: &BuildOptions) -> Result<Loo
         };
         return Ok(Looked::Miss(plan, None));
     };
+    let hit = |key: &Digest| -> Option<Looked> {
+        let (meta, blob) = cache.lookup(key)?;
+        let src = match blob {
+            Some(path) => BlobSrc::File(path),
+            None => olds.find(&meta.digest, meta.size)?,
+        };
+        Some(Looked::Hit(meta, src))
+    };
     let groups = match p {
         Pending::Store {
             paths,
             key: Some(key),
         } => {
-            if let Some((meta, path)) = cache.lookup(&key) {
-                return Ok(Looked::Hit(meta, path));
+            if let Some(h) = hit(&key) {
+                return Ok(h);
             }
             return Ok(Looked::Miss(scan_store(&paths, allow)?, Some(key)));
         }
@@ -277,15 +318,15 @@ fn look_up(p: Pending, cache: Option<&Cache>, opts: &BuildOptions) -> Result<Loo
     // The key is made from the groups as scanned: a layer found in the
     // cache is never merged and sorted.
     let key = crate::layer::cache_key(&groups, opts.compression, epoch);
-    if let Some((meta, path)) = cache.lookup(&key) {
-        return Ok(Looked::Hit(meta, path));
+    if let Some(h) = hit(&key) {
+        return Ok(h);
     }
     Ok(Looked::Miss(LayerPlan::new(groups)?, Some(key)))
 }
 
 /// A layer of the image: what it is, where its blob is, whether it came
 /// from the cache.
-type Built = (LayerMeta, PathBuf, bool);
+type Built = (LayerMeta, BlobSrc, bool);
 
 /// The image's documents, written to the stage's blobs.
 struct Documents {
@@ -299,6 +340,27 @@ struct Documents {
 
 /// Builds an image as described by `opts`.
 pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport, Error> {
+    match build_once(opts, progress, true) {
+        // The layers a rebuild kept in the old archive are lost: build
+        // them again.
+        Err(Error::OldArchiveChanged { path }) => {
+            tracing::warn!(
+                "{} changed while the rebuild read its layers: building them again",
+                path.display()
+            );
+            build_once(opts, progress, false)
+        }
+        r => r,
+    }
+}
+
+/// [`build`]; `keep_old`: reuse the layers of the archive this builder
+/// last wrote at the output path.
+fn build_once(
+    opts: &BuildOptions,
+    progress: &dyn Progress,
+    keep_old: bool,
+) -> Result<BuildReport, Error> {
     opts.spec.validate()?;
     let t0 = std::time::Instant::now();
     let pending = pending_layers(opts)?;
@@ -309,14 +371,59 @@ pub fn build(opts: &BuildOptions, progress: &dyn Progress) -> Result<BuildReport
     }
     let (stage, blobs) = stage_dir(&opts.out)?;
     let cache = opts.cache.as_deref().and_then(Cache::open);
-    let built = write_layers(pending, cache.as_ref(), opts, &blobs, progress, t0)?;
+    let is_archive = !matches!(opts.format, OutputFormat::Oci);
+    // Layers written into an archive are cached there, not as files.
+    let olds = match &cache {
+        Some(c) if keep_old => {
+            let (own, others) = archive::old_archives(&opts.out, c);
+            Olds {
+                own: own.filter(|_| is_archive),
+                others,
+            }
+        }
+        _ => Olds::default(),
+    };
+    let looked: Vec<Looked> = pending
+        .into_par_iter()
+        .map(|p| look_up(p, cache.as_ref(), &olds, opts))
+        .collect::<Result<_, Error>>()?;
+    tracing::debug!("layers looked up in the cache at {:?}", t0.elapsed());
+    // A new archive gets its new layers written straight into it, at the
+    // places planned from their sizes: they are not written to blob files
+    // first and copied.
+    let direct = if is_archive && olds.own.is_none() && opts.compression == Compression::None {
+        Some(Direct::plan(opts, &looked)?)
+    } else {
+        None
+    };
+    let built = write_layers(
+        looked,
+        cache.as_ref(),
+        opts,
+        &blobs,
+        direct.as_ref(),
+        progress,
+    )?;
 
     tracing::debug!("layers written at {:?}", t0.elapsed());
     let docs = write_documents(opts, &built, &blobs, &packages)?;
 
     tracing::debug!("documents written at {:?}", t0.elapsed());
-    let blob_files = blob_files(opts, &built, &blobs, &docs)?;
-    let archive_digest = write_output(opts, stage, &built, &blob_files, &docs, cache.as_ref())?;
+    let blob_files = blob_files(opts, &built, &blobs, &docs, &olds)?;
+    let sources = archive::Sources {
+        new: direct.map(|d| d.archive),
+        own: olds.own.as_ref(),
+        others: &olds.others,
+    };
+    let archive_digest = write_output(
+        opts,
+        stage,
+        &built,
+        &blob_files,
+        &docs,
+        sources,
+        cache.as_ref(),
+    )?;
 
     tracing::debug!("output in place at {:?}", t0.elapsed());
     Ok(BuildReport {
@@ -385,22 +492,49 @@ fn stage_dir(out: &Path) -> Result<(tempfile::TempDir, PathBuf), Error> {
     Ok((stage, blobs))
 }
 
-/// Looks every layer up in the cache and writes the misses to `blobs`
-/// (caching them), in parallel, reporting progress; bottom first.
+/// The smallest layer written straight into a new archive.
+const DIRECT_MIN: u64 = 1 << 16;
+
+/// A new archive and where each layer's data goes in it (see
+/// [`archive::plan_layers`]), with the size each new layer must have.
+struct Direct {
+    archive: NewArchive,
+    /// Per layer, bottom first: where its data starts.
+    at: Vec<u64>,
+    /// Per layer: its size as planned.
+    size: Vec<u64>,
+}
+
+impl Direct {
+    fn plan(opts: &BuildOptions, looked: &[Looked]) -> Result<Self, Error> {
+        let size = looked
+            .par_iter()
+            .map(|l| match l {
+                Looked::Hit(meta, _) => Ok(meta.size),
+                Looked::Miss(plan, _) => plan.tar_size(),
+            })
+            .collect::<Result<Vec<u64>, Error>>()?;
+        let at = archive::plan_layers(opts.format, &size, opts.source_date_epoch)?;
+        Ok(Self {
+            archive: NewArchive::create(&opts.out)?,
+            at,
+            size,
+        })
+    }
+}
+
+/// Writes the layers that missed the cache: to `blobs` (and the cache), or
+/// with `direct` straight into the new archive (the cache records them
+/// without a blob file); in parallel, reporting progress; bottom first.
 fn write_layers(
-    pending: Vec<Pending>,
+    looked: Vec<Looked>,
     cache: Option<&Cache>,
     opts: &BuildOptions,
     blobs: &Path,
+    direct: Option<&Direct>,
     progress: &dyn Progress,
-    t0: std::time::Instant,
 ) -> Result<Vec<Built>, Error> {
     let epoch = opts.source_date_epoch;
-    let looked: Vec<Looked> = pending
-        .into_par_iter()
-        .map(|p| look_up(p, cache, opts))
-        .collect::<Result<_, Error>>()?;
-    tracing::debug!("layers looked up in the cache at {:?}", t0.elapsed());
     let size = |l: &Looked| match l {
         Looked::Hit(meta, _) => meta.uncompressed_size,
         Looked::Miss(plan, _) => plan.size(),
@@ -413,13 +547,15 @@ fn write_layers(
         .filter(|l| matches!(l, Looked::Miss(..)))
         .count();
     let helper = misses < rayon::current_num_threads();
+    let new = direct.map(|d| d.archive.src());
     looked
         .into_par_iter()
-        .map(|l| match l {
-            Looked::Hit(meta, path) => {
+        .enumerate()
+        .map(|(i, l)| match l {
+            Looked::Hit(meta, src) => {
                 tracing::debug!("layer {} from cache", meta.digest);
                 progress.layer_done(meta.uncompressed_size, true);
-                Ok((meta, path, true))
+                Ok((meta, src, true))
             }
             Looked::Miss(p, key) => {
                 // The digests of each group's files as last written, so
@@ -433,9 +569,56 @@ fn write_layers(
                     .iter()
                     .map(|k| cache.and_then(|c| c.known(k)))
                     .collect();
-                let (meta, path, seen) = p.write(blobs, opts.compression, epoch, helper, &known)?;
+                // Small layers go to blob files all the same: the cache
+                // keeps them as files, and copying them costs nothing.
+                let place = direct
+                    .zip(new.as_ref())
+                    .and_then(|(d, n)| {
+                        Some((d.at.get(i).copied()?, d.size.get(i).copied()?, n))
+                    })
+                    .filter(|(_, size, _)| *size >= DIRECT_MIN);
+                let sink = match place {
+                    Some((at, _, n)) => Sink::At {
+                        file: n.file,
+                        path: n.path,
+                        at,
+                    },
+                    None => Sink::Dir(blobs),
+                };
+                let (meta, path, seen) = p.write(sink, opts.compression, epoch, helper, &known)?;
+                let src = match (path, place) {
+                    (Some(path), _) => BlobSrc::File(path),
+                    (None, Some((at, size, n))) => {
+                        if meta.size != size {
+                            return Err(Error::io(
+                                "write a layer into",
+                                n.path,
+                                std::io::Error::other(format!(
+                                    "the layer has {} bytes, {size} were planned: a file changed while it was read",
+                                    meta.size
+                                )),
+                            ));
+                        }
+                        BlobSrc::InArchive {
+                            archive: ArchiveId::New,
+                            at,
+                            size,
+                        }
+                    }
+                    (None, None) => {
+                        return Err(Error::io(
+                            "write",
+                            blobs,
+                            std::io::Error::other("a layer was written nowhere"),
+                        ));
+                    }
+                };
                 if let (Some(c), Some(key)) = (cache, key) {
-                    c.store(&key, &meta, &path);
+                    let file = match &src {
+                        BlobSrc::File(path) => Some(path.as_path()),
+                        BlobSrc::InArchive { .. } => None,
+                    };
+                    c.store(&key, &meta, file);
                     for (k, s) in keys.iter().zip(&seen) {
                         if !s.is_empty() {
                             c.store_known(k, s);
@@ -443,7 +626,7 @@ fn write_layers(
                     }
                 }
                 progress.layer_done(p.size(), false);
-                Ok((meta, path, false))
+                Ok((meta, src, false))
             }
         })
         .collect()
@@ -530,22 +713,45 @@ fn sbom_groups(built: &[Built]) -> Vec<oci::SbomGroup<'_>> {
 }
 
 /// Every blob of the image and its file, sorted and deduplicated; an OCI
-/// layout gets cached layers copied (or linked) into its `blobs`.
+/// layout gets cached layers copied (or linked) into its `blobs`, also
+/// those read from an archive.
 fn blob_files(
     opts: &BuildOptions,
     built: &[Built],
     blobs: &Path,
     docs: &Documents,
-) -> Result<Vec<(Digest, PathBuf)>, Error> {
+    olds: &Olds,
+) -> Result<Vec<(Digest, BlobSrc)>, Error> {
     // Layers that came from the cache live outside the stage.
-    let mut blob_files: Vec<(Digest, PathBuf)> = Vec::new();
-    for (m, path, cached) in built {
+    let mut blob_files: Vec<(Digest, BlobSrc)> = Vec::new();
+    for (m, src, cached) in built {
         let dest = blobs.join(m.digest.hex());
-        if *cached && opts.format == OutputFormat::Oci && !dest.exists() {
-            link_or_copy(path, &dest).map_err(|e| Error::io("copy cached layer to", &dest, e))?;
-            blob_files.push((m.digest.clone(), dest));
-        } else {
-            blob_files.push((m.digest.clone(), path.clone()));
+        match src {
+            BlobSrc::File(path)
+                if *cached && opts.format == OutputFormat::Oci && !dest.exists() =>
+            {
+                link_or_copy(path, &dest)
+                    .map_err(|e| Error::io("copy cached layer to", &dest, e))?;
+                blob_files.push((m.digest.clone(), BlobSrc::File(dest)));
+            }
+            BlobSrc::InArchive { archive, at, size } if opts.format == OutputFormat::Oci => {
+                if !dest.exists() {
+                    let old = match archive {
+                        ArchiveId::Own => olds.own.as_ref(),
+                        ArchiveId::Other(i) => olds.others.get(*i),
+                        ArchiveId::New => None,
+                    };
+                    let Some(old) = old else {
+                        return Err(Error::MissingBlob {
+                            digest: m.digest.to_string(),
+                            referenced_by: "the OCI layout".to_owned(),
+                        });
+                    };
+                    old.copy_out(*at, *size, &dest)?;
+                }
+                blob_files.push((m.digest.clone(), BlobSrc::File(dest)));
+            }
+            _ => blob_files.push((m.digest.clone(), src.clone())),
         }
     }
     for d in [
@@ -555,9 +761,9 @@ fn blob_files(
         &docs.sbom_manifest_digest,
         &Digest::of(oci::EMPTY_JSON),
     ] {
-        blob_files.push((d.clone(), blobs.join(d.hex())));
+        blob_files.push((d.clone(), BlobSrc::File(blobs.join(d.hex()))));
     }
-    blob_files.sort();
+    blob_files.sort_by(|a, b| a.0.cmp(&b.0));
     blob_files.dedup_by(|a, b| a.0 == b.0);
     Ok(blob_files)
 }
@@ -568,8 +774,9 @@ fn write_output(
     opts: &BuildOptions,
     stage: tempfile::TempDir,
     built: &[Built],
-    blob_files: &[(Digest, PathBuf)],
+    blob_files: &[(Digest, BlobSrc)],
     docs: &Documents,
+    sources: archive::Sources<'_>,
     cache: Option<&Cache>,
 ) -> Result<Option<Digest>, Error> {
     let epoch = opts.source_date_epoch;
@@ -611,7 +818,15 @@ fn write_output(
                 config: config_digest,
                 layers: &layer_digests,
             };
-            archive::write(f, &opts.out, blob_files, &archive_docs, epoch, cache)?;
+            archive::write(
+                f,
+                &opts.out,
+                blob_files,
+                sources,
+                &archive_docs,
+                epoch,
+                cache,
+            )?;
             drop(stage);
             None
         }

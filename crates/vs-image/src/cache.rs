@@ -4,7 +4,9 @@
 //! `<dir>/vs-image-v1/blobs/sha256/<hex>`,
 //! `<dir>/vs-image-v1/files/<key>` (the content digests of a group's files,
 //! see `known`), and `<dir>/vs-image-v1/outputs/<key>.json` (what the
-//! builder last wrote at an archive output path, see `archive::edit`). Everything is best effort: an
+//! builder last wrote at an archive output path, see `archive::edit`; a
+//! layer written straight into an archive has no blob here, its bytes are
+//! read from the archives recorded there). Everything is best effort: an
 //! unwritable or damaged cache is skipped, never an error, so builds work
 //! in the Nix sandbox with no writable home.
 
@@ -52,8 +54,11 @@ impl Cache {
         }
     }
 
-    /// A cached layer for `key`, if its blob is present with the right size.
-    pub(crate) fn lookup(&self, key: &Digest) -> Option<(LayerMeta, PathBuf)> {
+    /// A cached layer for `key`: what it is, and its blob file when that
+    /// is present with the right size (a layer written straight into an
+    /// archive has none: its bytes are in that archive, see
+    /// `archive::OldArchive`).
+    pub(crate) fn lookup(&self, key: &Digest) -> Option<(LayerMeta, Option<PathBuf>)> {
         let meta_path = self.layers.join(format!("{}.json", key.hex()));
         let m = std::fs::metadata(&meta_path).ok()?;
         if m.len() > MAX_META {
@@ -62,20 +67,29 @@ impl Cache {
         let bytes = std::fs::read(&meta_path).ok()?;
         let meta: LayerMeta = serde_json::from_slice(&bytes).ok()?;
         let blob = self.blobs.join(meta.digest.hex());
-        let bm = std::fs::metadata(&blob).ok()?;
-        (bm.is_file() && bm.len() == meta.size).then_some((meta, blob))
+        let present =
+            std::fs::metadata(&blob).is_ok_and(|bm| bm.is_file() && bm.len() == meta.size);
+        Some((meta, present.then_some(blob)))
     }
 
-    /// Records a built layer; failures are logged and ignored.
-    pub(crate) fn store(&self, key: &Digest, meta: &LayerMeta, blob: &Path) {
+    /// Records a built layer and, when given, its blob file; failures are
+    /// logged and ignored.
+    pub(crate) fn store(&self, key: &Digest, meta: &LayerMeta, blob: Option<&Path>) {
         if let Err(e) = self.try_store(key, meta, blob) {
             tracing::debug!("not caching layer {}: {e}", meta.digest);
         }
     }
 
-    fn try_store(&self, key: &Digest, meta: &LayerMeta, blob: &Path) -> std::io::Result<()> {
+    fn try_store(
+        &self,
+        key: &Digest,
+        meta: &LayerMeta,
+        blob: Option<&Path>,
+    ) -> std::io::Result<()> {
         let dest = self.blobs.join(meta.digest.hex());
-        if !dest.exists() {
+        if let Some(blob) = blob
+            && !dest.exists()
+        {
             link_or_copy(blob, &dest)?;
         }
         let bytes = serde_json::to_vec(meta).map_err(std::io::Error::other)?;
@@ -116,6 +130,29 @@ impl Cache {
             return None;
         }
         std::fs::read(&path).ok()
+    }
+
+    /// The records of outputs, the most recently written first, at most
+    /// `max` of them.
+    pub(crate) fn output_records(&self, max: usize) -> Vec<Vec<u8>> {
+        let Ok(dir) = std::fs::read_dir(&self.outputs) else {
+            return Vec::new();
+        };
+        let mut found: Vec<(std::time::SystemTime, PathBuf)> = dir
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+            .filter_map(|e| {
+                let m = e.metadata().ok()?;
+                let modified = m.modified().ok()?;
+                (m.is_file() && m.len() <= MAX_META).then(|| (modified, e.path()))
+            })
+            .collect();
+        found.sort_by_key(|f| std::cmp::Reverse(f.0));
+        found
+            .into_iter()
+            .take(max)
+            .filter_map(|(_, p)| std::fs::read(p).ok())
+            .collect()
     }
 
     /// Stores the record of an output under `key` (atomically); failures

@@ -109,6 +109,14 @@ pub enum Error {
         /// Why it is refused.
         reason: String,
     },
+    /// The archive a rebuild kept layers from changed while they were read
+    /// (an edit of it failed half-way, or another process wrote it): the
+    /// build is made again without it.
+    #[error("the archive {path} changed while the rebuild read its layers")]
+    OldArchiveChanged {
+        /// The output path.
+        path: PathBuf,
+    },
     /// An image archive or layout is malformed.
     #[error("malformed image {path}: {reason}")]
     Malformed {

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest as _, Sha256};
@@ -129,30 +130,47 @@ impl LayerPlan {
         self.entries.iter().map(|(_, e)| e.size()).sum()
     }
 
-    /// Writes the layer into `dir` as `<hex>` and returns what it is, and
-    /// the content digest of each group's files (see [`crate::known`]).
+    /// Writes the layer to `sink` and returns what it is, where its blob
+    /// file is (`None` when written into an archive), and the content
+    /// digest of each group's files (see [`crate::known`]).
     /// `helper`: hash and write the layer's bytes on a helper thread (worth
     /// it when a core would otherwise be idle). `known`: per group, the
     /// digests of its files as last read, used for files with the same
     /// stamp instead of hashing them again.
     pub(crate) fn write(
         &self,
-        dir: &Path,
+        sink: Sink<'_>,
         compression: Compression,
         mtime: u64,
         helper: bool,
         known: &[Option<KnownDigests>],
-    ) -> Result<(LayerMeta, PathBuf, Vec<SeenDigests>), Error> {
-        let tmp = tempfile::Builder::new()
-            .prefix(".layer-")
-            .tempfile_in(dir)
-            .map_err(|e| Error::io("create temporary file in", dir, e))?;
-        let tmp_path = tmp.path().to_owned();
-        let file = tmp
-            .as_file()
-            .try_clone()
-            .map_err(|e| Error::io("open", &tmp_path, e))?;
-        let blob = HashWriter::new(BufWriter::with_capacity(1 << 20, file));
+    ) -> Result<(LayerMeta, Option<PathBuf>, Vec<SeenDigests>), Error> {
+        let (tmp, out, out_path) = match sink {
+            Sink::Dir(dir) => {
+                let tmp = tempfile::Builder::new()
+                    .prefix(".layer-")
+                    .tempfile_in(dir)
+                    .map_err(|e| Error::io("create temporary file in", dir, e))?;
+                let path = tmp.path().to_owned();
+                let file = tmp
+                    .as_file()
+                    .try_clone()
+                    .map_err(|e| Error::io("open", &path, e))?;
+                (Some(tmp), Out::File(file), path)
+            }
+            Sink::At { file, path, at } => {
+                if compression != Compression::None {
+                    return Err(Error::io(
+                        "write a compressed layer into",
+                        path,
+                        io::Error::other("its size is not known before it is written"),
+                    ));
+                }
+                (None, Out::At { file, at }, path.to_owned())
+            }
+        };
+        let tmp_path = out_path;
+        let blob = HashWriter::new(BufWriter::with_capacity(1 << 20, out));
         let enc = Enc::new(blob, compression).map_err(|e| Error::io("write", &tmp_path, e))?;
         let diff = if compression == Compression::None {
             HashWriter::counting(enc)
@@ -179,19 +197,26 @@ impl LayerPlan {
         let (enc, diff_id, uncompressed_size) = diff.finish();
         let blob = enc.finish().map_err(|e| Error::io("write", &tmp_path, e))?;
         let (buf, digest, size) = blob.finish();
-        let file = buf
+        let out = buf
             .into_inner()
             .map_err(|e| Error::io("write", &tmp_path, e.into_error()))?;
-        drop(file);
+        drop(out);
         let diff_id = if compression == Compression::None {
             digest.clone()
         } else {
             diff_id
         };
-        let dest = dir.join(digest.hex());
-        crate::perm::publish_file(tmp.as_file()).map_err(|e| Error::io("chmod", &dest, e))?;
-        tmp.persist(&dest)
-            .map_err(|e| Error::io("rename into place", &dest, e.error))?;
+        let dest = match (tmp, sink) {
+            (Some(tmp), Sink::Dir(dir)) => {
+                let dest = dir.join(digest.hex());
+                crate::perm::publish_file(tmp.as_file())
+                    .map_err(|e| Error::io("chmod", &dest, e))?;
+                tmp.persist(&dest)
+                    .map_err(|e| Error::io("rename into place", &dest, e.error))?;
+                Some(dest)
+            }
+            _ => None,
+        };
         let groups = self
             .groups
             .iter()
@@ -211,6 +236,70 @@ impl LayerPlan {
         ))
     }
 
+    /// Calls `f` with each entry in order and what the layer holds for
+    /// it: a later path of a file with more than one link becomes a hard
+    /// link to the first. [`LayerPlan::write`] and [`LayerPlan::tar_size`]
+    /// both walk the entries through here, so they cannot disagree.
+    fn each_step(
+        &self,
+        mut f: impl FnMut(usize, &Entry, Step<'_>) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let mut links: HashMap<(u64, u64), &str> = HashMap::new();
+        for (gi, e) in &self.entries {
+            let step = match &e.kind {
+                Kind::Dir => Step::Dir,
+                Kind::Symlink(t) => Step::Symlink(t),
+                Kind::Inline(b) => Step::Inline(b),
+                Kind::File {
+                    size,
+                    dev,
+                    ino,
+                    nlink,
+                } => {
+                    let first = (*nlink > 1)
+                        .then(|| links.get(&(*dev, *ino)).copied())
+                        .flatten();
+                    match first {
+                        Some(first) => Step::Hardlink(first),
+                        None => {
+                            if *nlink > 1 {
+                                links.insert((*dev, *ino), e.path.as_str());
+                            }
+                            Step::File(*size)
+                        }
+                    }
+                }
+            };
+            f(*gi, e, step)?;
+        }
+        Ok(())
+    }
+
+    /// The exact size of the layer's tar stream (uncompressed), from the
+    /// scanned sizes: what [`LayerPlan::write`] writes unless a file
+    /// changes size meanwhile, which it refuses.
+    pub(crate) fn tar_size(&self) -> Result<u64, Error> {
+        let mut tar = TarWriter::new(Counter(0), 0);
+        self.each_step(|_, e, step| {
+            let err = |err| Error::io("lay out layer entry", format!("/{}", e.path), err);
+            match step {
+                Step::Dir => tar.dir(&e.path, e.mode),
+                Step::Symlink(t) => tar.symlink(&e.path, t),
+                Step::Hardlink(first) => tar.hardlink(&e.path, first),
+                Step::Inline(b) => tar.bytes(&e.path, e.mode, b),
+                Step::File(size) => tar.file_header(&e.path, e.mode, size).and_then(|()| {
+                    tar.inner_mut().0 += size;
+                    tar.pad_after(size)
+                }),
+            }
+            .map_err(err)
+        })?;
+        let end = tar
+            .finish()
+            .map_err(|e| Error::io("lay out", "a layer", e))?;
+        Ok(end.0)
+    }
+
     /// Writes every entry into `tar` and its listing into its group's
     /// hasher; notes each file's content digest in its group's `seen`,
     /// taken from `known` when the file's stamp is the one it was read
@@ -222,61 +311,117 @@ impl LayerPlan {
         known: &[Option<KnownDigests>],
         seen: &mut [SeenDigests],
     ) -> Result<(), Error> {
-        let mut links: HashMap<(u64, u64), &str> = HashMap::new();
-        for (gi, e) in &self.entries {
+        self.each_step(|gi, e, step| {
             let entry_err = |err| Error::io("write layer entry", format!("/{}", e.path), err);
-            let gh = &mut group_hashers[*gi];
+            let gh = &mut group_hashers[gi];
             gh.update(format!("{}\0{:o}\0", e.path, e.mode));
-            match &e.kind {
-                Kind::Dir => {
+            match step {
+                Step::Dir => {
                     gh.update(b"d\n");
                     tar.dir(&e.path, e.mode).map_err(entry_err)?;
                 }
-                Kind::Symlink(t) => {
+                Step::Symlink(t) => {
                     gh.update(format!("l{t}\n"));
                     tar.symlink(&e.path, t).map_err(entry_err)?;
                 }
-                Kind::Inline(b) => {
+                Step::Inline(b) => {
                     gh.update(format!("f{}\n", FileDigest::of(b).hex()));
                     tar.bytes(&e.path, e.mode, b).map_err(entry_err)?;
                 }
-                Kind::File {
-                    size,
-                    dev,
-                    ino,
-                    nlink,
-                } => {
-                    if *nlink > 1 {
-                        if let Some(first) = links.get(&(*dev, *ino)) {
-                            gh.update(format!("h{first}\n"));
-                            tar.hardlink(&e.path, first).map_err(entry_err)?;
-                            continue;
-                        }
-                        links.insert((*dev, *ino), e.path.as_str());
-                    }
-                    let src = self.source(*gi, e);
+                Step::Hardlink(first) => {
+                    gh.update(format!("h{first}\n"));
+                    tar.hardlink(&e.path, first).map_err(entry_err)?;
+                }
+                Step::File(size) => {
+                    let src = self.source(gi, e);
                     let read = |err| Error::io("read", &src, err);
                     let mut f = File::open(&src).map_err(read)?;
                     let stamp = crate::known::stamp_of(e);
-                    let was = stamp.and_then(|s| known.get(*gi)?.as_ref()?.get(&e.path, &s));
+                    let was = stamp.and_then(|s| known.get(gi)?.as_ref()?.get(&e.path, &s));
                     let d = match was {
                         Some(d) => {
-                            tar.file(&e.path, e.mode, *size, &mut f).map_err(read)?;
+                            tar.file(&e.path, e.mode, size, &mut f).map_err(read)?;
                             d
                         }
                         None => {
                             let mut r = FileHashReader::new(f);
-                            tar.file(&e.path, e.mode, *size, &mut r).map_err(read)?;
+                            tar.file(&e.path, e.mode, size, &mut r).map_err(read)?;
                             r.finish().map_err(read)?
                         }
                     };
                     gh.update(format!("f{}\n", d.hex()));
-                    if let (Some(s), Some(k)) = (stamp, seen.get_mut(*gi)) {
+                    if let (Some(s), Some(k)) = (stamp, seen.get_mut(gi)) {
                         k.insert(&e.path, s, &d);
                     }
                 }
             }
+            Ok(())
+        })
+    }
+}
+
+/// Where [`LayerPlan::write`] puts a layer.
+#[derive(Clone, Copy)]
+pub(crate) enum Sink<'a> {
+    /// A new file named by its digest in this directory.
+    Dir(&'a Path),
+    /// An archive being written (at `path`), from offset `at` on: the
+    /// layer's place planned from [`LayerPlan::tar_size`] (uncompressed
+    /// layers only).
+    At {
+        file: &'a File,
+        path: &'a Path,
+        at: u64,
+    },
+}
+
+/// The file a layer's bytes go to.
+enum Out<'a> {
+    File(File),
+    /// Positioned writes from `at` on (the archive's descriptor is shared
+    /// by the layers written into it in parallel).
+    At {
+        file: &'a File,
+        at: u64,
+    },
+}
+
+impl Write for Out<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Self::File(f) => f.write(buf),
+            Self::At { file, at } => {
+                let n = file.write_at(buf, *at)?;
+                *at += n as u64;
+                Ok(n)
+            }
         }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// What a layer holds for one entry (see [`LayerPlan::each_step`]).
+enum Step<'a> {
+    Dir,
+    Symlink(&'a str),
+    Inline(&'a [u8]),
+    /// A hard link to the earlier path named.
+    Hardlink(&'a str),
+    /// A regular file's content, of this size.
+    File(u64),
+}
+
+/// A writer that only counts.
+struct Counter(u64);
+
+impl Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
 }
@@ -401,7 +546,9 @@ mod tests {
         known: &[Option<KnownDigests>],
     ) -> (LayerMeta, Vec<KnownDigests>) {
         let plan = LayerPlan::new(crate::input::scan_root(root, false).unwrap()).unwrap();
-        let (meta, _, seen) = plan.write(out, Compression::None, 1, false, known).unwrap();
+        let (meta, _, seen) = plan
+            .write(Sink::Dir(out), Compression::None, 1, false, known)
+            .unwrap();
         (meta, seen.iter().map(known_of).collect())
     }
 
@@ -445,6 +592,72 @@ mod tests {
         let a = crate::known::stamp_of(&scanned(&root, "d/a")).unwrap();
         assert_eq!(seen[0].get("d/a", &a), Some(FileDigest::of(b"A")));
         assert_ne!(changed.digest, meta.digest);
+    }
+
+    #[test]
+    fn the_planned_size_is_the_written_size() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("root");
+        let long = "d".repeat(120);
+        std::fs::create_dir_all(root.join(&long).join("sub")).unwrap();
+        for (i, len) in [0usize, 1, 511, 512, 513, 4096, 70_000].iter().enumerate() {
+            std::fs::write(root.join(format!("f{i}")), vec![7u8; *len]).unwrap();
+        }
+        std::fs::write(root.join(&long).join("sub").join("n".repeat(110)), b"x").unwrap();
+        std::os::unix::fs::symlink("t".repeat(150), root.join("long-link")).unwrap();
+        std::os::unix::fs::symlink("f1", root.join("link")).unwrap();
+        std::fs::hard_link(root.join("f5"), root.join("hard")).unwrap();
+        let plan = LayerPlan::new(crate::input::scan_root(&root, false).unwrap()).unwrap();
+        let out = t.path().join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        let planned = plan.tar_size().unwrap();
+        let (meta, path, _) = plan
+            .write(Sink::Dir(&out), Compression::None, 1, false, &[])
+            .unwrap();
+        assert_eq!(planned, meta.size);
+        assert_eq!(planned, std::fs::metadata(path.unwrap()).unwrap().len());
+        // Written at an offset of another file: the same bytes there.
+        let archive = t.path().join("archive");
+        let f = File::options()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(&archive)
+            .unwrap();
+        let (at_meta, none, _) = plan
+            .write(
+                Sink::At {
+                    file: &f,
+                    path: &archive,
+                    at: 8192,
+                },
+                Compression::None,
+                1,
+                false,
+                &[],
+            )
+            .unwrap();
+        assert!(none.is_none());
+        assert_eq!(at_meta, meta);
+        let bytes = std::fs::read(&archive).unwrap();
+        let blob = std::fs::read(out.join(meta.digest.hex())).unwrap();
+        assert_eq!(&bytes[8192..], &blob[..]);
+        // A compressed layer's size is not known before: refused.
+        assert!(
+            plan.write(
+                Sink::At {
+                    file: &f,
+                    path: &archive,
+                    at: 0,
+                },
+                Compression::Gzip,
+                1,
+                false,
+                &[],
+            )
+            .is_err()
+        );
     }
 
     /// The scanned entry of `path` below `root`.

@@ -62,7 +62,7 @@ use crate::error::Error;
 use crate::files::{file_name, parent_of};
 
 /// Version of the record's format.
-const RECORD_VERSION: u32 = 1;
+const RECORD_VERSION: u32 = 2;
 
 /// `statfs` magic numbers of the file systems edited in place.
 const EXT4_SUPER_MAGIC: u64 = 0xEF53;
@@ -114,24 +114,31 @@ fn is_regular(st: &rustix::fs::Statx) -> bool {
 #[derive(Debug, Serialize, Deserialize)]
 struct Written {
     version: u32,
+    /// The output path, absolute: other builds read layers from it.
+    path: PathBuf,
     identity: Identity,
     /// sha256 of each literal run, in order (one more than bodies).
     literals: Vec<Digest>,
     bodies: Vec<WrittenBody>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct WrittenBody {
     digest: Digest,
     at: u64,
     len: u64,
 }
 
-impl Written {
-    fn of(identity: Identity, layout: &Layout<'_>) -> Self {
+/// What a record keeps of a layout (the file's identity is added once the
+/// file is in place).
+pub(crate) struct LayoutRecord {
+    literals: Vec<Digest>,
+    bodies: Vec<WrittenBody>,
+}
+
+impl LayoutRecord {
+    pub(crate) fn of(layout: &Layout<'_>) -> Self {
         Self {
-            version: RECORD_VERSION,
-            identity,
             literals: layout.literals.iter().map(|l| l.digest.clone()).collect(),
             bodies: layout
                 .bodies
@@ -142,6 +149,18 @@ impl Written {
                     len: b.len,
                 })
                 .collect(),
+        }
+    }
+}
+
+impl Written {
+    fn of(path: PathBuf, identity: Identity, layout: &LayoutRecord) -> Self {
+        Self {
+            version: RECORD_VERSION,
+            path,
+            identity,
+            literals: layout.literals.clone(),
+            bodies: layout.bodies.clone(),
         }
     }
 
@@ -201,7 +220,7 @@ impl<'c> Place<'c> {
 
     /// Records `file` (now at the output path) as holding `layout`; a
     /// cache that cannot be written is skipped, as for layers.
-    pub(crate) fn record(&self, file: &File, layout: &Layout<'_>) {
+    pub(crate) fn record(&self, file: &File, layout: &LayoutRecord) {
         let st = match rustix::fs::statx(file, "", AtFlags::EMPTY_PATH, statx_mask()) {
             Ok(st) => st,
             Err(e) => {
@@ -209,7 +228,8 @@ impl<'c> Place<'c> {
                 return;
             }
         };
-        let written = Written::of(Identity::of(&st), layout);
+        let path = std::path::absolute(&self.out).unwrap_or_else(|_| self.out.clone());
+        let written = Written::of(path, Identity::of(&st), layout);
         match serde_json::to_vec(&written) {
             Ok(bytes) => self.cache.store_output(&self.key, &bytes),
             Err(e) => tracing::debug!("not recording {}: {e}", self.out.display()),
@@ -231,10 +251,35 @@ impl<'c> Place<'c> {
     /// `dirty` bounds the bytes the page cache holds dirty ([`dirty_bound`];
     /// `None`: unknown): it decides whether data after a change of size is
     /// shifted or written over.
-    pub(crate) fn edit(&self, new: &Layout<'_>, dirty: Option<u64>) -> Option<(File, Edited)> {
+    pub(crate) fn edit(
+        &self,
+        new: &Layout<'_>,
+        dirty: Option<u64>,
+        from: Option<&OldArchive>,
+        others: &[OldArchive],
+    ) -> Option<(File, Edited)> {
         let old = self.written()?;
-        let file = self.open_unchanged(&old)?;
         let plan = Plan::new(&old, new, dirty);
+        // A body read from the old archive is never written into it: an
+        // edit keeps such bodies where they are, or the archive is written
+        // anew (reading them from the old file, which stays as it was).
+        let from_here = |b: &super::Body<'_>| match (b.src, from) {
+            (super::Src::At { file, .. }, Some(o)) => std::ptr::eq(file, &o.file),
+            _ => false,
+        };
+        if new
+            .bodies
+            .iter()
+            .zip(&plan.keep)
+            .any(|(b, k)| from_here(b) && k.is_none())
+        {
+            tracing::debug!(
+                "{} written anew: a layer it holds would move",
+                self.out.display()
+            );
+            return None;
+        }
+        let file = self.open_unchanged(&old)?;
         let dir = parent_of(&self.out);
         let moved = tempfile::Builder::new()
             .prefix(&format!(".{}.edit-", file_name(&self.out)))
@@ -297,6 +342,15 @@ impl<'c> Place<'c> {
             );
             return None;
         }
+        // Bodies copied from other archives must be what those held.
+        if let Some(o) = others.iter().find(|o| !o.unchanged()) {
+            tracing::warn!(
+                "{} changed while its layers were read, writing {} anew",
+                o.path.display(),
+                self.out.display()
+            );
+            return None;
+        }
         if let Err(e) = moved.persist(&self.out) {
             tracing::warn!(
                 "cannot rename the edited archive back to {}, writing it anew: {}",
@@ -355,6 +409,146 @@ impl<'c> Place<'c> {
         }
         Some(File::from(fd))
     }
+}
+
+/// The archive this builder last wrote at an output path, opened for
+/// reading after it was checked against its record (as for an edit): the
+/// layers of the record's bodies can be read from it. [`OldArchive::unchanged`]
+/// checks again after they were read.
+pub(crate) struct OldArchive {
+    file: File,
+    path: PathBuf,
+    identity: Identity,
+    bodies: Vec<WrittenBody>,
+}
+
+impl OldArchive {
+    /// The blob `digest` of `size` bytes, if the archive holds it whole
+    /// (its body is in the record and its tail fits in the file): where
+    /// its data starts.
+    pub(crate) fn find(&self, digest: &Digest, size: u64) -> Option<u64> {
+        let body = size / ALIGN * ALIGN;
+        self.bodies
+            .iter()
+            .find(|b| {
+                b.digest == *digest
+                    && b.len == body
+                    && b.at
+                        .checked_add(size)
+                        .is_some_and(|end| end <= self.identity.size)
+            })
+            .map(|b| b.at)
+    }
+
+    /// Copies `size` bytes from `at` into a new file `dest` (through a
+    /// temporary file in its directory), then checks that the archive is
+    /// still unchanged.
+    pub(crate) fn copy_out(&self, at: u64, size: u64, dest: &Path) -> Result<(), Error> {
+        let dir = parent_of(dest);
+        let tmp = tempfile::Builder::new()
+            .prefix(".layer-")
+            .tempfile_in(&dir)
+            .map_err(|e| Error::io("create temporary file in", &dir, e))?;
+        let body = super::Body {
+            at: 0,
+            len: size,
+            digest: &Digest::of(b""),
+            src: super::Src::At {
+                file: &self.file,
+                path: &self.path,
+                at,
+                size,
+            },
+        };
+        body.copy(tmp.as_file(), tmp.path())?;
+        if !self.unchanged() {
+            return Err(Error::OldArchiveChanged {
+                path: self.path.clone(),
+            });
+        }
+        crate::perm::publish_file(tmp.as_file()).map_err(|e| Error::io("chmod", dest, e))?;
+        tmp.persist(dest)
+            .map_err(|e| Error::io("rename into place", dest, e.error))?;
+        Ok(())
+    }
+
+    /// Its descriptor and path.
+    pub(crate) fn src(&self) -> super::ArchiveSrc<'_> {
+        super::ArchiveSrc {
+            file: &self.file,
+            path: &self.path,
+        }
+    }
+
+    /// Whether the file is still the one the record describes (nothing
+    /// wrote to it since it was opened: its ctime would have moved).
+    pub(crate) fn unchanged(&self) -> bool {
+        rustix::fs::statx(&self.file, "", AtFlags::EMPTY_PATH, statx_mask())
+            .is_ok_and(|st| Identity::of(&st) == self.identity)
+    }
+}
+
+impl OldArchive {
+    /// The archive at `path` if it is the one `written` describes.
+    fn open(path: &Path, written: Written) -> Option<Self> {
+        // A path that is not the file we wrote is not even opened (it
+        // could be a device); the descriptor is then checked again.
+        let st = rustix::fs::statx(
+            rustix::fs::CWD,
+            path,
+            AtFlags::SYMLINK_NOFOLLOW,
+            statx_mask(),
+        )
+        .ok()?;
+        if !is_regular(&st) || Identity::of(&st) != written.identity {
+            return None;
+        }
+        let fd = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        let st = rustix::fs::statx(&fd, "", AtFlags::EMPTY_PATH, statx_mask()).ok()?;
+        if !is_regular(&st) || st.stx_nlink != 1 || Identity::of(&st) != written.identity {
+            tracing::debug!("{}: not the file this builder wrote there", path.display());
+            return None;
+        }
+        Some(Self {
+            file: File::from(fd),
+            path: path.to_owned(),
+            identity: written.identity,
+            bodies: written.bodies,
+        })
+    }
+}
+
+impl Place<'_> {
+    /// The archive at the output path, if it is the one the record
+    /// describes.
+    pub(crate) fn old(&self) -> Option<OldArchive> {
+        let written = self.written()?;
+        let path = std::path::absolute(&self.out).ok()?;
+        (written.path == path).then_some(())?;
+        OldArchive::open(&path, written)
+    }
+}
+
+/// How many recorded archives a build looks for layers in.
+const MAX_RECORDED: usize = 32;
+
+/// The archives this builder wrote (per the cache's records, the most
+/// recent first) that are still exactly what it wrote, except the one at
+/// `except`: a build reads cached layers from them.
+pub(crate) fn recorded_archives(cache: &Cache, except: &Path) -> Vec<OldArchive> {
+    let except = std::path::absolute(except).ok();
+    cache
+        .output_records(MAX_RECORDED)
+        .iter()
+        .filter_map(|bytes| serde_json::from_slice::<Written>(bytes).ok())
+        .filter(|w| w.is_sound() && w.path.is_absolute() && Some(&w.path) != except.as_ref())
+        .filter_map(|w| OldArchive::open(&w.path.clone(), w))
+        .collect()
 }
 
 /// Renames the moved output back, unedited.

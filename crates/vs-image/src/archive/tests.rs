@@ -9,6 +9,13 @@ use std::os::unix::fs::MetadataExt;
 
 use super::*;
 
+/// Blobs from their files only.
+const NO_SOURCES: Sources<'static> = Sources {
+    new: None,
+    own: None,
+    others: &[],
+};
+
 /// Deterministic bytes: `len` of them, varied by `seed`.
 fn bytes(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -23,13 +30,13 @@ fn bytes(seed: u64, len: usize) -> Vec<u8> {
 }
 
 /// The blob of `content` in `dir`.
-fn blob(dir: &Path, content: &[u8]) -> (Digest, PathBuf) {
+fn blob(dir: &Path, content: &[u8]) -> (Digest, BlobSrc) {
     let d = Digest::of(content);
     let p = dir.join(d.hex());
     if !p.exists() {
         std::fs::write(&p, content).unwrap();
     }
-    (d, p)
+    (d, BlobSrc::File(p))
 }
 
 /// Puts an image of `layers` at `out` as `format`, through [`put`]; the
@@ -45,7 +52,7 @@ fn put_image(
 ) -> Put {
     let store = dir.join("blobs");
     std::fs::create_dir_all(&store).unwrap();
-    let mut blobs: Vec<(Digest, PathBuf)> = layers.iter().map(|l| blob(&store, l)).collect();
+    let mut blobs: Vec<(Digest, BlobSrc)> = layers.iter().map(|l| blob(&store, l)).collect();
     let layer_digests: Vec<Digest> = blobs.iter().map(|(d, _)| d.clone()).collect();
     let listing: String = layer_digests.iter().map(|d| format!("{d}\n")).collect();
     let config = blob(&store, format!("config of\n{listing}").as_bytes());
@@ -53,8 +60,8 @@ fn put_image(
     let empty = blob(&store, b"{}");
     let config_digest = config.0.clone();
     blobs.extend([config, sbom, empty]);
-    blobs.sort();
-    blobs.dedup();
+    blobs.sort_by(|a, b| a.0.cmp(&b.0));
+    blobs.dedup_by(|a, b| a.0 == b.0);
     let index = format!("index naming {config_digest}");
     let manifest = format!("manifest.json naming {listing}");
     let repositories = format!("repositories naming {}", layers.len());
@@ -66,9 +73,10 @@ fn put_image(
         config: &config_digest,
         layers: &layer_digests,
     };
-    let members = members(format, &blobs, &docs, out).unwrap();
+    let sources = NO_SOURCES;
+    let members = members(format, &blobs, &sources, &docs, out).unwrap();
     let layout = lay_out(&members, 1).unwrap();
-    put(out, &layout, cache, dirty).unwrap()
+    put(out, &layout, cache, dirty, &sources).unwrap()
 }
 
 /// Fails the test where an edit in place cannot happen.
@@ -355,10 +363,12 @@ fn an_edit_that_fails_leaves_no_half_edited_output() {
     let store = d.join("blobs");
     let mut changed = layers.clone();
     changed[1] = bytes(4, 300_000);
-    let vanishing = blob(&store, &changed[1]).1;
+    let BlobSrc::File(vanishing) = blob(&store, &changed[1]).1 else {
+        unreachable!()
+    };
     let blobs = vec![
         blob(&store, &changed[0]),
-        (Digest::of(&changed[1]), vanishing.clone()),
+        (Digest::of(&changed[1]), BlobSrc::File(vanishing.clone())),
         blob(&store, &changed[2]),
     ];
     let digests: Vec<Digest> = blobs.iter().map(|b| b.0.clone()).collect();
@@ -370,10 +380,11 @@ fn an_edit_that_fails_leaves_no_half_edited_output() {
         config: &digests[0],
         layers: &digests,
     };
-    let members = members(OutputFormat::Archive, &blobs, &docs, &out).unwrap();
+    let sources = NO_SOURCES;
+    let members = members(OutputFormat::Archive, &blobs, &sources, &docs, &out).unwrap();
     let layout = lay_out(&members, 1).unwrap();
     std::fs::remove_file(&vanishing).unwrap();
-    let fail = put(&out, &layout, Some(&cache), Some(0));
+    let fail = put(&out, &layout, Some(&cache), Some(0), &sources);
     let err = fail.unwrap_err().to_string();
     assert!(err.contains(vanishing.to_str().unwrap()), "{err}");
     // The edit failed, and so did writing the archive anew: no output, no
@@ -403,4 +414,78 @@ fn a_stale_renamed_file_is_removed_unless_locked() {
     assert!(!stale.exists());
     assert!(live.exists());
     assert!(other.exists());
+}
+
+#[test]
+fn blobs_read_from_an_archive_that_changes_meanwhile_are_refused() {
+    let t = editable_dir();
+    let d = t.path();
+    let cache = Cache::open(&d.join("cache")).unwrap();
+    let layers = vec![bytes(1, 300_000), bytes(2, 70_000)];
+    let first = d.join("first.tar");
+    put_image(
+        d,
+        &first,
+        OutputFormat::Archive,
+        &layers,
+        Some(&cache),
+        None,
+    );
+    let second = d.join("second.tar");
+    let others = edit::recorded_archives(&cache, &second);
+    assert_eq!(others.len(), 1, "the first archive is recorded");
+    // The second archive's layers come from the first.
+    let mut blobs: Vec<(Digest, BlobSrc)> = layers
+        .iter()
+        .map(|l| {
+            let d = Digest::of(l);
+            let at = others[0].find(&d, l.len() as u64).unwrap();
+            let src = BlobSrc::InArchive {
+                archive: ArchiveId::Other(0),
+                at,
+                size: l.len() as u64,
+            };
+            (d, src)
+        })
+        .collect();
+    let config = blob(&d.join("blobs"), b"config");
+    blobs.push(config.clone());
+    blobs.sort_by(|a, b| a.0.cmp(&b.0));
+    let layer_digests: Vec<Digest> = layers.iter().map(|l| Digest::of(l)).collect();
+    let docs = Docs {
+        index: b"i",
+        docker_manifest: b"m",
+        docker_only_manifest: b"m",
+        repositories: b"r",
+        config: &config.0,
+        layers: &layer_digests,
+    };
+    let sources = Sources {
+        new: None,
+        own: None,
+        others: &others,
+    };
+    let members = members(OutputFormat::Archive, &blobs, &sources, &docs, &second).unwrap();
+    let layout = lay_out(&members, 1).unwrap();
+    // Unchanged: the layers are copied out of the first archive.
+    write_new(&second, &layout, &sources).unwrap();
+    let archive = std::fs::read(&second).unwrap();
+    for (name, _, data) in read_members(&archive) {
+        if let Some(hex) = name.strip_prefix("blobs/sha256/").filter(|h| h.len() == 64) {
+            assert_eq!(Digest::of(&data).hex(), hex, "{name}");
+        }
+    }
+    // Written meanwhile (its ctime moves): refused, nothing put in place.
+    std::fs::remove_file(&second).unwrap();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&first)
+        .unwrap()
+        .set_len(std::fs::metadata(&first).unwrap().len())
+        .unwrap();
+    let err = write_new(&second, &layout, &sources).unwrap_err();
+    assert!(matches!(err, Error::OldArchiveChanged { .. }), "{err}");
+    assert!(!second.exists());
+    // And the first archive is no longer a source at all.
+    assert!(edit::recorded_archives(&cache, &second).is_empty());
 }
