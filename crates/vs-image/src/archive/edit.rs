@@ -260,19 +260,13 @@ impl<'c> Place<'c> {
     ) -> Option<(File, Edited)> {
         let old = self.written()?;
         let plan = Plan::new(&old, new, dirty);
-        // A body read from the old archive is never written into it: an
-        // edit keeps such bodies where they are, or the archive is written
-        // anew (reading them from the old file, which stays as it was).
-        let from_here = |b: &super::Body<'_>| match (b.src, from) {
-            (super::Src::At { file, .. }, Some(o)) => std::ptr::eq(file, &o.file),
-            _ => false,
-        };
-        if new
-            .bodies
-            .iter()
-            .zip(&plan.keep)
-            .any(|(b, k)| from_here(b) && k.is_none())
-        {
+        // A body read from this very archive that is not kept where it is
+        // moves within the file, which only an edit that writes over
+        // (no shifts) does, and only with the bodies in their old order;
+        // else the archive is written anew, reading them from the old
+        // file, which stays as it was.
+        let moves = plan.moves(new, from);
+        if moves.is_none() {
             tracing::debug!(
                 "{} written anew: a layer it holds would move",
                 self.out.display()
@@ -319,7 +313,7 @@ impl<'c> Place<'c> {
             restore(moved, &self.out);
             return None;
         }
-        match plan.apply(&file, moved.path(), new) {
+        match plan.apply(&file, moved.path(), new, from) {
             Ok(()) => {}
             Err(Failed::Untouched(e)) => {
                 tracing::debug!("not editing {} in place: {e}", self.out.display());
@@ -551,6 +545,25 @@ pub(crate) fn recorded_archives(cache: &Cache, except: &Path) -> Vec<OldArchive>
         .collect()
 }
 
+/// Moves `len` bytes of `file` from `src` to `dst` (the ranges may
+/// overlap): through a buffer, in the order that reads every byte before
+/// it is written over.
+fn move_within(file: &File, src: u64, dst: u64, len: u64) -> std::io::Result<()> {
+    let mut buf = vec![0u8; crate::tarw::COPY_BUF];
+    let chunk = buf.len() as u64;
+    let mut done = 0u64;
+    while done < len {
+        let n = chunk.min(len - done);
+        // Going right: from the end; going left: from the start.
+        let off = if dst > src { len - done - n } else { done };
+        let b = &mut buf[..usize::try_from(n).unwrap_or(0)];
+        file.read_exact_at(b, src + off)?;
+        file.write_all_at(b, dst + off)?;
+        done += n;
+    }
+    Ok(())
+}
+
 /// Renames the moved output back, unedited.
 fn restore(moved: tempfile::NamedTempFile<()>, out: &Path) {
     if let Err(e) = moved.persist_noclobber(out) {
@@ -637,7 +650,37 @@ impl Plan {
     }
 
     /// Edits `file` (at `path`) into `new`.
-    fn apply(&self, file: &File, path: &Path, new: &Layout<'_>) -> Result<(), Failed> {
+    /// The bodies of `new` read from `from` (the archive this edit
+    /// changes) that are not kept in place: `(index, from, to)`, when they
+    /// can move within the file (see [`Plan::apply`]); `None` when not.
+    fn moves(&self, new: &Layout<'_>, from: Option<&OldArchive>) -> Option<Vec<(usize, u64, u64)>> {
+        let moves: Vec<(usize, u64, u64)> = new
+            .bodies
+            .iter()
+            .zip(&self.keep)
+            .enumerate()
+            .filter(|(_, (_, k))| k.is_none())
+            .filter_map(|(i, (b, _))| match (b.src, from) {
+                (super::Src::At { file, at, .. }, Some(o)) if std::ptr::eq(file, &o.file) => {
+                    Some((i, at, b.at))
+                }
+                _ => None,
+            })
+            .collect();
+        let in_order = moves.windows(2).all(|w| w[0].1 < w[1].1);
+        (moves.is_empty() || (self.shifts.is_empty() && in_order)).then_some(moves)
+    }
+
+    /// Edits `file` (at `path`) into `new`; bodies read from `from`, the
+    /// archive being edited, are moved within it first (before anything
+    /// is written over them).
+    fn apply(
+        &self,
+        file: &File,
+        path: &Path,
+        new: &Layout<'_>,
+        from: Option<&OldArchive>,
+    ) -> Result<(), Failed> {
         for (n, &(at, bytes)) in self.shifts.iter().enumerate() {
             let (flags, len) = if bytes > 0 {
                 (FallocateFlags::INSERT_RANGE, bytes.unsigned_abs())
@@ -660,6 +703,19 @@ impl Plan {
             }
         }
         let touched = |e| Failed::Touched(Error::io("write", path, e));
+        // Moves: the bodies keep their order, so moving those that go left
+        // first to last, then those that go right last to first, never
+        // writes over bytes still to be read.
+        let moves = self
+            .moves(new, from)
+            .ok_or_else(|| Failed::Untouched(Error::malformed(path, "a layer cannot move")))?;
+        let len_of = |i: usize| new.bodies.get(i).map_or(0, |b| b.len);
+        for &(i, src, dst) in moves.iter().filter(|m| m.2 < m.1) {
+            move_within(file, src, dst, len_of(i)).map_err(touched)?;
+        }
+        for &(i, src, dst) in moves.iter().rev().filter(|m| m.2 > m.1) {
+            move_within(file, src, dst, len_of(i)).map_err(touched)?;
+        }
         file.set_len(new.size).map_err(touched)?;
         for (l, _) in new
             .literals
@@ -674,9 +730,10 @@ impl Plan {
             path,
             new.bodies
                 .iter()
+                .enumerate()
                 .zip(&self.keep)
-                .filter(|(_, k)| k.is_none())
-                .map(|(b, _)| b),
+                .filter(|((i, _), k)| k.is_none() && !moves.iter().any(|m| m.0 == *i))
+                .map(|((_, b), _)| b),
         )
         .map_err(Failed::Touched)?;
         // A rebuild that changed nothing writes nothing: the output is
@@ -805,6 +862,26 @@ pub(crate) fn sweep(out: &Path) {
                 Ok(()) => tracing::debug!("removed {}, left by an interrupted edit", p.display()),
                 Err(e) => tracing::debug!("cannot remove {}: {e}", p.display()),
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn a_move_within_a_file_keeps_every_byte_whichever_way_it_goes() {
+        let len = crate::tarw::COPY_BUF as u64 * 2 + 12_345;
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+        for (src, dst) in [(100, 4196), (4196, 100), (0, 1), (1, 0), (5000, 5000 + len)] {
+            let f = tempfile::tempfile().unwrap();
+            f.write_all_at(&data, src).unwrap();
+            move_within(&f, src, dst, len).unwrap();
+            let mut got = vec![0u8; usize::try_from(len).unwrap()];
+            f.read_exact_at(&mut got, dst).unwrap();
+            assert!(got == data, "from {src} to {dst}");
         }
     }
 }
