@@ -265,6 +265,18 @@ fn a_build_killed_mid_edit_leaves_no_output_and_a_failed_edit_writes_anew() {
     }
 }
 
+/// Builds the root to `out` with `cache` and asserts that every layer
+/// came from the cache.
+fn build_all_cached(d: &Path, out: &str, format: &str, cache: &str) {
+    let o = build_command(d, out, format, Some(cache))
+        .arg("--json")
+        .output()
+        .unwrap();
+    let r = json(&ok(o));
+    let layers = r["layers"].as_array().unwrap();
+    assert!(layers.iter().all(|l| l["cached"] == true), "{out}: {r}");
+}
+
 /// The layer blob files in the cache of 64 KiB or more (smaller layers
 /// are written to files and copied, as before).
 fn cached_blobs(d: &Path, cache: &str) -> usize {
@@ -308,30 +320,10 @@ fn a_new_archive_holds_its_layers_and_a_rebuild_keeps_them_from_it() {
     // Another output path with the same cache reads the layers from the
     // archive the cache recorded: only the mount points' layer, small,
     // was never in an archive.
-    let r = json(&ok(build_command(
-        d,
-        "other.tar",
-        "archive",
-        Some("cache-archive"),
-    )
-    .arg("--json")
-    .output()
-    .unwrap()));
-    let layers = r["layers"].as_array().unwrap();
-    assert!(layers.iter().all(|l| l["cached"] == true), "{r}");
+    build_all_cached(d, "other.tar", "archive", "cache-archive");
     assert_cold_bytes(d, "other.tar", "archive", "another path");
     // So does an OCI layout: its blob files are copied out of the archive.
-    let r = json(&ok(build_command(
-        d,
-        "layout2",
-        "oci",
-        Some("cache-archive"),
-    )
-    .arg("--json")
-    .output()
-    .unwrap()));
-    let layers = r["layers"].as_array().unwrap();
-    assert!(layers.iter().all(|l| l["cached"] == true), "{r}");
+    build_all_cached(d, "layout2", "oci", "cache-archive");
     build(d, "layout3", "oci", None);
     sh(d, "diff -r layout2 layout3");
     assert_cold_bytes(d, "archive.tar", "archive", "a rebuild");

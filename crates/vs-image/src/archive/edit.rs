@@ -443,18 +443,13 @@ impl OldArchive {
             .prefix(".layer-")
             .tempfile_in(&dir)
             .map_err(|e| Error::io("create temporary file in", &dir, e))?;
-        let body = super::Body {
-            at: 0,
+        super::Range {
+            src: &self.file,
+            src_path: &self.path,
+            off_in: at,
             len: size,
-            digest: &Digest::of(b""),
-            src: super::Src::At {
-                file: &self.file,
-                path: &self.path,
-                at,
-                size,
-            },
-        };
-        body.copy(tmp.as_file(), tmp.path())?;
+        }
+        .copy_to(tmp.as_file(), tmp.path(), 0)?;
         if !self.unchanged() {
             return Err(Error::OldArchiveChanged {
                 path: self.path.clone(),

@@ -591,23 +591,55 @@ impl Body<'_> {
     /// source that is shorter is an error (it was stat'ed for the header).
     fn copy(&self, out: &File, out_path: &Path) -> Result<(), Error> {
         let opened;
-        let (src, mut off_in) = match self.src {
+        let (src, off_in) = match self.src {
             Src::Path(p) => {
                 opened = File::open(p).map_err(|e| Error::io("read", p, e))?;
-                (&opened, 0u64)
+                (&opened, 0)
             }
             Src::At { file, at, .. } => (file, at),
         };
-        let start_in = off_in;
-        let mut off_out = self.at;
-        let end = self.at + self.len;
+        Range {
+            src,
+            src_path: self.src.path(),
+            off_in,
+            len: self.len,
+        }
+        .copy_to(out, out_path, self.at)
+    }
+}
+
+/// `len` bytes of `src` (at `src_path`) from offset `off_in`.
+pub(crate) struct Range<'a> {
+    pub src: &'a File,
+    pub src_path: &'a Path,
+    pub off_in: u64,
+    pub len: u64,
+}
+
+impl Range<'_> {
+    /// Copies the bytes into `out` at `off_out`, moved by the kernel where
+    /// it can (`copy_file_range`), else through a buffer; a source that
+    /// ends early is an error.
+    pub(crate) fn copy_to(
+        &self,
+        out: &File,
+        out_path: &Path,
+        mut off_out: u64,
+    ) -> Result<(), Error> {
+        let mut off_in = self.off_in;
+        let end = off_out + self.len;
         while off_out < end {
             let want = usize::try_from(end - off_out)
                 .unwrap_or(usize::MAX)
                 .min(1 << 30);
-            match rustix::fs::copy_file_range(src, Some(&mut off_in), out, Some(&mut off_out), want)
-            {
-                Ok(0) => return Err(shrank(self.src.path())),
+            match rustix::fs::copy_file_range(
+                self.src,
+                Some(&mut off_in),
+                out,
+                Some(&mut off_out),
+                want,
+            ) {
+                Ok(0) => return Err(shrank(self.src_path)),
                 Ok(_) => {}
                 Err(rustix::io::Errno::INTR) => {}
                 // No in-kernel copy between these files: through a buffer.
@@ -616,33 +648,32 @@ impl Body<'_> {
                     | rustix::io::Errno::NOSYS
                     | rustix::io::Errno::INVAL
                     | rustix::io::Errno::OPNOTSUPP,
-                ) => return self.copy_buffered(src, off_in, off_out, out, out_path),
+                ) => return self.copy_buffered(off_in, off_out, end, out, out_path),
                 Err(e) => return Err(Error::io("write", out_path, e.into())),
             }
         }
-        debug_assert_eq!(off_in - start_in, self.len);
         Ok(())
     }
 
     fn copy_buffered(
         &self,
-        src: &File,
         mut off_in: u64,
         mut off_out: u64,
+        end: u64,
         out: &File,
         out_path: &Path,
     ) -> Result<(), Error> {
         let mut buf = vec![0u8; crate::tarw::COPY_BUF];
-        let end = self.at + self.len;
         while off_out < end {
             let want = usize::try_from(end - off_out)
                 .unwrap_or(usize::MAX)
                 .min(buf.len());
-            let n = src
+            let n = self
+                .src
                 .read_at(&mut buf[..want], off_in)
-                .map_err(|e| Error::io("read", self.src.path(), e))?;
+                .map_err(|e| Error::io("read", self.src_path, e))?;
             if n == 0 {
-                return Err(shrank(self.src.path()));
+                return Err(shrank(self.src_path));
             }
             out.write_all_at(&buf[..n], off_out)
                 .map_err(|e| Error::io("write", out_path, e))?;
