@@ -407,3 +407,57 @@ fn terminating_or_killing_vibesys_ends_the_whole_tree() {
         }
     }
 }
+
+/// The binary vibesys ships is the static (musl) build, whose allocator is
+/// not the one of the glibc build the tests above run (dlmalloc: see
+/// `ALLOCATOR` in main.rs); the launch forks and clones from it. The same
+/// guarantees, with that binary, in one run per backend and user: no
+/// capabilities, nothing left behind, and a fork loop stopped at the
+/// limit.
+#[test]
+fn the_static_binary_holds_the_same_guarantees() {
+    let bin = static_vibesys();
+    for backend in BACKENDS {
+        for who in users() {
+            let (p, probe) = hygiene_project(who, "max_processes = 24\n");
+            let tag = format!("43.{}{}{}", std::process::id(), who as u8, backend.len());
+            let script = format!(
+                "grep -E '^Cap(Eff|Prm|Bnd):' /proc/self/status; \
+                 setsid sleep {tag} & nohup sleep {tag} >/dev/null 2>&1 & \
+                 {} fork 200; exit 0",
+                probe.display()
+            );
+            let out = command_as(
+                who,
+                &p.root,
+                &bin,
+                &["exec", "--confine", backend, "--", "sh", "-c", &script],
+            )
+            .output()
+            .unwrap();
+            assert_code(&out, 0);
+            let text = stdout(&out);
+            for cap in ["CapEff", "CapPrm", "CapBnd"] {
+                assert!(
+                    text.contains(&format!("{cap}:\t0000000000000000")),
+                    "{backend} {who:?}: {cap} not empty:\n{text}\n{}",
+                    stderr(&out)
+                );
+            }
+            let forked: usize = text
+                .split_once("forked=")
+                .and_then(|(_, r)| r.split_whitespace().next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{backend} {who:?}: {text}\n{}", stderr(&out)));
+            assert!(
+                forked > 0 && forked < 24,
+                "{backend} {who:?}: {forked} processes started under a limit of 24: {text}"
+            );
+            assert_eq!(
+                tagged_processes(&tag),
+                0,
+                "{backend} {who:?}: processes outlived the static vibesys"
+            );
+        }
+    }
+}
