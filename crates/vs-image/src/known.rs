@@ -27,9 +27,12 @@ impl FileDigest {
         Self(*blake3::hash(bytes).as_bytes())
     }
 
-    /// Lowercase hex, as the listings write it.
-    pub(crate) fn hex(&self) -> String {
-        hex::encode(self.0)
+    /// Lowercase hex, as the listings write it, into a buffer: no
+    /// allocation (a layer writes one per file).
+    pub(crate) fn hex_into<'a>(&self, buf: &'a mut [u8; 64]) -> &'a [u8] {
+        // 64 bytes hold the 32 bytes' hex exactly: encoding cannot fail.
+        let _ = hex::encode_to_slice(self.0, buf);
+        &buf[..]
     }
 }
 

@@ -314,22 +314,34 @@ impl LayerPlan {
         self.each_step(|gi, e, step| {
             let entry_err = |err| Error::io("write layer entry", format!("/{}", e.path), err);
             let gh = &mut group_hashers[gi];
-            gh.update(format!("{}\0{:o}\0", e.path, e.mode));
+            // "PATH\0MODE\0" (the mode in octal, no leading zeros), then
+            // what the entry is; written piece by piece, without the
+            // allocations a format! per entry makes.
+            gh.update(e.path.as_bytes());
+            gh.update(b"\0");
+            gh.update(octal(e.mode, &mut [0u8; 11]));
+            gh.update(b"\0");
             match step {
                 Step::Dir => {
                     gh.update(b"d\n");
                     tar.dir(&e.path, e.mode).map_err(entry_err)?;
                 }
                 Step::Symlink(t) => {
-                    gh.update(format!("l{t}\n"));
+                    gh.update(b"l");
+                    gh.update(t.as_bytes());
+                    gh.update(b"\n");
                     tar.symlink(&e.path, t).map_err(entry_err)?;
                 }
                 Step::Inline(b) => {
-                    gh.update(format!("f{}\n", FileDigest::of(b).hex()));
+                    gh.update(b"f");
+                    gh.update(FileDigest::of(b).hex_into(&mut [0u8; 64]));
+                    gh.update(b"\n");
                     tar.bytes(&e.path, e.mode, b).map_err(entry_err)?;
                 }
                 Step::Hardlink(first) => {
-                    gh.update(format!("h{first}\n"));
+                    gh.update(b"h");
+                    gh.update(first.as_bytes());
+                    gh.update(b"\n");
                     tar.hardlink(&e.path, first).map_err(entry_err)?;
                 }
                 Step::File(size) => {
@@ -349,7 +361,9 @@ impl LayerPlan {
                             r.finish().map_err(read)?
                         }
                     };
-                    gh.update(format!("f{}\n", d.hex()));
+                    gh.update(b"f");
+                    gh.update(d.hex_into(&mut [0u8; 64]));
+                    gh.update(b"\n");
                     if let (Some(s), Some(k)) = (stamp, seen.get_mut(gi)) {
                         k.insert(&e.path, s, &d);
                     }
@@ -423,6 +437,19 @@ impl Write for Counter {
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// `v` in octal without leading zeros (as `format!("{v:o}")`), in `buf`.
+fn octal(mut v: u32, buf: &mut [u8; 11]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v & 7) as u8;
+        v >>= 3;
+        if v == 0 {
+            return &buf[i..];
+        }
     }
 }
 
@@ -538,6 +565,24 @@ impl<W: Write> Write for Enc<W> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn octal_is_formats() {
+        for v in [
+            0u32,
+            1,
+            7,
+            8,
+            0o644,
+            0o755,
+            0o4755,
+            0o7777,
+            0o177777,
+            u32::MAX,
+        ] {
+            assert_eq!(octal(v, &mut [0u8; 11]), format!("{v:o}").as_bytes());
+        }
+    }
 
     /// The SBOM digests of a layer's groups, written with `known`.
     fn write(

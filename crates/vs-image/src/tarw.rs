@@ -33,21 +33,12 @@ impl<W: Write> TarWriter<W> {
     }
 
     fn long(&mut self, kind: u8, value: &str) -> io::Result<()> {
-        let mut h = Header::new_gnu();
-        if let Some(g) = h.as_gnu_mut() {
-            g.name[..13].copy_from_slice(b"././@LongLink")
-        }
-        h.set_mode(0);
-        h.set_uid(0);
-        h.set_gid(0);
-        h.set_mtime(0);
-        h.set_size(value.len() as u64 + 1);
-        h.set_entry_type(EntryType::new(kind));
-        h.set_cksum();
-        self.out.write_all(h.as_bytes())?;
+        let size = value.len() as u64 + 1;
+        let h = gnu_header(b"././@LongLink", None, EntryType::new(kind), 0, size, 0);
+        self.out.write_all(&h)?;
         self.out.write_all(value.as_bytes())?;
         self.out.write_all(&[0])?;
-        self.pad(value.len() as u64 + 1)
+        self.pad(size)
     }
 
     fn pad(&mut self, size: u64) -> io::Result<()> {
@@ -74,23 +65,8 @@ impl<W: Write> TarWriter<W> {
         {
             self.long(b'K', l)?;
         }
-        let mut h = Header::new_gnu();
-        if let Some(g) = h.as_gnu_mut() {
-            let n = name.len().min(100);
-            g.name[..n].copy_from_slice(&name.as_bytes()[..n]);
-            if let Some(l) = link {
-                let n = l.len().min(100);
-                g.linkname[..n].copy_from_slice(&l.as_bytes()[..n]);
-            }
-        }
-        h.set_mode(mode);
-        h.set_uid(0);
-        h.set_gid(0);
-        h.set_mtime(self.mtime);
-        h.set_size(size);
-        h.set_entry_type(ty);
-        h.set_cksum();
-        self.out.write_all(h.as_bytes())
+        let h = gnu_header(name.as_bytes(), link, ty, mode, size, self.mtime);
+        self.out.write_all(&h)
     }
 
     pub(crate) fn dir(&mut self, path: &str, mode: u32) -> io::Result<()> {
@@ -215,6 +191,72 @@ impl<W: Write> TarWriter<W> {
     }
 }
 
+/// A GNU tar header, byte for byte what the `tar` crate makes from
+/// `Header::new_gnu()` and its setters (uid and gid 0; the first 100
+/// bytes of `name` and `link`), without the allocation each of those
+/// setters makes to format a number: a layer writes one header per entry
+/// and counts its size with another, so they were most of a build's
+/// allocations, and the static build's allocator has one lock.
+pub(crate) fn gnu_header(
+    name: &[u8],
+    link: Option<&str>,
+    ty: EntryType,
+    mode: u32,
+    size: u64,
+    mtime: u64,
+) -> [u8; BLOCK] {
+    let mut h = [0u8; BLOCK];
+    let n = name.len().min(100);
+    h[..n].copy_from_slice(&name[..n]);
+    octal_into(&mut h[100..108], u64::from(mode));
+    num_field_into(&mut h[108..116], 0);
+    num_field_into(&mut h[116..124], 0);
+    num_field_into(&mut h[124..136], size);
+    num_field_into(&mut h[136..148], mtime);
+    h[156] = ty.as_byte();
+    if let Some(l) = link {
+        let n = l.len().min(100);
+        h[157..157 + n].copy_from_slice(&l.as_bytes()[..n]);
+    }
+    h[257..263].copy_from_slice(b"ustar ");
+    h[263..265].copy_from_slice(b" \0");
+    // The checksum counts its own field as spaces.
+    let sum: u32 = h[..148]
+        .iter()
+        .chain(&[b' '; 8])
+        .chain(&h[156..])
+        .map(|b| u32::from(*b))
+        .sum();
+    octal_into(&mut h[148..156], u64::from(sum));
+    h
+}
+
+/// `val` in octal, right-aligned and padded with '0', a NUL last; digits
+/// that do not fit are dropped (as the `tar` crate does).
+fn octal_into(dst: &mut [u8], mut val: u64) {
+    if let Some((last, digits)) = dst.split_last_mut() {
+        *last = 0;
+        for slot in digits.iter_mut().rev() {
+            *slot = b'0' + (val & 7) as u8;
+            val >>= 3;
+        }
+    }
+}
+
+/// A numeric field: octal, or GNU's binary form (the high bit set, the
+/// value big-endian in the last eight bytes) for a value octal cannot
+/// hold, where the `tar` crate switches to it.
+fn num_field_into(dst: &mut [u8], val: u64) {
+    if val >= 1 << 33 || (val >= 1 << 21 && dst.len() == 8) {
+        let len = dst.len();
+        dst.fill(0);
+        dst[len - 8..].copy_from_slice(&val.to_be_bytes());
+        dst[0] |= 0x80;
+    } else {
+        octal_into(dst, val);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -276,5 +318,76 @@ mod tests {
                 "a/h".into()
             ]
         );
+    }
+
+    /// The tar crate's header for the same fields: what `gnu_header`
+    /// must equal byte for byte (layer digests depend on it).
+    fn crate_header(
+        name: &[u8],
+        link: Option<&str>,
+        ty: EntryType,
+        mode: u32,
+        size: u64,
+        mtime: u64,
+    ) -> [u8; BLOCK] {
+        let mut h = Header::new_gnu();
+        let g = h.as_gnu_mut().unwrap();
+        let n = name.len().min(100);
+        g.name[..n].copy_from_slice(&name[..n]);
+        if let Some(l) = link {
+            let n = l.len().min(100);
+            g.linkname[..n].copy_from_slice(&l.as_bytes()[..n]);
+        }
+        h.set_mode(mode);
+        h.set_uid(0);
+        h.set_gid(0);
+        h.set_mtime(mtime);
+        h.set_size(size);
+        h.set_entry_type(ty);
+        h.set_cksum();
+        *h.as_bytes()
+    }
+
+    #[test]
+    fn headers_are_the_tar_crates_byte_for_byte() {
+        let long = "n".repeat(130);
+        let names: [&[u8]; 4] = [b"a", b"dir/", b"././@LongLink", long.as_bytes()];
+        let links = [None, Some("t"), Some(long.as_str())];
+        let types = [
+            EntryType::Regular,
+            EntryType::Directory,
+            EntryType::Symlink,
+            EntryType::Link,
+            EntryType::new(b'L'),
+        ];
+        let modes = [0, 0o644, 0o755, 0o4755, 0o7777, 0o777];
+        let numbers = [
+            0,
+            1,
+            0o7777777,
+            1 << 21,
+            (1 << 33) - 1,
+            1 << 33,
+            1_700_000_000,
+            u64::MAX >> 1,
+            u64::MAX,
+        ];
+        for name in names {
+            for link in links {
+                for ty in types {
+                    for mode in modes {
+                        for size in numbers {
+                            for mtime in [0, 1, 1_700_000_000, 1 << 33] {
+                                assert_eq!(
+                                    gnu_header(name, link, ty, mode, size, mtime),
+                                    crate_header(name, link, ty, mode, size, mtime),
+                                    "{name:?} {link:?} {ty:?} {mode:o} {size} {mtime}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }
