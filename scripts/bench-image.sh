@@ -50,7 +50,7 @@
 # (as after the kernel's writeback, ~30 s later: the edit shifts the rest
 # in place with fallocate).
 #
-# Needs: a release vibesys (built if missing), umoci, skopeo, docker,
+# Needs: a static vibesys (built if missing: scripts/build-static.sh), umoci, skopeo, docker,
 # /usr/bin/time (Debian: time), rustc (for the content); for the closure
 # case nix-store and nix-instantiate (Debian: nix-bin) with a writable
 # /nix/store (root). Store paths it adds are deleted at the end.
@@ -60,11 +60,15 @@ RUNS=${RUNS:-3}
 # docker build is an order of magnitude slower: fewer runs keep the script near 10 minutes.
 DOCKER_RUNS=${DOCKER_RUNS:-2}
 ROOT_DIR=$(cd "$(dirname "$0")/.." && pwd)
+# The binary measured is the one vibesys ships: the static (musl) build of
+# scripts/build-static.sh, as the flake's `nix run .#vibesys` builds it
+# (since 2026-12-03; before, the glibc build of `cargo build --release`,
+# which a rebuild of one file still beats by ~1.15x: docs/sandboxing.md,
+# "The allocator of the static build"). VIBESYS=/path/to/vibesys measures
+# that binary instead.
 VIBESYS=${VIBESYS:-}
 if [[ -z $VIBESYS ]]; then
-    TARGET=${CARGO_TARGET_DIR:-$ROOT_DIR/target}
-    (cd "$ROOT_DIR" && cargo build --release -p vibesys >&2)
-    VIBESYS=$TARGET/release/vibesys
+    VIBESYS=$(CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT_DIR/target} "$ROOT_DIR/scripts/build-static.sh")
 fi
 CLOSURE=${CLOSURE:-1}
 tools=(umoci skopeo docker /usr/bin/time rustc)
