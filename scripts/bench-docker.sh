@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Docker run environment benchmark, in one run (release build):
+# Docker run environment benchmark, in one run (the static build):
 #   1. DockerSandbox::execute of `true` (through the in-container command
 #      server, a static vibesys built by scripts/build-static.sh, and
 #      through the Engine's exec API) against `docker exec <ctr> true`
@@ -22,9 +22,10 @@ for tool in docker hyperfine python3 curl; do
 done
 docker version --format '{{.Server.Version}}' >/dev/null || { echo "bench-docker: the Docker Engine does not answer" >&2; exit 1; }
 
+# The host binary measured is the one vibesys ships, the static build
+# (since 2026-12-03; before, the glibc release build).
 if [[ -z ${VIBESYS:-} ]]; then
-  cargo build --release -q -p vibesys --manifest-path "$root/Cargo.toml"
-  vibesys=$CARGO_TARGET_DIR/release/vibesys
+  vibesys=$("$root/scripts/build-static.sh")
 else
   vibesys=$VIBESYS
 fi
