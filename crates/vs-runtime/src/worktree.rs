@@ -9,6 +9,7 @@ use std::ffi::OsStr;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::error::{Result, RuntimeError};
 use crate::fsutil::ensure_dir_chain;
@@ -111,6 +112,7 @@ impl CandidateWorktree {
         if path.symlink_metadata().is_ok() {
             return Err(RuntimeError::WorktreeExists { path });
         }
+        let admin = admin_lock();
         git::run(
             &project,
             &[
@@ -123,6 +125,7 @@ impl CandidateWorktree {
                 OsStr::new(&commit),
             ],
         )?;
+        drop(admin);
         let wt = Self {
             project,
             path,
@@ -176,7 +179,19 @@ impl CandidateWorktree {
     }
 }
 
+/// `git worktree add`, `remove` and `prune` read the administrative files
+/// of every worktree of the repository, and one that is being created or
+/// removed lacks some of them: run at once, git fails ("failed to read
+/// .git/worktrees/N/commondir"). A run prepares and removes its
+/// candidates in parallel, so this process runs them one at a time.
+static ADMIN: Mutex<()> = Mutex::new(());
+
+fn admin_lock() -> MutexGuard<'static, ()> {
+    ADMIN.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 fn remove_worktree(project: &Path, path: &Path) -> Result<()> {
+    let _admin = admin_lock();
     let removed = git::run(
         project,
         &[

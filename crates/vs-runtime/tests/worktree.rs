@@ -201,3 +201,37 @@ fn a_run_directory_is_asked_about_whole_and_once_per_layout() {
     fs::write(r2.join("run.json"), "{}").unwrap();
     layout.require_untracked(&r2.join("run.json")).unwrap();
 }
+
+/// A run prepares its candidates in parallel. `git worktree add` (and
+/// `remove`) read every worktree's administrative files, and one that
+/// another thread is creating lacks some of them: git failed with
+/// "failed to read .git/worktrees/N/commondir" (seen in CI, 2026-12-03).
+/// Many worktrees created and removed at once, several rounds.
+#[test]
+fn candidates_created_and_removed_in_parallel_all_succeed() {
+    let (_dir, layout) = repo();
+    for round in 0..6 {
+        let run = RunId::new(&format!("run-{round}")).unwrap();
+        let made: Vec<CandidateWorktree> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|i| {
+                    let (layout, run) = (&layout, &run);
+                    s.spawn(move || {
+                        let id = CandidateId::new(&i.to_string()).unwrap();
+                        CandidateWorktree::create(layout, run, &id, "HEAD")
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap().unwrap())
+                .collect()
+        });
+        assert_eq!(made.len(), 8);
+        std::thread::scope(|s| {
+            for wt in made {
+                s.spawn(move || wt.remove().unwrap());
+            }
+        });
+    }
+}
