@@ -69,6 +69,35 @@ fn exec(who: As, p: &Project, backend: &str, flags: &[&str], script: &str) -> st
         .unwrap()
 }
 
+/// Asserts that the probe's fork loop in `out` stopped below a limit of
+/// 24 processes, refused with EAGAIN.
+fn assert_stopped_at_24(backend: &str, who: As, out: &std::process::Output) {
+    let text = stdout(out);
+    let forked: usize = text
+        .split_once("forked=")
+        .and_then(|(_, r)| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{backend} {who:?}: {text}\n{}", stderr(out)));
+    assert!(
+        forked > 0 && forked < 24,
+        "{backend} {who:?}: {forked} processes started under a limit of 24: {text}"
+    );
+    assert!(text.contains("errno=11"), "{backend} {who:?}: {text}");
+}
+
+/// Asserts that the `Cap*:` lines of /proc/self/status in `out` are all
+/// empty for each of `caps`.
+fn assert_no_caps(backend: &str, who: As, out: &std::process::Output, caps: &[&str]) {
+    let text = stdout(out);
+    for cap in caps {
+        assert!(
+            text.contains(&format!("{cap}:\t0000000000000000")),
+            "{backend} {who:?}: {cap} not empty:\n{text}\n{}",
+            stderr(out)
+        );
+    }
+}
+
 #[test]
 fn no_capabilities_and_privileged_operations_fail() {
     for backend in BACKENDS {
@@ -86,14 +115,13 @@ fn no_capabilities_and_privileged_operations_fail() {
                  exit 0",
             );
             assert_code(&out, 0);
+            assert_no_caps(
+                backend,
+                who,
+                &out,
+                &["CapEff", "CapPrm", "CapBnd", "CapInh", "CapAmb"],
+            );
             let text = stdout(&out);
-            for cap in ["CapEff", "CapPrm", "CapBnd", "CapInh", "CapAmb"] {
-                assert!(
-                    text.contains(&format!("{cap}:\t0000000000000000")),
-                    "{backend} {who:?}: {cap} not empty:\n{text}\n{}",
-                    stderr(&out)
-                );
-            }
             for bad in ["HOSTNAME-CHANGED", "IP-ADDED", "MKNOD"] {
                 assert!(!text.contains(bad), "{backend} {who:?}: {text}");
             }
@@ -324,17 +352,7 @@ fn a_fork_loop_stops_at_the_limit() {
                 &format!("{} fork 200", probe.display()),
             );
             assert_code(&out, 0);
-            let text = stdout(&out);
-            let forked: usize = text
-                .split_once("forked=")
-                .and_then(|(_, r)| r.split_whitespace().next())
-                .and_then(|n| n.parse().ok())
-                .unwrap_or_else(|| panic!("{backend} {who:?}: {text}\n{}", stderr(&out)));
-            assert!(
-                forked > 0 && forked < 24,
-                "{backend} {who:?}: {forked} processes started under a limit of 24: {text}"
-            );
-            assert!(text.contains("errno=11"), "{text}");
+            assert_stopped_at_24(backend, who, &out);
             // The host keeps working, and nothing of the loop is left.
             assert!(Command::new("true").status().unwrap().success());
             let doctor = command_as(who, &p.root, &vibesys(), &["doctor", "--json"])
@@ -436,23 +454,8 @@ fn the_static_binary_holds_the_same_guarantees() {
             .output()
             .unwrap();
             assert_code(&out, 0);
-            let text = stdout(&out);
-            for cap in ["CapEff", "CapPrm", "CapBnd"] {
-                assert!(
-                    text.contains(&format!("{cap}:\t0000000000000000")),
-                    "{backend} {who:?}: {cap} not empty:\n{text}\n{}",
-                    stderr(&out)
-                );
-            }
-            let forked: usize = text
-                .split_once("forked=")
-                .and_then(|(_, r)| r.split_whitespace().next())
-                .and_then(|n| n.parse().ok())
-                .unwrap_or_else(|| panic!("{backend} {who:?}: {text}\n{}", stderr(&out)));
-            assert!(
-                forked > 0 && forked < 24,
-                "{backend} {who:?}: {forked} processes started under a limit of 24: {text}"
-            );
+            assert_no_caps(backend, who, &out, &["CapEff", "CapPrm", "CapBnd"]);
+            assert_stopped_at_24(backend, who, &out);
             assert_eq!(
                 tagged_processes(&tag),
                 0,
