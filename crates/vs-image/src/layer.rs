@@ -323,25 +323,19 @@ impl LayerPlan {
             gh.update(b"\0");
             match step {
                 Step::Dir => {
-                    gh.update(b"d\n");
+                    listing_line(gh, b'd', b"");
                     tar.dir(&e.path, e.mode).map_err(entry_err)?;
                 }
                 Step::Symlink(t) => {
-                    gh.update(b"l");
-                    gh.update(t.as_bytes());
-                    gh.update(b"\n");
+                    listing_line(gh, b'l', t.as_bytes());
                     tar.symlink(&e.path, t).map_err(entry_err)?;
                 }
                 Step::Inline(b) => {
-                    gh.update(b"f");
-                    gh.update(FileDigest::of(b).hex_into(&mut [0u8; 64]));
-                    gh.update(b"\n");
+                    listing_line(gh, b'f', FileDigest::of(b).hex_into(&mut [0u8; 64]));
                     tar.bytes(&e.path, e.mode, b).map_err(entry_err)?;
                 }
                 Step::Hardlink(first) => {
-                    gh.update(b"h");
-                    gh.update(first.as_bytes());
-                    gh.update(b"\n");
+                    listing_line(gh, b'h', first.as_bytes());
                     tar.hardlink(&e.path, first).map_err(entry_err)?;
                 }
                 Step::File(size) => {
@@ -361,9 +355,7 @@ impl LayerPlan {
                             r.finish().map_err(read)?
                         }
                     };
-                    gh.update(b"f");
-                    gh.update(d.hex_into(&mut [0u8; 64]));
-                    gh.update(b"\n");
+                    listing_line(gh, b'f', d.hex_into(&mut [0u8; 64]));
                     if let (Some(s), Some(k)) = (stamp, seen.get_mut(gi)) {
                         k.insert(&e.path, s, &d);
                     }
@@ -438,6 +430,15 @@ impl Write for Counter {
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
+}
+
+/// The rest of an entry's listing line after `PATH NUL MODE NUL`: its
+/// kind, the value, a newline (docs/images.md, "The listing"), hashed
+/// piece by piece.
+fn listing_line(gh: &mut Sha256, kind: u8, value: &[u8]) {
+    gh.update([kind]);
+    gh.update(value);
+    gh.update(b"\n");
 }
 
 /// `v` in octal without leading zeros (as `format!("{v:o}")`), in `buf`.
