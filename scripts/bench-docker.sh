@@ -43,7 +43,11 @@ if [[ ${LOAD_ONLY:-0} != 1 ]]; then
   # The test runs the same vibesys as the rest of the bench (VIBESYS_BIN),
   # and the command server of a release build (the tests' default static
   # binary is built for compile time: the test-static profile).
-  static_bin=${VIBESYS_STATIC_BIN:-$("$root/scripts/build-static.sh")}
+  # The host binary is that build already unless VIBESYS names another.
+  static_bin=${VIBESYS_STATIC_BIN:-}
+  if [[ -z $static_bin ]]; then
+    if [[ -z ${VIBESYS:-} ]]; then static_bin=$vibesys; else static_bin=$("$root/scripts/build-static.sh"); fi
+  fi
   exec_json=$(BENCH_RUNS=$runs VIBESYS_BIN=$vibesys VIBESYS_STATIC_BIN=$static_bin cargo test --release -q -p vibesys-tests --manifest-path "$root/Cargo.toml" \
     --test docker_bench -- --ignored --nocapture 2>/dev/null | grep '^{')
   echo "$exec_json" >&2
