@@ -16,7 +16,33 @@ use crate::digest::Digest;
 use crate::known::{KnownDigests, SeenDigests};
 use crate::layer::LayerMeta;
 
+/// The largest layer or output record read.
 const MAX_META: u64 = 1 << 20;
+/// The largest file-digest record read (a group of ~1M files).
+const MAX_KNOWN: u64 = 64 << 20;
+
+/// The bytes of the record at `path`: a regular file, not through a
+/// symlink, of at most `max` bytes, checked and read on one descriptor
+/// (a size checked by path and then read by path again could be a file
+/// swapped or grown in between). `None` for anything else.
+fn read_record(path: &Path, max: u64) -> Option<Vec<u8>> {
+    use rustix::fs::{Mode, OFlags};
+    use std::io::Read as _;
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let f = std::fs::File::from(fd);
+    let m = f.metadata().ok()?;
+    if !m.is_file() || m.len() > max {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(m.len()).ok()?);
+    f.take(max + 1).read_to_end(&mut bytes).ok()?;
+    (bytes.len() as u64 <= max).then_some(bytes)
+}
 
 pub(crate) struct Cache {
     layers: PathBuf,
@@ -59,12 +85,7 @@ impl Cache {
     /// archive has none: its bytes are in that archive, see
     /// `archive::OldArchive`).
     pub(crate) fn lookup(&self, key: &Digest) -> Option<(LayerMeta, Option<PathBuf>)> {
-        let meta_path = self.layers.join(format!("{}.json", key.hex()));
-        let m = std::fs::metadata(&meta_path).ok()?;
-        if m.len() > MAX_META {
-            return None;
-        }
-        let bytes = std::fs::read(&meta_path).ok()?;
+        let bytes = read_record(&self.layers.join(format!("{}.json", key.hex())), MAX_META)?;
         let meta: LayerMeta = serde_json::from_slice(&bytes).ok()?;
         let blob = self.blobs.join(meta.digest.hex());
         let present =
@@ -104,7 +125,7 @@ impl Cache {
 impl Cache {
     /// The content digests of a group's files stored under `key`, if any.
     pub(crate) fn known(&self, key: &Digest) -> Option<KnownDigests> {
-        KnownDigests::decode(&std::fs::read(self.files.join(key.hex())).ok()?)
+        KnownDigests::decode(&read_record(&self.files.join(key.hex()), MAX_KNOWN)?)
     }
 
     /// Stores the content digests of a group's files under `key`
@@ -124,12 +145,7 @@ impl Cache {
 
     /// The record of an output stored under `key`, if any.
     pub(crate) fn output(&self, key: &Digest) -> Option<Vec<u8>> {
-        let path = self.outputs.join(format!("{}.json", key.hex()));
-        let m = std::fs::metadata(&path).ok()?;
-        if m.len() > MAX_META {
-            return None;
-        }
-        std::fs::read(&path).ok()
+        read_record(&self.outputs.join(format!("{}.json", key.hex())), MAX_META)
     }
 
     /// The records of outputs, the most recently written first, at most
@@ -151,7 +167,7 @@ impl Cache {
         found
             .into_iter()
             .take(max)
-            .filter_map(|(_, p)| std::fs::read(p).ok())
+            .filter_map(|(_, p)| read_record(&p, MAX_META))
             .collect()
     }
 
@@ -186,4 +202,35 @@ pub(crate) fn link_or_copy(src: &Path, dest: &Path) -> std::io::Result<()> {
     crate::perm::publish_file(tmp.as_file())?;
     tmp.persist(dest).map_err(|e| e.error)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// A record is a regular file within its bound, never what a symlink
+    /// names, and a FIFO neither blocks the read nor is read.
+    #[test]
+    fn records_are_bounded_regular_files_not_followed() {
+        let t = tempfile::tempdir().unwrap();
+        let ok = t.path().join("ok.json");
+        std::fs::write(&ok, b"{}").unwrap();
+        assert_eq!(read_record(&ok, 2), Some(b"{}".to_vec()));
+        assert_eq!(read_record(&ok, 1), None);
+        let link = t.path().join("link.json");
+        std::os::unix::fs::symlink(&ok, &link).unwrap();
+        assert_eq!(read_record(&link, MAX_META), None);
+        let fifo = t.path().join("fifo.json");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        assert_eq!(read_record(&fifo, MAX_META), None);
+        assert_eq!(read_record(&t.path().join("missing"), MAX_META), None);
+    }
 }
