@@ -190,7 +190,7 @@ impl ProjectSettings {
     /// `cwd` when it lies in the workspace (canonicalised): where a
     /// confined command starts.
     pub fn chdir_in(&self, cwd: Option<&Path>) -> Option<PathBuf> {
-        let cwd = std::fs::canonicalize(cwd?).ok()?;
+        let cwd = vs_sandbox::realpath::canonicalize(cwd?).ok()?;
         cwd.starts_with(self.workspace.root()).then_some(cwd)
     }
 

@@ -245,7 +245,7 @@ pub fn check_device_node(path: &Path) -> Result<(), String> {
     if !meta.file_type().is_char_device() {
         return Err("is not a character device".to_owned());
     }
-    match std::fs::canonicalize(path) {
+    match crate::realpath::canonicalize(path) {
         Ok(real) if real == path => Ok(()),
         Ok(real) => Err(format!(
             "leads through a symlink to {} (name the device node itself)",

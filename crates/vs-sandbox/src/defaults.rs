@@ -79,10 +79,10 @@ impl Defaults {
             .map(PathBuf::from)
             .filter(|p| exists(p))
             .collect();
-        if let Ok(dir) = std::fs::read_dir(root) {
-            let mut env_files: Vec<PathBuf> = dir
-                .flatten()
-                .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        if let Ok(names) = crate::fsread::dir_names(root) {
+            let mut env_files: Vec<PathBuf> = names
+                .into_iter()
+                .filter_map(|n| n.into_string().ok())
                 .filter(|n| {
                     n.starts_with(DEFAULT_HIDDEN_PREFIX) && n.len() > DEFAULT_HIDDEN_PREFIX.len()
                 })

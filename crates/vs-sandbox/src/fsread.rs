@@ -108,6 +108,30 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, BoundedR
     Ok(Some(buf))
 }
 
+/// The names in directory `path` (without `.` and `..`), unsorted, read
+/// with `getdents64` into a buffer of Rust's allocator: std's `read_dir`
+/// goes through the C library's `opendir`, whose buffer the static
+/// build's musl allocator maps and unmaps on every call. A final symlink
+/// is followed, as `read_dir` does.
+pub fn dir_names(path: &Path) -> std::io::Result<Vec<std::ffi::OsString>> {
+    use rustix::fs::{Mode, OFlags};
+    use std::os::unix::ffi::OsStrExt;
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut names = Vec::new();
+    for entry in rustix::fs::Dir::new(fd)? {
+        let name = entry?;
+        let name = name.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            names.push(std::ffi::OsStr::from_bytes(name).to_owned());
+        }
+    }
+    Ok(names)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -142,5 +166,27 @@ mod tests {
 
         let err = read_bounded(dir.path(), 5).unwrap_err();
         assert!(err.to_string().contains("directory"), "{err}");
+    }
+
+    #[test]
+    fn dir_names_lists_what_read_dir_lists() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["a", ".hidden", "with space"] {
+            std::fs::write(dir.path().join(name), "").unwrap();
+        }
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::os::unix::fs::symlink("nowhere", dir.path().join("link")).unwrap();
+        std::fs::write(dir.path().join(std::ffi::OsStr::from_bytes(b"\xff")), "").unwrap();
+        let mut ours = dir_names(dir.path()).unwrap();
+        ours.sort();
+        let mut want: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        want.sort();
+        assert_eq!(ours, want);
+        assert!(dir_names(&dir.path().join("a")).is_err());
+        assert!(dir_names(&dir.path().join("missing")).is_err());
     }
 }

@@ -51,7 +51,7 @@ impl LandlockPlan {
         let root = policy.workspace().root();
         for tree in WRITABLE_TREES {
             let tree = Path::new(tree);
-            let real = std::fs::canonicalize(tree).unwrap_or_else(|_| tree.to_path_buf());
+            let real = crate::realpath::canonicalize(tree).unwrap_or_else(|_| tree.to_path_buf());
             if root.starts_with(tree) || root.starts_with(&real) {
                 return Err(SandboxError::UnsafeWorkspace {
                     backend: "landlock",
@@ -69,7 +69,8 @@ impl LandlockPlan {
         // below a granted directory, so a resource that holds a secret
         // (/etc/ssl with ssl/private) is granted entry by entry around it.
         let whole = resources.with_whole_etc(policy.workspace());
-        let secrets: Vec<PathBuf> = whole.secrets().into_iter().map(|s| s.path).collect();
+        let found = whole.secrets();
+        let secrets: Vec<PathBuf> = found.iter().map(|s| s.path.clone()).collect();
         let etc = Path::new(crate::resources::WHOLE_ETC);
         let resources = if secrets.iter().any(|s| s.starts_with(etc)) {
             resources
@@ -79,7 +80,7 @@ impl LandlockPlan {
         // A secret is recognised by its file identity, whatever the path
         // a rule names it by (a symlink, a hard link): one stat per rule
         // instead of a canonicalisation.
-        let identities: Vec<(u64, u64)> = secrets.iter().filter_map(|s| identity(s)).collect();
+        let identities: Vec<(u64, u64)> = found.iter().map(|s| s.identity).collect();
         let secrets = Secrets::new(&secrets, identities);
         let mut read: Vec<PathBuf> = Vec::new();
         for r in resources.iter().filter(|r| r.symlink_target.is_none()) {
@@ -145,10 +146,10 @@ fn grant_around(
         out.push(path.to_path_buf());
         return;
     }
-    let Ok(entries) = std::fs::read_dir(path) else {
+    let Ok(names) = crate::fsread::dir_names(path) else {
         return;
     };
-    let mut names: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    let mut names: Vec<PathBuf> = names.into_iter().map(|n| path.join(n)).collect();
     names.sort();
     for entry in names {
         grant_around(&entry, None, secrets, out, depth + 1);

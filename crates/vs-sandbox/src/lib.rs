@@ -28,7 +28,7 @@ pub mod limits;
 mod linux;
 pub mod policy;
 pub mod private_file;
-mod realpath;
+pub mod realpath;
 pub mod resources;
 pub mod runner;
 pub mod seatbelt;

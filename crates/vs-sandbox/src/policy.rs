@@ -290,7 +290,7 @@ fn planned_dir(
         missing.push(name.to_owned());
         existing = parent.to_path_buf();
     }
-    let base = std::fs::canonicalize(&existing).map_err(|source| PolicyError::Io {
+    let base = crate::realpath::canonicalize(&existing).map_err(|source| PolicyError::Io {
         path: rel.as_path().to_path_buf(),
         source,
     })?;
@@ -320,7 +320,7 @@ fn resolve_one(
     access: Access,
 ) -> Result<ResolvedEntry, PolicyError> {
     let joined = workspace.root.join(rel.as_path());
-    let host = match std::fs::canonicalize(&joined) {
+    let host = match crate::realpath::canonicalize(&joined) {
         Ok(p) => p,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(match std::fs::symlink_metadata(&joined) {
@@ -456,7 +456,7 @@ impl Workspace {
     /// Canonicalises `path` and checks that it is a directory.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, PolicyError> {
         let path = path.as_ref();
-        let root = std::fs::canonicalize(path).map_err(|e| PolicyError::BadWorkspace {
+        let root = crate::realpath::canonicalize(path).map_err(|e| PolicyError::BadWorkspace {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;

@@ -2,7 +2,8 @@
 //! resources: dozens of `/etc` entries, toolchain directories): each
 //! directory is resolved once, one `readlink` per distinct component,
 //! instead of once for every path that passes through it, as
-//! `std::fs::canonicalize` (`realpath`) does.
+//! `std::fs::canonicalize` (`realpath`) does. [`canonicalize`] is the
+//! same for one path, without the C library's allocator.
 #![allow(unsafe_code)]
 
 use std::collections::HashMap;
@@ -13,6 +14,20 @@ use std::path::{Path, PathBuf};
 
 /// Symbolic links followed for one path before giving up (as `ELOOP`).
 const MAX_LINKS: u32 = 40;
+
+/// The canonical form of `path`, as `std::fs::canonicalize` gives it,
+/// without the C library: musl's `realpath` (the static build's) allocates
+/// its result with its own allocator, which maps and unmaps a page for it
+/// on every call. A relative path is resolved from the current directory.
+pub fn canonicalize(path: &Path) -> io::Result<PathBuf> {
+    if path.is_absolute() {
+        RealPaths::new().canonicalize(path)
+    } else if path.as_os_str().is_empty() {
+        Err(io::Error::from_raw_os_error(libc::ENOENT))
+    } else {
+        RealPaths::new().canonicalize(&std::env::current_dir()?.join(path))
+    }
+}
 
 /// A cache of resolved paths; the same results as
 /// `std::fs::canonicalize` for absolute paths (relative ones are passed
@@ -40,7 +55,7 @@ impl RealPaths {
     /// non-directory in the middle, a loop).
     pub(crate) fn canonicalize(&mut self, path: &Path) -> io::Result<PathBuf> {
         if !path.is_absolute() {
-            return std::fs::canonicalize(path);
+            return canonicalize(path);
         }
         let mut links = 0;
         let bytes = path.as_os_str().as_bytes();
@@ -199,5 +214,24 @@ mod tests {
             }
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn relative_and_empty_paths_agree_with_std() {
+        for p in [
+            "",
+            ".",
+            "..",
+            "./src",
+            "src/../Cargo.toml",
+            "missing",
+            "Cargo.toml/",
+        ] {
+            let p = Path::new(p);
+            match std::fs::canonicalize(p) {
+                Ok(want) => assert_eq!(canonicalize(p).unwrap(), want, "{}", p.display()),
+                Err(_) => assert!(canonicalize(p).is_err(), "{}", p.display()),
+            }
+        }
     }
 }

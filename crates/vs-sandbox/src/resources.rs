@@ -114,6 +114,10 @@ pub struct HostSecret {
     pub path: PathBuf,
     /// File or directory (the mask has the same kind).
     pub kind: crate::policy::PathKind,
+    /// (device, inode) of the file, as found: what a Landlock grant
+    /// recognises it by, whatever path names it.
+    #[serde(skip)]
+    pub identity: (u64, u64),
 }
 
 /// Toolchain home variables whose directories are exposed when set.
@@ -352,7 +356,7 @@ impl HostResources {
             },
         );
         if is_dir_link
-            && let Ok(real) = std::fs::canonicalize(path)
+            && let Ok(real) = crate::realpath::canonicalize(path)
             && !self.covers(&real)
         {
             self.add_depth(&real, origin, depth + 1);
@@ -451,30 +455,37 @@ impl HostResources {
                 // fewer rights) cannot either; bwrap could not even place
                 // a mask there.
                 let creds = creds.get_or_insert_with(Creds::current);
-                if !creds.may_read(&path) {
+                if !creds.may_read(&path, &meta) {
                     continue;
                 }
-                let real = real_paths
-                    .canonicalize(&path)
-                    .unwrap_or_else(|_| path.clone());
+                let real = real_paths.canonicalize(&path);
                 let kind = if meta.is_dir() {
                     crate::policy::PathKind::Directory
                 } else {
                     crate::policy::PathKind::File
                 };
-                for candidate in [path, real] {
+                // A path that is its own canonical form is no symlink (its
+                // last component was just read as none): no second look.
+                let candidates = match real {
+                    Ok(real) if real == path => vec![(path, true)],
+                    Ok(real) => vec![(path, false), (real, false)],
+                    Err(_) => vec![(path, false)],
+                };
+                for (candidate, canonical) in candidates {
                     // Below a root exactly when one of its ancestors (itself
                     // included) is one: a few look-ups, not one component
                     // comparison per resource.
                     let exposed = self.covers(&candidate);
                     if exposed
-                        && std::fs::symlink_metadata(&candidate).is_ok_and(|m| !m.is_symlink())
+                        && (canonical
+                            || std::fs::symlink_metadata(&candidate).is_ok_and(|m| !m.is_symlink()))
                     {
                         found.insert(
                             candidate.clone(),
                             HostSecret {
                                 path: candidate,
                                 kind,
+                                identity: identity_of(&meta),
                             },
                         );
                     }
@@ -609,8 +620,9 @@ impl Creds {
     }
 
     /// True when every directory on the way may be searched and the path
-    /// itself read, by mode bits alone.
-    fn may_read(&mut self, path: &Path) -> bool {
+    /// itself (whose metadata, symlinks followed, is `meta`) read, by mode
+    /// bits alone.
+    fn may_read(&mut self, path: &Path, meta: &std::fs::Metadata) -> bool {
         let mut cur = PathBuf::from("/");
         for part in path.components().skip(1) {
             let searchable = match self.searchable.get(&cur) {
@@ -626,7 +638,7 @@ impl Creds {
             }
             cur.push(part);
         }
-        std::fs::metadata(&cur).is_ok_and(|m| self.allowed(&m, 0o4))
+        self.allowed(meta, 0o4)
     }
 }
 
@@ -642,17 +654,13 @@ fn expand_secret(pattern: &Path) -> Vec<PathBuf> {
     let Some(dir) = pattern.parent() else {
         return Vec::new();
     };
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let Ok(names) = crate::fsread::dir_names(dir) else {
         return Vec::new();
     };
-    let mut out: Vec<PathBuf> = entries
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_str()
-                .is_some_and(|n| n.starts_with(prefix))
-        })
-        .map(|e| e.path())
+    let mut out: Vec<PathBuf> = names
+        .into_iter()
+        .filter(|n| n.to_str().is_some_and(|n| n.starts_with(prefix)))
+        .map(|n| dir.join(n))
         .collect();
     out.sort();
     out
@@ -679,7 +687,7 @@ fn is_executable(path: &Path) -> bool {
 /// parent when that directory is a `bin` of a prefix that is not `/` nor
 /// the home directory itself.
 fn install_root(executable: &Path, home: Option<&OsStr>) -> Option<PathBuf> {
-    let real = std::fs::canonicalize(executable).ok()?;
+    let real = crate::realpath::canonicalize(executable).ok()?;
     let dir = real.parent()?;
     if dir.file_name() == Some(OsStr::new("bin"))
         && let Some(prefix) = dir.parent()

@@ -5,8 +5,8 @@ use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, Scope,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, Scope,
 };
 
 use crate::controls::SandboxUnavailableError;
@@ -65,7 +65,16 @@ pub fn prepare(plan: &LandlockPlan) -> Result<(OwnedFd, LandlockOutcome), Sandbo
                path: &PathBuf,
                access: landlock::BitFlags<AccessFs>|
      -> Result<landlock::RulesetCreated, SandboxError> {
-        let fd = match PathFd::new(path) {
+        // Opened by a raw system call: the C library's `open` (musl's, in
+        // the static build) adds an `fcntl` for close-on-exec to each of
+        // the dozens of rules. As the crate's `PathFd`: `O_PATH`, a final
+        // symlink followed (a rule on a link grants its target).
+        let opened = rustix::fs::open(
+            path,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        );
+        let fd = match opened {
             Ok(fd) => fd,
             Err(e) => {
                 tracing::debug!(path = %path.display(), "skipping landlock rule: {e}");

@@ -88,11 +88,13 @@ fn own_cgroups() -> (Option<String>, Option<String>) {
 
 fn read_small(path: impl AsRef<Path>) -> std::io::Result<String> {
     use std::io::Read;
-    let mut s = String::new();
+    // Room for the whole of a typical file up front: without it std
+    // starts with a 32-byte probe and grows, one read per doubling.
+    let mut bytes = Vec::with_capacity(4096);
     std::fs::File::open(path)?
         .take(1024 * 1024)
-        .read_to_string(&mut s)?;
-    Ok(s)
+        .read_to_end(&mut bytes)?;
+    String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 fn writable_dir(dir: &Path) -> bool {
@@ -191,11 +193,10 @@ fn choose(max: u64) -> ProcessLimit {
 /// (a supervisor killed outright cannot remove its own). Only empty ones
 /// go: `rmdir` refuses a cgroup that still holds processes.
 fn sweep_stale(parent: &Path) {
-    let Ok(entries) = std::fs::read_dir(parent) else {
+    let Ok(names) = crate::fsread::dir_names(parent) else {
         return;
     };
-    for e in entries.flatten() {
-        let name = e.file_name();
+    for name in names {
         let Some(pid) = name
             .to_str()
             .and_then(|n| n.strip_prefix("vibesys-"))
@@ -205,7 +206,7 @@ fn sweep_stale(parent: &Path) {
             continue;
         };
         if !Path::new("/proc").join(pid.to_string()).exists() {
-            let _ = std::fs::remove_dir(e.path());
+            let _ = std::fs::remove_dir(parent.join(&name));
         }
     }
 }
