@@ -152,6 +152,16 @@ pub enum RuntimeError {
         /// The project root.
         project: PathBuf,
     },
+    /// Another process held the repository's worktree lock for too long.
+    #[error(
+        "the worktree lock {path} stayed held for {seconds} s: another vibesys process is adding or removing worktrees of this repository (or a process holds the lock without doing so); retry when it is done"
+    )]
+    WorktreeLockBusy {
+        /// The lock file.
+        path: PathBuf,
+        /// How long vibesys waited.
+        seconds: u64,
+    },
     /// A candidate worktree already exists.
     #[error("candidate worktree {path} already exists")]
     WorktreeExists {

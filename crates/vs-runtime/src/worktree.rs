@@ -10,6 +10,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use crate::error::{Result, RuntimeError};
 use crate::fsutil::ensure_dir_chain;
@@ -112,7 +113,7 @@ impl CandidateWorktree {
         if path.symlink_metadata().is_ok() {
             return Err(RuntimeError::WorktreeExists { path });
         }
-        let admin = admin_lock();
+        let admin = admin_lock(&project)?;
         git::run(
             &project,
             &[
@@ -183,15 +184,85 @@ impl CandidateWorktree {
 /// of every worktree of the repository, and one that is being created or
 /// removed lacks some of them: run at once, git fails ("failed to read
 /// .git/worktrees/N/commondir"). A run prepares and removes its
-/// candidates in parallel, so this process runs them one at a time.
+/// candidates in parallel, so this process runs them one at a time, and
+/// so does every vibesys process that works on the same repository (two
+/// runs of one project, runs of two worktrees of one repository): see
+/// [`AdminLock`].
 static ADMIN: Mutex<()> = Mutex::new(());
 
-fn admin_lock() -> MutexGuard<'static, ()> {
-    ADMIN.lock().unwrap_or_else(PoisonError::into_inner)
+/// The lock file in the repository's common git directory, beside
+/// git's own `worktrees/`.
+const LOCK_FILE: &str = "vibesys-worktrees.lock";
+
+/// How long a worktree operation waits for another process's: far longer
+/// than any `git worktree add` takes, short enough that a lock held for
+/// ever (a stuck process, or one in a sandbox that can read the common
+/// directory and takes the lock to stall the run) ends in an error naming
+/// the file rather than a hang.
+const LOCK_WAIT: Duration = Duration::from_secs(120);
+
+/// The worktree operations of this repository, one at a time: this
+/// process's mutex, then an exclusive `flock` on [`LOCK_FILE`] (released
+/// when the guard drops, or when the process dies).
+struct AdminLock {
+    _file: std::fs::File,
+    _guard: MutexGuard<'static, ()>,
+}
+
+fn admin_lock(project: &Path) -> Result<AdminLock> {
+    admin_lock_within(project, LOCK_WAIT)
+}
+
+fn admin_lock_within(project: &Path, wait: Duration) -> Result<AdminLock> {
+    let guard = ADMIN.lock().unwrap_or_else(PoisonError::into_inner);
+    let common = git::run(
+        project,
+        &[
+            OsStr::new("rev-parse"),
+            OsStr::new("--path-format=absolute"),
+            OsStr::new("--git-common-dir"),
+        ],
+    )?;
+    let common = String::from_utf8_lossy(&common);
+    let path = Path::new(common.trim_end_matches(['\n', '\r'])).join(LOCK_FILE);
+    let file = open_lock_file(&path).map_err(|e| RuntimeError::io("open", &path, e))?;
+    let start = Instant::now();
+    loop {
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {
+                return Ok(AdminLock {
+                    _file: file,
+                    _guard: guard,
+                });
+            }
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK || e == rustix::io::Errno::INTR => {}
+            Err(e) => return Err(RuntimeError::io("lock", &path, e.into())),
+        }
+        if start.elapsed() >= wait {
+            return Err(RuntimeError::WorktreeLockBusy {
+                path,
+                seconds: wait.as_secs(),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Opens (creating, owner-only) the lock file, never through a symlink.
+fn open_lock_file(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
 }
 
 fn remove_worktree(project: &Path, path: &Path) -> Result<()> {
-    let _admin = admin_lock();
+    let _admin = admin_lock(project)?;
     let removed = git::run(
         project,
         &[
@@ -241,5 +312,33 @@ mod tests {
         assert!(validate_rev("").is_err());
         assert!(validate_rev("--output=/x").is_err());
         assert!(validate_rev("a b").is_err());
+    }
+
+    /// A lock held elsewhere (another process, or one that only takes it to
+    /// stall the run) ends in an error naming the file, not in a hang; once
+    /// released, the lock is taken again.
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn a_lock_held_elsewhere_ends_in_an_error_that_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let lock = dir.path().join(".git").join(LOCK_FILE);
+        let holder = open_lock_file(&lock).unwrap();
+        rustix::fs::flock(&holder, rustix::fs::FlockOperation::LockExclusive).unwrap();
+        let err = admin_lock_within(dir.path(), Duration::from_millis(200))
+            .err()
+            .unwrap();
+        assert!(
+            matches!(&err, RuntimeError::WorktreeLockBusy { path, .. } if path.ends_with(LOCK_FILE)),
+            "{err}"
+        );
+        assert!(err.to_string().contains("vibesys-worktrees.lock"), "{err}");
+        drop(holder);
+        assert!(admin_lock_within(dir.path(), Duration::from_millis(200)).is_ok());
     }
 }

@@ -235,3 +235,80 @@ fn candidates_created_and_removed_in_parallel_all_succeed() {
         });
     }
 }
+
+/// The worker side of the test below: when started by it (the variable
+/// names the project), creates and removes candidates of its own run in
+/// parallel, a few rounds, and reports failures by panicking.
+fn parallel_worker() {
+    let Some(project) = std::env::var_os("VS_WORKTREE_WORKER_PROJECT") else {
+        return;
+    };
+    let worker = std::env::var("VS_WORKTREE_WORKER_ID").unwrap();
+    let layout = StateLayout::open(std::path::Path::new(&project)).unwrap();
+    for round in 0..4 {
+        let run = RunId::new(&format!("w{worker}-{round}")).unwrap();
+        let made: Vec<CandidateWorktree> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|i| {
+                    let (layout, run) = (&layout, &run);
+                    s.spawn(move || {
+                        let id = CandidateId::new(&i.to_string()).unwrap();
+                        CandidateWorktree::create(layout, run, &id, "HEAD")
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap().unwrap())
+                .collect()
+        });
+        for wt in made {
+            wt.remove().unwrap();
+        }
+    }
+}
+
+/// Two `vibesys run` processes of one project (or of two worktrees of one
+/// repository) race in git's worktree administration the same way threads
+/// do: the lock is a file lock in the common git directory, taken by every
+/// process. Four processes, each with four candidates at a time.
+#[test]
+fn candidates_of_several_processes_at_once_all_succeed() {
+    if std::env::var_os("VS_WORKTREE_WORKER_PROJECT").is_some() {
+        parallel_worker();
+        return;
+    }
+    let (dir, _layout) = repo();
+    let exe = std::env::current_exe().unwrap();
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            std::process::Command::new(&exe)
+                .args([
+                    "--exact",
+                    "candidates_of_several_processes_at_once_all_succeed",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("VS_WORKTREE_WORKER_PROJECT", dir.path())
+                .env("VS_WORKTREE_WORKER_ID", i.to_string())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for h in handles {
+        let out = h.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "a worker failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let lock = dir.path().join(".git/vibesys-worktrees.lock");
+    assert!(
+        lock.is_file(),
+        "the lock file is in the common git directory"
+    );
+}
