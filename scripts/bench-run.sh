@@ -11,7 +11,7 @@
 # floor (one `docker run --rm IMAGE true`, one `docker exec CTR true`).
 # Needs a running Docker Engine, hyperfine, busybox-static and git.
 #   scripts/bench-run.sh                      (BENCH_RUNS=10)
-#   VIBESYS_BIN=path/to/vibesys scripts/bench-run.sh   (skip the release build)
+#   VIBESYS_BIN=path/to/vibesys scripts/bench-run.sh   (skip the static build)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 runs=${BENCH_RUNS:-10}
@@ -24,8 +24,9 @@ docker version --format '{{.Server.Version}}' >/dev/null || { echo "bench-run: t
 if [ -n "${VIBESYS_BIN:-}" ]; then
   vibesys=$VIBESYS_BIN
 else
-  cargo build --release -q -p vibesys --manifest-path "$root/Cargo.toml"
-  vibesys=$CARGO_TARGET_DIR/release/vibesys
+  # The binary vibesys ships: the static (musl) build, as the flake's
+  # `nix run .#vibesys` builds it and the other benchmarks measure.
+  vibesys=$("$root/scripts/build-static.sh")
 fi
 work=$(mktemp -d)
 name="vibesys-bench-run-$$"
