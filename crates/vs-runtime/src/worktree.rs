@@ -341,4 +341,28 @@ mod tests {
         drop(holder);
         assert!(admin_lock_within(dir.path(), Duration::from_millis(200)).is_ok());
     }
+
+    /// A lock file replaced by a symlink is refused, and nothing is created
+    /// or locked where it points.
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn a_symlinked_lock_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let target = dir.path().join("elsewhere");
+        std::os::unix::fs::symlink(&target, dir.path().join(".git").join(LOCK_FILE)).unwrap();
+        let err = admin_lock_within(dir.path(), Duration::from_millis(200))
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains(LOCK_FILE), "{err}");
+        assert!(
+            target.symlink_metadata().is_err(),
+            "nothing created through the link"
+        );
+    }
 }
