@@ -106,3 +106,40 @@ fn invalid_policies_fail_closed_naming_the_path() {
     let out = run(&p, &[], &[]);
     assert_refused(&p, &out, "unknown field `hiden`");
 }
+
+/// A project root that its user may enter but not list (`chmod 311`):
+/// vibesys cannot find the `.env.*` files it hides, so it refuses to
+/// start rather than leave `.env.production` readable by its well-known
+/// name (under bwrap it was, before). Run as the unprivileged user when
+/// the tests run as root: root lists any directory.
+#[test]
+fn an_unlistable_project_root_fails_closed() {
+    use std::os::unix::fs::PermissionsExt;
+    let who = if is_root() { As::User } else { As::Root };
+    let p = project(who);
+    std::fs::write(p.root.join(".env.production"), "ENV-SECRET\n").unwrap();
+    std::fs::set_permissions(
+        p.root.join(".env.production"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    std::fs::set_permissions(&p.root, std::fs::Permissions::from_mode(0o311)).unwrap();
+    for backend in ["bwrap", "landlock"] {
+        let out = command_as(
+            who,
+            &p.root,
+            &vibesys(),
+            &["exec", "--confine", backend, "--", "cat", ".env.production"],
+        )
+        .output()
+        .unwrap();
+        assert_code(&out, 125);
+        assert!(!stdout(&out).contains("ENV-SECRET"), "{backend}: read");
+        let err = stderr(&out);
+        assert!(
+            err.contains("cannot be listed") && err.contains(".env.*"),
+            "{backend}: {err}"
+        );
+    }
+    std::fs::set_permissions(&p.root, std::fs::Permissions::from_mode(0o755)).unwrap();
+}

@@ -79,18 +79,25 @@ impl Defaults {
             .map(PathBuf::from)
             .filter(|p| exists(p))
             .collect();
-        if let Ok(names) = crate::fsread::dir_names(root) {
-            let mut env_files: Vec<PathBuf> = names
-                .into_iter()
-                .filter_map(|n| n.into_string().ok())
-                .filter(|n| {
-                    n.starts_with(DEFAULT_HIDDEN_PREFIX) && n.len() > DEFAULT_HIDDEN_PREFIX.len()
-                })
-                .map(PathBuf::from)
-                .collect();
-            env_files.sort();
-            hidden.extend(env_files);
-        }
+        // Fail closed: a root that cannot be listed (searchable but not
+        // readable, `chmod 311`) would leave a `.env.production` readable
+        // by its well-known name, unhidden.
+        let names = crate::fsread::dir_names(root).map_err(|e| PolicyError::BadWorkspace {
+            path: root.to_path_buf(),
+            reason: format!(
+                "it cannot be listed ({e}), so its {DEFAULT_HIDDEN_PREFIX}* files cannot be found and hidden; make it readable by the user running vibesys"
+            ),
+        })?;
+        let mut env_files: Vec<PathBuf> = names
+            .into_iter()
+            .filter_map(|n| n.into_string().ok())
+            .filter(|n| {
+                n.starts_with(DEFAULT_HIDDEN_PREFIX) && n.len() > DEFAULT_HIDDEN_PREFIX.len()
+            })
+            .map(PathBuf::from)
+            .collect();
+        env_files.sort();
+        hidden.extend(env_files);
         let mut read_only: Vec<PathBuf> = Vec::new();
         for p in DEFAULT_READ_ONLY {
             let p = PathBuf::from(p);
