@@ -26,22 +26,7 @@ const MAX_KNOWN: u64 = 64 << 20;
 /// (a size checked by path and then read by path again could be a file
 /// swapped or grown in between). `None` for anything else.
 fn read_record(path: &Path, max: u64) -> Option<Vec<u8>> {
-    use rustix::fs::{Mode, OFlags};
-    use std::io::Read as _;
-    let fd = rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()?;
-    let f = std::fs::File::from(fd);
-    let m = f.metadata().ok()?;
-    if !m.is_file() || m.len() > max {
-        return None;
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(m.len()).ok()?);
-    f.take(max + 1).read_to_end(&mut bytes).ok()?;
-    (bytes.len() as u64 <= max).then_some(bytes)
+    crate::textfile::read_bounded(path, max, rustix::fs::OFlags::NOFOLLOW).ok()
 }
 
 pub(crate) struct Cache {
