@@ -319,7 +319,7 @@ impl LayerPlan {
             // allocations a format! per entry makes.
             gh.update(e.path.as_bytes());
             gh.update(b"\0");
-            gh.update(octal(e.mode, &mut [0u8; 11]));
+            gh.update(octal(e.mode, &mut [0u8; 12]));
             gh.update(b"\0");
             match step {
                 Step::Dir => {
@@ -441,17 +441,14 @@ fn listing_line(gh: &mut Sha256, kind: u8, value: &[u8]) {
     gh.update(b"\n");
 }
 
-/// `v` in octal without leading zeros (as `format!("{v:o}")`), in `buf`.
-fn octal(mut v: u32, buf: &mut [u8; 11]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v & 7) as u8;
-        v >>= 3;
-        if v == 0 {
-            return &buf[i..];
-        }
-    }
+/// `v` in octal without leading zeros (as `format!("{v:o}")`), in `buf`:
+/// the tar header's encoder (11 digits hold any `u32`; the 12th byte
+/// takes its NUL), leading zeros cut.
+fn octal(v: u32, buf: &mut [u8; 12]) -> &[u8] {
+    crate::tarw::octal_into(buf, u64::from(v));
+    let digits = &buf[..11];
+    let first = digits.iter().position(|d| *d != b'0').unwrap_or(10);
+    &digits[first..]
 }
 
 /// Cache key of the layer made of `groups`: everything that determines its
@@ -581,7 +578,7 @@ mod tests {
             0o177777,
             u32::MAX,
         ] {
-            assert_eq!(octal(v, &mut [0u8; 11]), format!("{v:o}").as_bytes());
+            assert_eq!(octal(v, &mut [0u8; 12]), format!("{v:o}").as_bytes());
         }
     }
 

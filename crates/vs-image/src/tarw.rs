@@ -233,7 +233,7 @@ pub(crate) fn gnu_header(
 
 /// `val` in octal, right-aligned and padded with '0', a NUL last; digits
 /// that do not fit are dropped (as the `tar` crate does).
-fn octal_into(dst: &mut [u8], mut val: u64) {
+pub(crate) fn octal_into(dst: &mut [u8], mut val: u64) {
     if let Some((last, digits)) = dst.split_last_mut() {
         *last = 0;
         for slot in digits.iter_mut().rev() {
