@@ -202,6 +202,25 @@ fn a_run_directory_is_asked_about_whole_and_once_per_layout() {
     layout.require_untracked(&r2.join("run.json")).unwrap();
 }
 
+/// Candidates `0..n` of `run` created at once, one thread each (each
+/// must succeed).
+fn create_at_once(layout: &StateLayout, run: &RunId, n: usize) -> Vec<CandidateWorktree> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|i| {
+                s.spawn(move || {
+                    let id = CandidateId::new(&i.to_string()).unwrap();
+                    CandidateWorktree::create(layout, run, &id, "HEAD")
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap().unwrap())
+            .collect()
+    })
+}
+
 /// A run prepares its candidates in parallel. `git worktree add` (and
 /// `remove`) read every worktree's administrative files, and one that
 /// another thread is creating lacks some of them: git failed with
@@ -212,21 +231,7 @@ fn candidates_created_and_removed_in_parallel_all_succeed() {
     let (_dir, layout) = repo();
     for round in 0..6 {
         let run = RunId::new(&format!("run-{round}")).unwrap();
-        let made: Vec<CandidateWorktree> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..8)
-                .map(|i| {
-                    let (layout, run) = (&layout, &run);
-                    s.spawn(move || {
-                        let id = CandidateId::new(&i.to_string()).unwrap();
-                        CandidateWorktree::create(layout, run, &id, "HEAD")
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap().unwrap())
-                .collect()
-        });
+        let made = create_at_once(&layout, &run, 8);
         assert_eq!(made.len(), 8);
         std::thread::scope(|s| {
             for wt in made {
@@ -247,22 +252,7 @@ fn parallel_worker() {
     let layout = StateLayout::open(std::path::Path::new(&project)).unwrap();
     for round in 0..4 {
         let run = RunId::new(&format!("w{worker}-{round}")).unwrap();
-        let made: Vec<CandidateWorktree> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..4)
-                .map(|i| {
-                    let (layout, run) = (&layout, &run);
-                    s.spawn(move || {
-                        let id = CandidateId::new(&i.to_string()).unwrap();
-                        CandidateWorktree::create(layout, run, &id, "HEAD")
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap().unwrap())
-                .collect()
-        });
-        for wt in made {
+        for wt in create_at_once(&layout, &run, 4) {
             wt.remove().unwrap();
         }
     }
