@@ -188,7 +188,10 @@ impl CandidateWorktree {
 /// so does every vibesys process that works on the same repository (two
 /// runs of one project, runs of two worktrees of one repository): see
 /// [`AdminLock`].
-static ADMIN: Mutex<()> = Mutex::new(());
+///
+/// The mutex also holds each project's lock file path, asked of git once
+/// per process (`rev-parse --git-common-dir`), not before every operation.
+static ADMIN: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
 
 /// The lock file in the repository's common git directory, beside
 /// git's own `worktrees/`.
@@ -206,7 +209,7 @@ const LOCK_WAIT: Duration = Duration::from_secs(120);
 /// when the guard drops, or when the process dies).
 struct AdminLock {
     _file: std::fs::File,
-    _guard: MutexGuard<'static, ()>,
+    _guard: MutexGuard<'static, Vec<(PathBuf, PathBuf)>>,
 }
 
 fn admin_lock(project: &Path) -> Result<AdminLock> {
@@ -214,17 +217,24 @@ fn admin_lock(project: &Path) -> Result<AdminLock> {
 }
 
 fn admin_lock_within(project: &Path, wait: Duration) -> Result<AdminLock> {
-    let guard = ADMIN.lock().unwrap_or_else(PoisonError::into_inner);
-    let common = git::run(
-        project,
-        &[
-            OsStr::new("rev-parse"),
-            OsStr::new("--path-format=absolute"),
-            OsStr::new("--git-common-dir"),
-        ],
-    )?;
-    let common = String::from_utf8_lossy(&common);
-    let path = Path::new(common.trim_end_matches(['\n', '\r'])).join(LOCK_FILE);
+    let mut guard = ADMIN.lock().unwrap_or_else(PoisonError::into_inner);
+    let path = match guard.iter().find(|(p, _)| p == project) {
+        Some((_, lock)) => lock.clone(),
+        None => {
+            let common = git::run(
+                project,
+                &[
+                    OsStr::new("rev-parse"),
+                    OsStr::new("--path-format=absolute"),
+                    OsStr::new("--git-common-dir"),
+                ],
+            )?;
+            let common = String::from_utf8_lossy(&common);
+            let lock = Path::new(common.trim_end_matches(['\n', '\r'])).join(LOCK_FILE);
+            guard.push((project.to_path_buf(), lock.clone()));
+            lock
+        }
+    };
     let file = open_lock_file(&path).map_err(|e| RuntimeError::io("open", &path, e))?;
     let start = Instant::now();
     loop {
@@ -314,12 +324,9 @@ mod tests {
         assert!(validate_rev("a b").is_err());
     }
 
-    /// A lock held elsewhere (another process, or one that only takes it to
-    /// stall the run) ends in an error naming the file, not in a hang; once
-    /// released, the lock is taken again.
-    #[test]
+    /// A fresh repository (the real git).
     #[allow(clippy::unwrap_used)]
-    fn a_lock_held_elsewhere_ends_in_an_error_that_names_it() {
+    fn git_repo() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         let status = std::process::Command::new("git")
             .args(["init", "-q"])
@@ -327,6 +334,16 @@ mod tests {
             .status()
             .unwrap();
         assert!(status.success());
+        dir
+    }
+
+    /// A lock held elsewhere (another process, or one that only takes it to
+    /// stall the run) ends in an error naming the file, not in a hang; once
+    /// released, the lock is taken again.
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn a_lock_held_elsewhere_ends_in_an_error_that_names_it() {
+        let dir = git_repo();
         let lock = dir.path().join(".git").join(LOCK_FILE);
         let holder = open_lock_file(&lock).unwrap();
         rustix::fs::flock(&holder, rustix::fs::FlockOperation::LockExclusive).unwrap();
@@ -347,13 +364,7 @@ mod tests {
     #[test]
     #[allow(clippy::unwrap_used)]
     fn a_symlinked_lock_file_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let status = std::process::Command::new("git")
-            .args(["init", "-q"])
-            .current_dir(dir.path())
-            .status()
-            .unwrap();
-        assert!(status.success());
+        let dir = git_repo();
         let target = dir.path().join("elsewhere");
         std::os::unix::fs::symlink(&target, dir.path().join(".git").join(LOCK_FILE)).unwrap();
         let err = admin_lock_within(dir.path(), Duration::from_millis(200))
