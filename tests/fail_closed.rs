@@ -111,7 +111,8 @@ fn invalid_policies_fail_closed_naming_the_path() {
 /// vibesys cannot find the `.env.*` files it hides, so it refuses to
 /// start rather than leave `.env.production` readable by its well-known
 /// name (under bwrap it was, before). Run as the unprivileged user when
-/// the tests run as root: root lists any directory.
+/// the tests run as root; root lists any directory, so for root the
+/// launch goes ahead with the file hidden.
 #[test]
 fn an_unlistable_project_root_fails_closed() {
     use std::os::unix::fs::PermissionsExt;
@@ -140,6 +141,20 @@ fn an_unlistable_project_root_fails_closed() {
             err.contains("cannot be listed") && err.contains(".env.*"),
             "{backend}: {err}"
         );
+    }
+    // Root lists the same directory (it overrides the mode bits): the
+    // launch goes ahead and bwrap hides the file.
+    if is_root() {
+        let out = command_as(
+            As::Root,
+            &p.root,
+            &vibesys(),
+            &["exec", "--confine", "bwrap", "--", "cat", ".env.production"],
+        )
+        .output()
+        .unwrap();
+        assert_ne!(out.status.code(), Some(125), "{}", stderr(&out));
+        assert!(!stdout(&out).contains("ENV-SECRET"), "root: read");
     }
     std::fs::set_permissions(&p.root, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
