@@ -381,14 +381,27 @@ impl HostResources {
         // The workspace and its ancestors, by what they are: a resource
         // naming one of them (through any path: a symlink, a bind mount)
         // is refused without resolving its path.
-        let ancestors: Vec<(u64, u64)> = root
-            .ancestors()
-            .filter_map(|a| std::fs::metadata(a).ok().map(|m| identity_of(&m)))
+        let root_id = std::fs::metadata(root).ok().map(|m| identity_of(&m));
+        let ancestors: Vec<(u64, u64)> = root_id
+            .into_iter()
+            .chain(
+                root.ancestors()
+                    .skip(1)
+                    .filter_map(|a| std::fs::metadata(a).ok().map(|m| identity_of(&m))),
+            )
             .collect();
         let mut refused = Vec::new();
         let mut real_paths = crate::realpath::RealPaths::new();
         self.entries.retain(|_, res| {
             let path = &res.path;
+            // A project-local command (`./build.sh`, `bin/tool`) has the
+            // workspace itself as its install root: already visible, so
+            // nothing to grant and nothing to warn about.
+            let is_root = path.as_path() == root || res.identity.is_some_and(|i| Some(i) == root_id);
+            if is_root && res.origin == ResourceOrigin::Command {
+                tracing::debug!(resource = %path.display(), "the command lives in the workspace");
+                return false;
+            }
             let names_ancestor = res.identity.is_some_and(|i| ancestors.contains(&i));
             if names_ancestor || root.starts_with(path) {
                 tracing::warn!(
@@ -717,6 +730,29 @@ mod tests {
         let refused = set.retain_safe_for(&workspace);
         assert_eq!(refused.len(), 2, "{refused:?}");
         assert!(set.contains(Path::new("/usr")));
+    }
+
+    /// A command that lives in the project has the workspace as its
+    /// install root: dropped (already visible), not refused; an operator's
+    /// resource naming the workspace and a command beside it still are.
+    #[test]
+    fn a_project_local_command_is_not_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let ws = base.join("proj");
+        std::fs::create_dir(&ws).unwrap();
+        std::os::unix::fs::symlink(&ws, base.join("ws-link")).unwrap();
+        let workspace = Workspace::open(&ws).unwrap();
+        let mut set = HostResources::none();
+        set.add(&ws, ResourceOrigin::Command);
+        set.add(&base.join("ws-link"), ResourceOrigin::Command);
+        assert!(set.retain_safe_for(&workspace).is_empty());
+        assert_eq!(set.iter().count(), 0);
+        let mut set = HostResources::none();
+        set.add(&ws, ResourceOrigin::Operator);
+        set.add(&base, ResourceOrigin::Command);
+        assert_eq!(set.retain_safe_for(&workspace).len(), 2);
+        assert_eq!(set.iter().count(), 0);
     }
 
     /// A resource that names the workspace or an ancestor through a
