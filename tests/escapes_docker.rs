@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use docker_support::{TestImage, unique};
+use docker_support::{TestImage, common, unique};
 use vs_sandbox::docker::DockerOptions;
 use vs_sandbox::{CommandRunner, CommandSpec, DockerSandbox, ProjectPathPolicy, Workspace};
 
@@ -61,8 +61,12 @@ fn policy(root: &Path) -> vs_sandbox::ResolvedPolicy {
 fn attacks_inside_the_container_fail() {
     let img = TestImage::new();
     let core_pattern = std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap();
+    let probe_dir = tempfile::tempdir().unwrap();
+    let probe = common::compile_c(probe_dir.path(), "i386", common::I386_PROBE, &["-static"]);
+    common::require_i386_entry(&probe);
     for user in USERS {
         let (_dir, root) = workspace(user);
+        std::fs::copy(&probe, root.join("i386")).unwrap();
         let sandbox = DockerSandbox::start(&policy(&root), &options(&img, user)).unwrap();
         let out = sh(
             &sandbox,
@@ -75,9 +79,15 @@ fn attacks_inside_the_container_fail() {
              mv conf conf_moved 2>/dev/null && echo MOVED-CONF; \
              mv .vibesys/state .vibesys/x 2>/dev/null && echo MOVED-STATE; \
              mv .vibesys .vibesys-old 2>/dev/null && echo MOVED-VIBESYS; \
-             ls -A .vibesys/state/runs; echo done",
+             ls -A .vibesys/state/runs; ./i386; echo i386-status=$?; echo done",
         );
-        for bad in ["WROTE", "MADE", "UNSHARED", "MOVED", "r1"] {
+        // The 32-bit system-call entry is killed by the container's
+        // seccomp profile (SIGSYS) before its first call returns.
+        assert!(
+            out.contains("start\ni386-status=159"),
+            "{user}: the 32-bit entry: {out}"
+        );
+        for bad in ["WROTE", "MADE", "UNSHARED", "MOVED", "r1", "I386"] {
             assert!(!out.contains(bad), "{user}: {out}");
         }
         assert!(

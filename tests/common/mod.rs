@@ -471,3 +471,58 @@ pub fn assert_code(out: &Output, code: i32) {
         stderr(out)
     );
 }
+
+/// The 32-bit system-call entry (`int $0x80`) from a 64-bit process:
+/// the same calls under i386 numbers (keyctl 288, ptrace 26), which a
+/// filter checking x86_64 numbers only would let through. Prints `start`,
+/// then `I386 ...` for each call that came back.
+pub const I386_PROBE: &str = r#"#include <stdio.h>
+static long sys32(long nr, long a, long b, long c) {
+    long r;
+    __asm__ volatile("int $0x80" : "=a"(r) : "a"(nr), "b"(a), "c"(b), "d"(c) : "memory");
+    return r;
+}
+int main(void) {
+    printf("start\n"); fflush(stdout);
+    printf("I386 getpid %ld\n", sys32(20, 0, 0, 0)); fflush(stdout);
+    printf("I386 keyctl %ld\n", sys32(288, 0, -3, 1)); fflush(stdout);
+    printf("I386 ptrace %ld\n", sys32(26, 0, 0, 0)); fflush(stdout);
+    return 0;
+}
+"#;
+
+/// The exit status vibesys reports for a command killed by `SIGSYS`
+/// (128 + 31): what the seccomp filter does to a call from another ABI.
+pub const KILLED_BY_SIGSYS: i32 = 159;
+
+/// Fails the test unless `probe` (built from [`I386_PROBE`]) gets its
+/// 32-bit calls through unconfined: on a kernel without the 32-bit entry
+/// (`ia32_emulation=0`) a confined run would prove nothing.
+pub fn require_i386_entry(probe: &Path) {
+    let out = Command::new(probe).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains("I386 getpid ") && !text.contains("I386 getpid -"),
+        "this kernel has no 32-bit system-call entry (ia32_emulation=0?): {text}"
+    );
+}
+
+/// Compiles the C program `src` into `dir/name` (mode 0755) with gcc and
+/// `flags` (`-static` for an image without a C library).
+pub fn compile_c(dir: &Path, name: &str, src: &str, flags: &[&str]) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    require_tool("gcc", "apt-get install gcc libc6-dev");
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, src).unwrap();
+    let bin = dir.join(name);
+    let status = Command::new("gcc")
+        .args(flags)
+        .arg("-o")
+        .arg(&bin)
+        .arg(&c)
+        .status()
+        .unwrap();
+    assert!(status.success(), "gcc {name}.c failed");
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
