@@ -158,3 +158,34 @@ fn an_unlistable_project_root_fails_closed() {
     }
     std::fs::set_permissions(&p.root, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+/// A `.env.*` file whose name is not UTF-8 cannot be hidden (policy paths
+/// are UTF-8): the launch stops, naming it, rather than leave it
+/// readable. Before, `cat .env.*` printed it under bwrap and exited 0.
+/// As root and as a user, under both host backends.
+#[test]
+fn a_non_utf8_env_file_fails_closed() {
+    use std::os::unix::ffi::OsStrExt;
+    for who in users() {
+        let p = project(who);
+        let name = std::ffi::OsStr::from_bytes(b".env.\xff");
+        std::fs::write(p.root.join(name), "ENV-SECRET\n").unwrap();
+        for backend in ["bwrap", "landlock"] {
+            let out = command_as(
+                who,
+                &p.root,
+                &vibesys(),
+                &["exec", "--confine", backend, "--", "sh", "-c", "cat .env.*"],
+            )
+            .output()
+            .unwrap();
+            assert!(!stdout(&out).contains("ENV-SECRET"), "{who:?} {backend}: read");
+            assert_code(&out, 125);
+            let err = stderr(&out);
+            assert!(
+                err.contains(r#"".env.\xFF""#) && err.contains("not UTF-8"),
+                "{who:?} {backend}: {err}"
+            );
+        }
+    }
+}

@@ -8,6 +8,7 @@
 //! where it is applied; a read-only path that does not exist has nothing
 //! to protect).
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -88,14 +89,30 @@ impl Defaults {
                 "it cannot be listed ({e}), so its {DEFAULT_HIDDEN_PREFIX}* files cannot be found and hidden; make it readable by the user running vibesys"
             ),
         })?;
-        let mut env_files: Vec<PathBuf> = names
-            .into_iter()
-            .filter_map(|n| n.into_string().ok())
-            .filter(|n| {
-                n.starts_with(DEFAULT_HIDDEN_PREFIX) && n.len() > DEFAULT_HIDDEN_PREFIX.len()
-            })
-            .map(PathBuf::from)
-            .collect();
+        let is_env_file = |n: &[u8]| {
+            n.starts_with(DEFAULT_HIDDEN_PREFIX.as_bytes()) && n.len() > DEFAULT_HIDDEN_PREFIX.len()
+        };
+        let mut env_files: Vec<PathBuf> = Vec::new();
+        for name in names {
+            if !is_env_file(name.as_bytes()) {
+                continue;
+            }
+            // Fail closed: policy paths are UTF-8, so such a name could
+            // not be hidden. Only someone who can write the project's root
+            // can make one, and they could as well delete the project.
+            let name = match name.into_string() {
+                Ok(name) => name,
+                Err(name) => {
+                    return Err(PolicyError::BadWorkspace {
+                        path: root.to_path_buf(),
+                        reason: format!(
+                            "it holds {name:?}, a {DEFAULT_HIDDEN_PREFIX}* file whose name is not UTF-8, which vibesys cannot hide; rename it"
+                        ),
+                    });
+                }
+            };
+            env_files.push(PathBuf::from(name));
+        }
         env_files.sort();
         hidden.extend(env_files);
         let mut read_only: Vec<PathBuf> = Vec::new();
