@@ -62,6 +62,13 @@ fn wrapped_bwrap_argv_confines() {
     assert_code(&out, 0);
     assert_eq!(stdout(&out), "ok\n", "{}", stderr(&out));
     assert!(sandbox.report().is_complete());
+    // A program that cannot be run: the helper's 127 and 126, as under
+    // Landlock, not bwrap's own status 1.
+    for (program, code) in [("no-such-program", 127), ("./docs", 126)] {
+        let out = run(sandbox.wrap(&[program.into()]).unwrap(), &p);
+        assert_code(&out, code);
+        assert!(stderr(&out).contains(program), "{}", stderr(&out));
+    }
 }
 
 #[test]

@@ -153,6 +153,22 @@ fn exec_confine_docker_runs_the_command_in_the_pinned_image() {
         containers_of_run(&run_id).is_empty(),
         "exec leaves no container"
     );
+    // A program that cannot be run: 127 when missing, 126 when not
+    // executable, as on the host (the Engine says 126 for both); an empty
+    // one is vibesys's own error.
+    std::fs::write(ws.path().join("plain"), "data\n").unwrap();
+    for (program, code) in [
+        ("/no/such/program", 127),
+        ("no-such-program", 127),
+        ("./plain", 126),
+        ("", 125),
+    ] {
+        let out = exec(&img, ws.path(), &run_id)
+            .arg(program)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "{program:?}: {out:?}");
+    }
 
     // An unpinned image ID is refused, naming it and the pinned one.
     let bogus = format!("sha256:{}", "e".repeat(64));

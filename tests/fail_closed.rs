@@ -179,7 +179,10 @@ fn a_non_utf8_env_file_fails_closed() {
             )
             .output()
             .unwrap();
-            assert!(!stdout(&out).contains("ENV-SECRET"), "{who:?} {backend}: read");
+            assert!(
+                !stdout(&out).contains("ENV-SECRET"),
+                "{who:?} {backend}: read"
+            );
             assert_code(&out, 125);
             let err = stderr(&out);
             assert!(

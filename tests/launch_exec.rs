@@ -55,10 +55,11 @@ fn a_script_without_an_interpreter_line_runs_with_sh() {
 }
 
 /// The `PATH` search skips a match that cannot be executed and takes the
-/// next one; with only such matches the status is 126, with none 127.
-/// (Under bwrap the search is bwrap's own `execvp` inside the sandbox,
-/// and bwrap reports a failed one as status 1: only the search is
-/// checked there.)
+/// next one; with only such matches the status is 126, with none 127, and
+/// an empty program is vibesys's own error (125). Under bwrap the search
+/// is bwrap's own `execvp` inside the sandbox, which reports a failure as
+/// bwrap's status 1: vibesys looks the program up on the host first
+/// (before, bwrap's 1 came back for all three).
 #[test]
 fn path_search_is_execvps() {
     for who in users() {
@@ -83,11 +84,14 @@ fn path_search_is_execvps() {
             let out = exec(who, &p, backend, &path, &["tool"]);
             assert_code(&out, 0);
             assert_eq!(stdout(&out), "RIGHT\n", "{who:?} {backend}");
-            if backend == "bwrap" {
-                continue;
-            }
             let out = exec(who, &p, backend, &path, &["only-here"]);
             assert_code(&out, 126);
+            let out = exec(who, &p, backend, &path, &["./bin1"]);
+            assert_code(&out, 126);
+            let out = exec(who, &p, backend, &path, &[""]);
+            assert_code(&out, 125);
+            let out = exec(who, &p, backend, &path, &["./no-such-file"]);
+            assert_code(&out, 127);
             let out = exec(who, &p, backend, &path, &["no-such-tool-anywhere"]);
             assert_code(&out, 127);
             assert!(

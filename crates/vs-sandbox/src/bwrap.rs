@@ -97,11 +97,7 @@ impl BwrapPlan {
         b.system(options);
         b.provider_state(options);
         b.workspace(policy);
-        let chdir = options
-            .chdir
-            .as_deref()
-            .filter(|c| c.starts_with(policy.workspace().root()))
-            .unwrap_or(policy.workspace().root());
+        let chdir = start_dir(policy, options);
         b.args(["--chdir".to_owned(), chdir.display().to_string()]);
         BwrapPlan {
             program: options.program.clone(),
@@ -344,6 +340,8 @@ impl PlanBuilder {
 #[derive(Debug, Clone)]
 pub struct HostSandbox {
     plan: BwrapPlan,
+    /// Where the command starts (the plan's `--chdir`).
+    chdir: PathBuf,
     helper: PathBuf,
     limit: ProcessLimit,
     report: EnforcementReport,
@@ -367,6 +365,7 @@ impl HostSandbox {
             })?;
         }
         let plan = BwrapPlan::new(policy, resources, options);
+        let chdir = start_dir(policy, options).to_path_buf();
         let limit = ProcessLimit::choose(options.max_processes);
         let report = bwrap_report(policy, options, &limit);
         if let ProcessLimit::Unbounded { reason } = &limit {
@@ -374,6 +373,7 @@ impl HostSandbox {
         }
         Ok(Self {
             plan,
+            chdir,
             helper: options.helper.clone(),
             limit,
             report,
@@ -383,6 +383,11 @@ impl HostSandbox {
     /// The exact plan this sandbox applies.
     pub fn plan(&self) -> &BwrapPlan {
         &self.plan
+    }
+
+    /// The directory the command starts in.
+    pub fn chdir(&self) -> &Path {
+        &self.chdir
     }
 
     /// The plan [`crate::AnySandbox::run`] launches: [`HostSandbox::plan`]
@@ -397,6 +402,16 @@ impl HostSandbox {
     pub fn process_limit(&self) -> &ProcessLimit {
         &self.limit
     }
+}
+
+/// The directory the command starts in: `options.chdir` when it lies in
+/// the workspace, else the workspace root.
+fn start_dir<'a>(policy: &'a ResolvedPolicy, options: &'a BwrapOptions) -> &'a Path {
+    options
+        .chdir
+        .as_deref()
+        .filter(|c| c.starts_with(policy.workspace().root()))
+        .unwrap_or(policy.workspace().root())
 }
 
 /// What the shared seccomp program refuses (both host backends).

@@ -161,6 +161,9 @@ pub fn run_with_fds(
     argv: &[OsString],
     limit: &ProcessLimit,
 ) -> Result<i32, SandboxError> {
+    if let Some((program, err)) = bwrap_command_error(argv) {
+        return Ok(exec_failure(program, &err));
+    }
     let fds = crate::linux::fds::SlotFds::prepare(slots, Vec::new())?;
     let mut prepared = Prepared::new("bwrap", bwrap_setup(limit), limit)?;
     let spawned = prepared.spawn(Exec {
@@ -188,6 +191,43 @@ pub fn run_with_fds(
         });
     prepared.finish();
     Ok(exit_code(status?))
+}
+
+/// Why the command of a bwrap line (`bwrap ARGS -- CMD`, a plan of ours)
+/// could not be executed, judged on the host as
+/// [`crate::program_lookup::exec_error`] does: in the plan's `--chdir`,
+/// with its `--setenv PATH` (after `--clearenv`) or this process's `PATH`.
+#[cfg(target_os = "linux")]
+fn bwrap_command_error(argv: &[OsString]) -> Option<(&std::ffi::OsStr, std::io::Error)> {
+    let split = argv.iter().position(|a| a == "--")?;
+    let (args, command) = (&argv[1..split], &argv[split + 1..]);
+    let program = command.first()?;
+    let mut chdir = None;
+    let mut path_var = std::env::var_os("PATH");
+    // Only `--setenv` takes values that may look like options; every
+    // other value in a plan is a path, a number or `ALL`.
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].to_str() {
+            Some("--chdir") => {
+                chdir = args.get(i + 1).map(std::path::PathBuf::from);
+                i += 2;
+            }
+            Some("--clearenv") => {
+                path_var = None;
+                i += 1;
+            }
+            Some("--setenv") => {
+                if args.get(i + 1).is_some_and(|k| k == "PATH") {
+                    path_var = args.get(i + 2).cloned();
+                }
+                i += 3;
+            }
+            _ => i += 1,
+        }
+    }
+    let err = crate::program_lookup::exec_error(program, path_var.as_deref(), &chdir?)?;
+    Some((program.as_os_str(), err))
 }
 
 /// Stub: descriptor slots are for bwrap, which exists only on Linux.
@@ -297,7 +337,7 @@ fn wants_user_namespace() -> bool {
 }
 
 /// Prints why `program` could not be executed and returns the status.
-fn exec_failure(program: &std::ffi::OsStr, err: &std::io::Error) -> i32 {
+pub(crate) fn exec_failure(program: &std::ffi::OsStr, err: &std::io::Error) -> i32 {
     eprintln!("vibesys: cannot execute {program:?}: {err}");
     exec_failure_code(err)
 }

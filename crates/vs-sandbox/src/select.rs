@@ -381,8 +381,27 @@ impl AnySandbox {
         command: &[OsString],
         env: Option<&[(OsString, OsString)]>,
     ) -> Result<i32, SandboxError> {
+        if command.first().is_none_or(|p| p.is_empty()) {
+            return Err(SandboxError::InvalidCommand(
+                "the command's program is empty".into(),
+            ));
+        }
         match self {
             Self::Host(s) => {
+                // bwrap reports a program it cannot execute as its own
+                // status 1: judged on the host first, as 127 or 126.
+                let path_var = match env {
+                    Some(env) => env
+                        .iter()
+                        .find(|(k, _)| k == "PATH")
+                        .map(|(_, v)| v.clone()),
+                    None => std::env::var_os("PATH"),
+                };
+                if let Some(err) =
+                    crate::program_lookup::exec_error(&command[0], path_var.as_deref(), s.chdir())
+                {
+                    return Ok(crate::launch::exec_failure(&command[0], &err));
+                }
                 crate::launch::run_bwrap(&s.launch_plan(env), command, s.process_limit())
             }
             Self::Landlock(s) => crate::launch::run_landlock(

@@ -132,6 +132,7 @@ pub fn attach_with(engine: &Engine, request: &AttachRequest) -> Result<i32, Sand
                 .await;
         }
         let mut stdin_open = true;
+        let mut head = Vec::new();
         loop {
             tokio::select! {
                 chunk = rx.recv(), if stdin_open => match chunk {
@@ -147,10 +148,12 @@ pub fn attach_with(engine: &Engine, request: &AttachRequest) -> Result<i32, Sand
                 },
                 item = output.next() => match item {
                     Some(Ok(LogOutput::StdOut { message } | LogOutput::Console { message })) => {
+                        keep_head(&mut head, &message);
                         let mut out = std::io::stdout().lock();
                         let _ = out.write_all(&message).and_then(|()| out.flush());
                     }
                     Some(Ok(LogOutput::StdErr { message })) => {
+                        keep_head(&mut head, &message);
                         let mut err = std::io::stderr().lock();
                         let _ = err.write_all(&message).and_then(|()| err.flush());
                     }
@@ -172,9 +175,60 @@ pub fn attach_with(engine: &Engine, request: &AttachRequest) -> Result<i32, Sand
                 .await
                 .map_err(|e| engine_err("docker exec inspect", e))?;
         }
-        Ok(info
+        let code = info
             .exit_code
             .and_then(|c| i32::try_from(c).ok())
-            .unwrap_or(125))
+            .unwrap_or(125);
+        Ok(start_failure_status(code, &head))
     })
+}
+
+/// How much of the exec's first output is kept to tell why it ended.
+const HEAD_LIMIT: usize = 1024;
+
+/// Appends the start of `chunk` to `head`, up to [`HEAD_LIMIT`] in all.
+fn keep_head(head: &mut Vec<u8>, chunk: &[u8]) {
+    let room = HEAD_LIMIT.saturating_sub(head.len());
+    head.extend_from_slice(&chunk[..chunk.len().min(room)]);
+}
+
+/// The status of an exec whose output began with `head`. The Engine
+/// reports a program it could not start as status 126 with the runtime's
+/// message as the exec's output (`OCI runtime exec failed: ...`); a
+/// missing program becomes 127, as `docker run` maps it and as the host
+/// backends report it. Only the command's own status is at stake: a
+/// command that prints that message and exits 126 gets 127.
+fn start_failure_status(code: i32, head: &[u8]) -> i32 {
+    const NOT_FOUND: [&str; 2] = ["executable file not found", "no such file or directory"];
+    let text = String::from_utf8_lossy(head);
+    if code == crate::exit_codes::EXIT_CANNOT_EXECUTE
+        && text.starts_with("OCI runtime exec failed")
+        && NOT_FOUND.iter().any(|n| text.contains(n))
+    {
+        crate::exit_codes::EXIT_NOT_FOUND
+    } else {
+        code
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_program_is_127() {
+        let missing = b"OCI runtime exec failed: exec failed: unable to start container process: exec: \"/nonexistent\": stat /nonexistent: no such file or directory: unknown\r\n";
+        let not_in_path = b"OCI runtime exec failed: exec failed: unable to start container process: exec: \"x\": executable file not found in $PATH: unknown";
+        let denied = b"OCI runtime exec failed: exec failed: unable to start container process: exec: \"./x\": permission denied: unknown";
+        assert_eq!(start_failure_status(126, missing), 127);
+        assert_eq!(start_failure_status(126, not_in_path), 127);
+        assert_eq!(start_failure_status(126, denied), 126);
+        // The command's own 126, and any other status, stand.
+        assert_eq!(start_failure_status(126, b"no such file or directory"), 126);
+        assert_eq!(start_failure_status(1, missing), 1);
+        let mut head = Vec::new();
+        keep_head(&mut head, &[b'a'; 800]);
+        keep_head(&mut head, &[b'b'; 800]);
+        assert_eq!(head.len(), HEAD_LIMIT);
+    }
 }
