@@ -2,7 +2,9 @@
 # Benchmark: confinement start-up cost, ours against the peers, in one run.
 #   vibesys exec --confine bwrap -- /bin/true   vs  a lean bwrap line typed by hand
 #                                               (and our own plan typed by hand)
-#   vibesys exec --confine landlock -- /bin/true vs  plain /bin/true
+#   vibesys exec --confine landlock -- /bin/true vs  plain /bin/true and a lean
+#                                               Landlock launcher (and our own
+#                                               rules applied by it)
 # Prints medians (interleaved rounds) and ratios. Targets: bwrap within
 # 1.2x of the lean bwrap line; Landlock within 1 ms of plain exec.
 #
@@ -18,6 +20,27 @@
 # session, --die-with-parent and no capabilities. It has no seccomp
 # program, no process limit and no supervisor: that is vibesys's cost.
 # `raw-bwrap` is vibesys's own plan typed by hand (the earlier baseline).
+# The Landlock peer (`lean-landlock`) is scripts/landlock-lean.c, compiled
+# here: what small Landlock launchers do and no more (one ruleset handling
+# every file-system right of the kernel's ABI, read and execute on /usr,
+# /etc, /opt, /proc and /dev, everything on the project, the temporary
+# trees and the writable devices; no_new_privs, a new session, execvp in
+# place). It has no supervisor, no process limit, no seccomp program, no
+# capability drop and reads no policy; /etc is granted whole (the host
+# secrets stay readable to root). `raw-landlock` is the same launcher
+# given vibesys's own rules (`policy show --backend landlock --json`):
+# what applying our plan costs without the rest of vibesys.
+# `guarded-landlock` is the same launcher with --guarded and vibesys's
+# rules: the run-time guarantees of vibesys's Landlock launch in their
+# leanest form, in C (a pids cgroup of the run where root can make one,
+# a subreaper supervisor that kills and reaps what the command leaves, a
+# watchdog for the launcher's death, parent-death signal, new session,
+# every capability dropped, no_new_privs, Landlock, a seccomp program of
+# vibesys's shape): vibesys minus it is what reading the policy, finding
+# the host resources and vibesys's own start-up cost. `guarded-bwrap` is
+# vibesys's bwrap plan typed by hand (raw-bwrap) under the same launcher
+# with READ and WRITE "-": the supervision alone (cgroup, subreaper,
+# watchdog, parent-death signal, new session), bwrap doing the rest.
 # `plain-true` is the fork+exec floor of the machine.
 # Also measured, to show where the time goes: `vibesys --version` (the
 # floor of anything vibesys launches: its own start-up) and, when the
@@ -59,6 +82,8 @@ fi
 
 interleave="$target_dir/interleave"
 cc -O2 -o "$interleave" "$root/scripts/interleave.c"
+landlock_lean="$target_dir/landlock-lean"
+cc -O2 -o "$landlock_lean" "$root/scripts/landlock-lean.c"
 
 # Scratch space outside /tmp (Landlock refuses projects below /tmp): the
 # binaries as copies, and a sample project.
@@ -134,11 +159,38 @@ lean+=(--tmpfs /tmp --proc /proc --dev /dev --bind "$proj" "$proj"
   --chdir "$proj" -- /bin/true)
 lean_line=$(printf '%q ' "${lean[@]}")
 
+# The Landlock peers (see the header): colon-separated rule lists.
+devices=/dev/null:/dev/zero:/dev/full:/dev/random:/dev/urandom:/dev/tty:/dev/ptmx:/dev/pts
+lean_landlock="$landlock_lean /usr:/etc:/opt:/proc:/dev $proj:/tmp:/dev/shm:/var/tmp:$devices /bin/true"
+rules=$("$vibesys" policy show --backend landlock --json 2>/dev/null | python3 -c '
+import json, sys
+plan = json.load(sys.stdin)["backends"]["landlock"]["plan"]
+for key in ("read", "write"):
+    if any(":" in p or " " in p for p in plan[key]):
+        sys.exit("bench-confine: a Landlock rule path holds a colon or a space: " + repr(plan[key]))
+print(":".join(plan["read"]), ":".join(plan["write"]))')
+raw_landlock="$landlock_lean $rules /bin/true"
+# The guarded launcher's pids cgroup: where vibesys (as root) makes its
+# own, a writable v1 pids hierarchy or the v2 root with pids enabled for
+# its children; "-" (no cgroup) otherwise.
+cg_parent=-
+if [ "$(id -u)" = 0 ]; then
+  if [ -w /sys/fs/cgroup/pids ] && [ -f /sys/fs/cgroup/pids/cgroup.procs ]; then
+    cg_parent=/sys/fs/cgroup/pids
+  elif grep -qw pids /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
+    cg_parent=/sys/fs/cgroup
+  fi
+fi
+guarded_landlock="$landlock_lean --guarded $cg_parent $rules /bin/true"
+
 cmds=(lean-bwrap "$lean_line" raw-bwrap "$raw"
   vibesys-bwrap "$vibesys exec --confine bwrap -- /bin/true"
   plain-true "/bin/true"
   vibesys-version "$vibesys --version"
-  vibesys-landlock "$vibesys exec --confine landlock -- /bin/true")
+  vibesys-landlock "$vibesys exec --confine landlock -- /bin/true"
+  lean-landlock "$lean_landlock" raw-landlock "$raw_landlock"
+  guarded-landlock "$guarded_landlock"
+  guarded-bwrap "$landlock_lean --guarded $cg_parent - - $raw")
 if [ -n "${BASELINE:-}" ]; then
   cmds+=(baseline-bwrap "$baseline exec --confine bwrap -- /bin/true")
   cmds+=(baseline-landlock "$baseline exec --confine landlock -- /bin/true")
@@ -169,9 +221,13 @@ print(f"floor: fork+exec of /bin/true = {med['plain-true']:.3f} ms; vibesys's ow
 if "static-hello" in med:
     print(f"floor: a static Rust hello = {med['static-hello']:.3f} ms; vibesys --version - static hello = {med['vibesys-version'] - med['static-hello']:.3f} ms (vibesys's size: relocations, page faults)")
 print(f"bwrap: vibesys / lean hand-written bwrap = {b:.3f}x (target <= 1.2x)")
+print(f"bwrap: vibesys's plan and supervision in C (guarded launcher) / lean line = {med['guarded-bwrap'] / med['lean-bwrap']:.3f}x; vibesys / guarded = {med['vibesys-bwrap'] / med['guarded-bwrap']:.3f}x")
 print(f"bwrap: vibesys / its own plan typed by hand = {med['vibesys-bwrap'] / med['raw-bwrap']:.3f}x; the plan typed by hand / the lean line = {med['raw-bwrap'] / med['lean-bwrap']:.3f}x")
 print(f"landlock: vibesys - plain exec = {d:.3f} ms (ratio {med['vibesys-landlock']/med['plain-true']:.2f}x; target <= 1 ms)")
 print(f"landlock: vibesys - vibesys --version (its own start-up) = {med['vibesys-landlock'] - med['vibesys-version']:.3f} ms")
+print(f"landlock: lean hand-written launcher - plain exec = {med['lean-landlock'] - med['plain-true']:.3f} ms; with vibesys's rules = {med['raw-landlock'] - med['plain-true']:.3f} ms")
+print(f"landlock: vibesys / lean hand-written launcher = {med['vibesys-landlock'] / med['lean-landlock']:.3f}x (vibesys - lean = {med['vibesys-landlock'] - med['lean-landlock']:.3f} ms)")
+print(f"landlock: vibesys's guarantees in C (guarded launcher) - plain exec = {med['guarded-landlock'] - med['plain-true']:.3f} ms; vibesys - guarded = {med['vibesys-landlock'] - med['guarded-landlock']:.3f} ms (policy, host resources, vibesys's own start-up)")
 if "baseline-bwrap" in med:
     print(f"bwrap: vibesys / baseline = {med['vibesys-bwrap'] / med['baseline-bwrap']:.3f}x")
 if "baseline-landlock" in med:
