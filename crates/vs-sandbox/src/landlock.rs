@@ -169,7 +169,11 @@ pub fn landlock_report(
         } else {
             format!("NO Landlock scoping (ABI {abi} < 6): signals to processes of the same user outside are allowed")
         },
-        "a supervisor process (a subreaper) between vibesys and the command forwards signals and kills everything the command leaves behind when it exits, and the whole tree when vibesys dies (also of SIGKILL)".into(),
+        if matches!(limit, ProcessLimit::Cgroup { .. }) {
+            "vibesys (a subreaper) is the command's parent and kills everything the command leaves behind when it exits; a watchdog beside the command kills the run's pids cgroup when vibesys dies (also of SIGKILL)".into()
+        } else {
+            "a supervisor process (a subreaper) between vibesys and the command forwards signals and kills everything the command leaves behind when it exits, and the whole tree when vibesys dies (also of SIGKILL)".into()
+        },
         limit.describe(),
     ];
     report.hardening.push(if network {

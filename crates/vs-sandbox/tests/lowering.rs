@@ -335,3 +335,35 @@ fn seatbelt_profile_snapshot_takes_paths_only_as_parameters() {
     assert_eq!(argv[0], "/usr/bin/sandbox-exec");
     assert_eq!(argv[1], "-p");
 }
+
+#[test]
+fn the_landlock_report_names_the_process_that_kills_leftovers() {
+    let (_dir, ws) = workspace();
+    let resolved = ProjectPathPolicy::empty().resolve(&ws).unwrap();
+    let cgroup = vs_sandbox::ProcessLimit::Cgroup {
+        version: 1,
+        parent: "/sys/fs/cgroup/pids".into(),
+        max: 4096,
+    };
+    let rlimit = vs_sandbox::ProcessLimit::UserNamespaceRlimit { max: 4096 };
+    let line = |limit| {
+        vs_sandbox::landlock::landlock_report(&resolved, true, &limit)
+            .hardening
+            .into_iter()
+            .find(|h| h.contains("kills everything the command leaves behind"))
+            .unwrap()
+    };
+    // With a pids cgroup vibesys is the command's parent and a watchdog
+    // kills the cgroup; without one a supervisor sits between them.
+    let with_cgroup = line(cgroup);
+    assert!(
+        with_cgroup.starts_with("vibesys (a subreaper) is the command's parent"),
+        "{with_cgroup}"
+    );
+    assert!(with_cgroup.contains("watchdog"), "{with_cgroup}");
+    let without = line(rlimit);
+    assert!(
+        without.starts_with("a supervisor process (a subreaper) between vibesys and the command"),
+        "{without}"
+    );
+}
