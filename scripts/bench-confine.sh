@@ -170,17 +170,14 @@ for key in ("read", "write"):
         sys.exit("bench-confine: a Landlock rule path holds a colon or a space: " + repr(plan[key]))
 print(":".join(plan["read"]), ":".join(plan["write"]))')
 raw_landlock="$landlock_lean $rules /bin/true"
-# The guarded launcher's pids cgroup: where vibesys (as root) makes its
-# own, a writable v1 pids hierarchy or the v2 root with pids enabled for
-# its children; "-" (no cgroup) otherwise.
-cg_parent=-
-if [ "$(id -u)" = 0 ]; then
-  if [ -w /sys/fs/cgroup/pids ] && [ -f /sys/fs/cgroup/pids/cgroup.procs ]; then
-    cg_parent=/sys/fs/cgroup/pids
-  elif grep -qw pids /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
-    cg_parent=/sys/fs/cgroup
-  fi
-fi
+# The guarded launcher's pids cgroup: the parent vibesys itself chose
+# (`doctor`'s processes check); "-" (none) where vibesys uses no cgroup.
+cg_parent=$("$vibesys" doctor --json 2>/dev/null | python3 -c '
+import json, re, sys
+checks = json.load(sys.stdin)["checks"]
+detail = next((c["detail"] for c in checks if c["name"] == "processes"), "")
+m = re.search(r"a pids cgroup v[12] per run below (\S+?)/?;", detail)
+print(m.group(1) if m else "-")') || cg_parent=-
 guarded_landlock="$landlock_lean --guarded $cg_parent $rules /bin/true"
 
 cmds=(lean-bwrap "$lean_line" raw-bwrap "$raw"

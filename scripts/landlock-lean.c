@@ -19,23 +19,31 @@
  * --guarded: the same, plus the run-time guarantees vibesys's Landlock
  * launch keeps, each in its leanest form, so that what they cost is
  * measured apart from vibesys itself:
- *   - a pids cgroup of the run below CGROUP_PARENT (pids.max 4096; "-"
- *     for none, e.g. when not root), joined by the command before exec
- *     (through v1's `tasks`, as vibesys does);
+ *   - a pids cgroup of the run below CGROUP_PARENT (pids.max 4096),
+ *     joined by the command before exec (through v1's `tasks`, as vibesys
+ *     does); with "-" (no cgroup) and not root, as vibesys bounds an
+ *     unprivileged caller: RLIMIT_NPROC 4096 in a user namespace of the
+ *     run's own;
  *   - the launcher stays the parent, a subreaper; when the command
- *     exits, everything left in the cgroup is killed, reaped, and the
- *     cgroup removed before the launcher returns;
- *   - a watchdog process beside it that kills the cgroup's processes if
- *     the launcher dies first (parent-death signal);
+ *     exits, everything left (in the cgroup, or reparented to it) is
+ *     killed and reaped, and the cgroup removed, before it returns;
+ *   - with a cgroup, a watchdog process beside it that kills the
+ *     cgroup's processes if the launcher dies first (parent-death
+ *     signal); without one, a killed launcher leaves the command's
+ *     descendants running (vibesys puts a supervisor process between
+ *     itself and the command for that: this peer leaves out that
+ *     process and its cost);
  *   - in the command's process: parent-death signal, a new session, every
  *     capability dropped (securebits locked, bounding set, ambient,
- *     effective, permitted, inheritable), no_new_privs, Landlock, and a
- *     seccomp program of vibesys's shape and length (architecture and x32
- *     checks; ptrace, process_vm_*, io_uring_*, keyctl, add_key,
- *     request_key, bpf and userfaultfd refused; TIOCSTI and TIOCLINUX
- *     refused; set-id mode bits refused in chmod, fchmod, fchmodat,
- *     mknod, mknodat and a creating openat; openat2 refused: 69
- *     instructions, against the 53 of vibesys's Landlock program).
+ *     effective, permitted, inheritable), no_new_privs, Landlock with
+ *     signals and abstract Unix sockets scoped to the sandbox (ABI 6), and
+ *     a seccomp program of vibesys's shape (architecture and x32 checks;
+ *     ptrace, process_vm_*, io_uring_*, keyctl, add_key, request_key, bpf
+ *     and userfaultfd refused; openat2 refused; socket(AF_UNIX) refused;
+ *     TIOCSTI and TIOCLINUX refused; set-id mode bits refused in chmod,
+ *     fchmod, fchmodat, mknod, mknodat and a creating openat: 74
+ *     instructions, against the 53 of vibesys's Landlock program, which
+ *     shares its blocks).
  * It reads no policy and looks up no host resources: that part of
  * vibesys's cost is what it leaves out. With READ and WRITE given as "-",
  * the command gets the supervision alone (cgroup, subreaper, watchdog,
@@ -58,6 +66,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -89,6 +99,10 @@ static int add_rules(int ruleset, char *list, uint64_t rights, uint64_t handled)
     return 0;
 }
 
+/* --guarded: the ruleset also scopes signals and abstract Unix sockets to
+ * the sandbox (ABI 6), as vibesys's does. */
+static int guarded_scopes;
+
 static int ruleset_for(char *read, char *write) {
     long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
     if (abi < 1) {
@@ -97,8 +111,16 @@ static int ruleset_for(char *read, char *write) {
     }
     /* ABI 1: bits 0-12; 2 adds refer (13); 3 truncate (14); 5 ioctl_dev (15). */
     int bits = abi >= 5 ? 16 : abi >= 3 ? 15 : abi >= 2 ? 14 : 13;
-    struct landlock_ruleset_attr attr = {.handled_access_fs = (1ULL << bits) - 1};
-    int ruleset = syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+    /* The ruleset attribute as of ABI 6 (older headers lack `scoped`). */
+    struct {
+        uint64_t handled_access_fs, handled_access_net, scoped;
+    } attr = {.handled_access_fs = (1ULL << bits) - 1};
+    size_t size = 8;
+    if (guarded_scopes && abi >= 6) {
+        attr.scoped = 3; /* abstract Unix sockets and signals */
+        size = sizeof attr;
+    }
+    int ruleset = syscall(SYS_landlock_create_ruleset, &attr, size, 0);
     if (ruleset < 0) {
         perror("landlock_create_ruleset");
         return -1;
@@ -146,6 +168,12 @@ static void build_program(void) {
     }
     emit((struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat2, 0, 1));
     emit((struct sock_filter)RET(SECCOMP_RET_ERRNO | ENOSYS));
+    /* socket(AF_UNIX, ...): no named socket outside is reachable. */
+    emit((struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 0, 4));
+    emit((struct sock_filter)LD_ARG(0));
+    emit((struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 1));
+    emit((struct sock_filter)RET(SECCOMP_RET_ERRNO | EACCES));
+    emit((struct sock_filter)RET(SECCOMP_RET_ALLOW));
     /* ioctl(fd, TIOCSTI | TIOCLINUX) */
     emit((struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_ioctl, 0, 5));
     emit((struct sock_filter)LD_ARG(1));
@@ -182,10 +210,12 @@ static int write_file(const char *path, const char *text) {
     return n < 0 ? -1 : 0;
 }
 
-/* Kills every process listed in the cgroup; returns how many were listed. */
-static int kill_cgroup(void) {
+/* Kills every process listed in the file at `path` (a cgroup's
+ * cgroup.procs, or the subreaper's own children); returns how many were
+ * listed. */
+static int kill_listed(const char *path) {
     char buf[8192];
-    int fd = open(cgroup_procs, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
     ssize_t n = read(fd, buf, sizeof buf - 1);
@@ -194,24 +224,46 @@ static int kill_cgroup(void) {
         return 0;
     buf[n] = 0;
     int listed = 0;
-    for (char *p = buf; *p;) {
-        long pid = strtol(p, &p, 10);
+    /* Pids separated by newlines (cgroup.procs) or spaces (children). */
+    for (char *p = buf, *end; *p; p = end) {
+        long pid = strtol(p, &end, 10);
+        if (end == p) {
+            end = p + 1;
+            continue;
+        }
         if (pid > 0) {
             kill((pid_t)pid, SIGKILL);
             listed++;
         }
-        while (*p == '\n')
-            p++;
     }
     return listed;
 }
 
 static void on_parent_death(int sig) {
     (void)sig;
-    while (kill_cgroup() > 0)
+    while (kill_listed(cgroup_procs) > 0)
         usleep(1000);
     rmdir(cgroup_dir);
     _exit(0);
+}
+
+/* Without a cgroup, as vibesys bounds an unprivileged caller: a user
+ * namespace of the run's own (the same ids mapped) and RLIMIT_NPROC,
+ * which the kernel counts per user namespace. */
+static int bound_by_user_namespace(void) {
+    char map[64];
+    uid_t uid = getuid();
+    gid_t gid = getgid();
+    if (unshare(CLONE_NEWUSER) != 0 || write_file("/proc/self/setgroups", "deny") != 0)
+        return -1;
+    snprintf(map, sizeof map, "%u %u 1", (unsigned)uid, (unsigned)uid);
+    if (write_file("/proc/self/uid_map", map) != 0)
+        return -1;
+    snprintf(map, sizeof map, "%u %u 1", (unsigned)gid, (unsigned)gid);
+    if (write_file("/proc/self/gid_map", map) != 0)
+        return -1;
+    struct rlimit limit = {4096, 4096};
+    return setrlimit(RLIMIT_NPROC, &limit);
 }
 
 static int guarded(char *parent, char *read, char *write, char **argv) {
@@ -234,6 +286,7 @@ static int guarded(char *parent, char *read, char *write, char **argv) {
             memcpy(cgroup_join, cgroup_procs, sizeof cgroup_procs);
     }
     int confine = strcmp(read, "-") != 0 || strcmp(write, "-") != 0;
+    guarded_scopes = 1;
     int ruleset = confine ? ruleset_for(read, write) : -1;
     if (confine && ruleset < 0)
         return 125;
@@ -262,6 +315,8 @@ static int guarded(char *parent, char *read, char *write, char **argv) {
         if (getppid() != me)
             _exit(125);
         setsid();
+        if (!use_cgroup && getuid() != 0 && bound_by_user_namespace() != 0)
+            _exit(125);
         if (!confine) {
             execvp(argv[0], argv);
             _exit(127);
@@ -292,15 +347,21 @@ static int guarded(char *parent, char *read, char *write, char **argv) {
     if (child > 0 && waitpid(child, &status, 0) == child)
         code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     /* Nothing the command left behind outlives the run. */
-    if (use_cgroup)
-        while (kill_cgroup() > 0)
+    if (use_cgroup) {
+        /* Until the cgroup is empty (a process leaves it as it exits),
+         * then the watchdog; then every zombie is reaped. */
+        while (kill_listed(cgroup_procs) > 0)
             sched_yield();
-    for (pid_t reaped; (reaped = waitpid(-1, NULL, WNOHANG)) > 0;)
-        if (reaped == watchdog)
-            watchdog = -1;
-    if (watchdog > 0) {
-        kill(watchdog, SIGKILL);
-        waitpid(watchdog, NULL, 0);
+        if (watchdog > 0)
+            kill(watchdog, SIGKILL);
+        while (waitpid(-1, NULL, 0) > 0)
+            ;
+    } else {
+        /* No cgroup (and no watchdog): what the command left behind is
+         * reparented to this subreaper; kill and reap until none is left. */
+        while (kill_listed("/proc/thread-self/children") > 0)
+            while (waitpid(-1, NULL, 0) > 0)
+                ;
     }
     if (use_cgroup)
         while (rmdir(cgroup_dir) != 0 && errno == EBUSY)
