@@ -198,12 +198,20 @@ fn keep_head(head: &mut Vec<u8>, chunk: &[u8]) {
 /// missing program becomes 127, as `docker run` maps it and as the host
 /// backends report it. Only the command's own status is at stake: a
 /// command that prints that message and exits 126 gets 127.
+///
+/// Only the runtime's message about the program (`exec: "NAME": ...`)
+/// counts: an exec into a container whose main process just ended fails
+/// with "no such file or directory" about the container's namespaces,
+/// and that 126 must stay, so the caller asks why the container ended.
 fn start_failure_status(code: i32, head: &[u8]) -> i32 {
     const NOT_FOUND: [&str; 2] = ["executable file not found", "no such file or directory"];
     let text = String::from_utf8_lossy(head);
+    let about_the_program = text
+        .split_once("unable to start container process: exec: \"")
+        .is_some_and(|(_, rest)| NOT_FOUND.iter().any(|n| rest.contains(n)));
     if code == crate::exit_codes::EXIT_CANNOT_EXECUTE
         && text.starts_with("OCI runtime exec failed")
-        && NOT_FOUND.iter().any(|n| text.contains(n))
+        && about_the_program
     {
         crate::exit_codes::EXIT_NOT_FOUND
     } else {
@@ -223,6 +231,10 @@ mod tests {
         assert_eq!(start_failure_status(126, missing), 127);
         assert_eq!(start_failure_status(126, not_in_path), 127);
         assert_eq!(start_failure_status(126, denied), 126);
+        // The container's main process ended between its start and the
+        // exec: that is not a missing program (CI saw this race).
+        let container_gone = b"OCI runtime exec failed: exec failed: unable to create new parent process: namespace path: lstat /proc/31985/ns/ipc: no such file or directory: unknown";
+        assert_eq!(start_failure_status(126, container_gone), 126);
         // The command's own 126, and any other status, stand.
         assert_eq!(start_failure_status(126, b"no such file or directory"), 126);
         assert_eq!(start_failure_status(1, missing), 1);
