@@ -83,7 +83,15 @@ fi
 interleave="$target_dir/interleave"
 cc -O2 -o "$interleave" "$root/scripts/interleave.c"
 landlock_lean="$target_dir/landlock-lean"
-cc -O2 -o "$landlock_lean" "$root/scripts/landlock-lean.c"
+# Static-pie, as vibesys ships (no dynamic loader on each launch, and
+# ASLR kept): the leanest build of the peer. A C library without a static
+# archive (no libc.a) falls back to a dynamic build, said here.
+landlock_link=static-pie
+if ! cc -O2 -fPIE -static-pie -o "$landlock_lean" "$root/scripts/landlock-lean.c" 2>/dev/null; then
+  landlock_link=dynamic
+  echo "bench-confine: no static C library here: the C launchers are dynamic (they pay the loader)" >&2
+  cc -O2 -o "$landlock_lean" "$root/scripts/landlock-lean.c"
+fi
 
 # Scratch space outside /tmp (Landlock refuses projects below /tmp): the
 # binaries as copies, and a sample project.
@@ -204,6 +212,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   cmds+=(setpriv-landlock "$(command -v setpriv) --reuid=nobody --regid=nogroup --clear-groups -- $vibesys exec --project $uproj --confine landlock -- /bin/true")
 fi
 echo "bench-confine: $runs interleaved rounds, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "bench-confine: the C launchers (lean-, raw-, guarded-) are built $landlock_link" >&2
 results=$("$interleave" "$runs" 20 "${cmds[@]}")
 python3 - "$results" <<'PY'
 import sys
