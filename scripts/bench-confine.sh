@@ -21,7 +21,8 @@
 # program, no process limit and no supervisor: that is vibesys's cost.
 # `raw-bwrap` is vibesys's own plan typed by hand (the earlier baseline).
 # The Landlock peer (`lean-landlock`) is scripts/landlock-lean.c, compiled
-# here static-pie (as vibesys ships; dynamic where no libc.a exists): what small Landlock launchers do and no more (one ruleset handling
+# here static-pie (as vibesys ships; dynamic where no libc.a exists):
+# what small Landlock launchers do and no more (one ruleset handling
 # every file-system right of the kernel's ABI, read and execute on /usr,
 # /etc, /opt, /proc and /dev, everything on the project, the temporary
 # trees and the writable devices; no_new_privs, a new session, execvp in
