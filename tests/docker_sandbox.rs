@@ -501,3 +501,42 @@ fn a_dynamic_command_server_is_refused_before_anything_starts() {
     assert!(err.contains("dynamically linked"), "{err}");
     assert!(containers_of_run(&o.run_id).is_empty());
 }
+
+/// The run's container ends (its main process killed, as the OOM killer
+/// or an operator might) while a framework command runs through the
+/// Engine's exec API. Whichever way the race goes (the exec refused, the
+/// runtime unable to enter the dying container, the command killed with
+/// it), the command fails naming the container's end and its exit code,
+/// never with a status or runtime message passed off as its own.
+#[test]
+fn a_container_that_ends_under_a_command_is_named_not_its_status() {
+    let img = TestImage::new();
+    let ws = workspace();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    for delay_ms in [0u64, 10, 40, 150] {
+        let o = options_engine_exec(&img);
+        let sandbox = DockerSandbox::start(&policy(&root), &o).unwrap();
+        let id = sandbox.container_id().to_owned();
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(delay_ms));
+            std::process::Command::new("docker")
+                .args(["kill", &id])
+                .output()
+                .unwrap()
+        });
+        let result = sandbox.run(
+            &CommandSpec::new(["/bin/sh", "-c", "sleep 30"], &root)
+                .timeout(Duration::from_secs(60)),
+        );
+        let killed = killer.join().unwrap();
+        assert!(killed.status.success(), "docker kill: {killed:?}");
+        let err = match result {
+            Ok(r) => panic!("{delay_ms} ms: the command got a result of its own: {r:?}"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            err.contains("ended while the command ran (exit code 137)"),
+            "{delay_ms} ms: {err}"
+        );
+    }
+}

@@ -35,6 +35,29 @@ impl CommandRunner for DockerSandbox {
     }
 }
 
+impl DockerSandbox {
+    /// The error of a command that the container's end stopped: why it
+    /// ended (its exit code and output).
+    async fn ended(&self, operation: &'static str) -> RunnerError {
+        let why = match self.exited_async().await {
+            super::DockerError::ExitedAtStart {
+                container,
+                exit_code,
+                output,
+            } => super::DockerError::EndedDuringCommand {
+                container,
+                exit_code,
+                output,
+            },
+            other => other,
+        };
+        RunnerError::Os {
+            operation,
+            source: io::Error::other(why.to_string()),
+        }
+    }
+}
+
 fn utf8_cwd(command: &CommandSpec) -> Result<String, RunnerError> {
     command
         .cwd
@@ -119,10 +142,7 @@ impl DockerSandbox {
             // output).
             Err(e) if self.dying().await => {
                 tracing::debug!("docker exec create: {e}");
-                return Err(RunnerError::Os {
-                    operation: "docker exec create",
-                    source: io::Error::other(self.exited_async().await.to_string()),
-                });
+                return Err(self.ended("docker exec create").await);
             }
             Err(e) => return Err(runner_engine("docker exec create", e)),
         };
@@ -135,8 +155,15 @@ impl DockerSandbox {
                     output_capacity: Some(64 * 1024),
                 }),
             )
-            .await
-            .map_err(|e| runner_engine("docker exec start", e))?;
+            .await;
+        let started_exec = match started_exec {
+            Ok(started) => started,
+            Err(e) if self.dying().await => {
+                tracing::debug!("docker exec start: {e}");
+                return Err(self.ended("docker exec start").await);
+            }
+            Err(e) => return Err(runner_engine("docker exec start", e)),
+        };
         let StartExecResults::Attached {
             mut output,
             mut input,
@@ -234,6 +261,13 @@ impl DockerSandbox {
             let signal = (129..=159).contains(&code).then_some(code - 128);
             (code, signal)
         };
+        // An exec that the container's death killed (137) or that the
+        // runtime could not start in a dying container (126): say why the
+        // container ended, as `attach` does, not the runtime's message as
+        // the command's output.
+        if !timed_out && !cancelled && matches!(exit_code, 126 | 137) && self.dying().await {
+            return Err(self.ended("docker exec").await);
+        }
         Ok(CommandResult {
             exit_code,
             signal,

@@ -65,6 +65,22 @@ pub enum DockerError {
         /// The end of what it printed.
         output: String,
     },
+    /// The run's container ended while one of the framework's commands ran
+    /// in it (killed, out of memory, its command server gone): that
+    /// command has no result of its own.
+    #[error(
+        "the run's container {container} ended while the command ran ({}){}; the command has no result",
+        exit_code.map_or_else(|| "exit code unknown".to_owned(), |c| format!("exit code {c}")),
+        if output.is_empty() { String::new() } else { format!(", after printing: {output}") }
+    )]
+    EndedDuringCommand {
+        /// The container ID.
+        container: String,
+        /// Its main process's exit code, when the Engine reported it.
+        exit_code: Option<i64>,
+        /// The end of what it printed.
+        output: String,
+    },
     /// The pinned image is not in the Engine.
     #[error(
         "image {image} is not loaded: expected {expected}, found {found}; load it with `vibesys image load ARCHIVE`"
