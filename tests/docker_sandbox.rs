@@ -538,5 +538,7 @@ fn a_container_that_ends_under_a_command_is_named_not_its_status() {
             err.contains("ended while the command ran (exit code 137)"),
             "{delay_ms} ms: {err}"
         );
+        drop(sandbox);
+        assert!(containers_of_run(&o.run_id).is_empty(), "nothing is left");
     }
 }

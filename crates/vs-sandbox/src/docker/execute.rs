@@ -13,6 +13,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::runner::{CommandResult, CommandRunner, CommandSpec, HeadTail, RunnerError};
 
+use super::EndPhase;
 use super::argv::to_strings;
 use super::procs;
 use super::sandbox::DockerSandbox;
@@ -36,24 +37,22 @@ impl CommandRunner for DockerSandbox {
 }
 
 impl DockerSandbox {
-    /// The error of a command that the container's end stopped: why it
-    /// ended (its exit code and output).
+    /// The error of an Engine call on an exec: why the container ended,
+    /// when it did (its exit code and output); else the Engine's error.
+    async fn exec_failed(&self, operation: &'static str, e: bollard::errors::Error) -> RunnerError {
+        if self.ended_under_exec(None).await {
+            tracing::debug!("{operation}: {e}");
+            self.ended(operation).await
+        } else {
+            runner_engine(operation, e)
+        }
+    }
+
+    /// The error of a command that the container's end stopped.
     async fn ended(&self, operation: &'static str) -> RunnerError {
-        let why = match self.exited_async().await {
-            super::DockerError::ExitedAtStart {
-                container,
-                exit_code,
-                output,
-            } => super::DockerError::EndedDuringCommand {
-                container,
-                exit_code,
-                output,
-            },
-            other => other,
-        };
         RunnerError::Os {
             operation,
-            source: io::Error::other(why.to_string()),
+            source: io::Error::other(self.exited_async(EndPhase::Command).await.to_string()),
         }
     }
 }
@@ -138,13 +137,7 @@ impl DockerSandbox {
             .await;
         let exec = match created {
             Ok(exec) => exec,
-            // The container is gone or stopped: say why (its exit code and
-            // output).
-            Err(e) if self.dying().await => {
-                tracing::debug!("docker exec create: {e}");
-                return Err(self.ended("docker exec create").await);
-            }
-            Err(e) => return Err(runner_engine("docker exec create", e)),
+            Err(e) => return Err(self.exec_failed("docker exec create", e).await),
         };
         let started_exec = docker
             .start_exec(
@@ -158,11 +151,7 @@ impl DockerSandbox {
             .await;
         let started_exec = match started_exec {
             Ok(started) => started,
-            Err(e) if self.dying().await => {
-                tracing::debug!("docker exec start: {e}");
-                return Err(self.ended("docker exec start").await);
-            }
-            Err(e) => return Err(runner_engine("docker exec start", e)),
+            Err(e) => return Err(self.exec_failed("docker exec start", e).await),
         };
         let StartExecResults::Attached {
             mut output,
@@ -261,11 +250,9 @@ impl DockerSandbox {
             let signal = (129..=159).contains(&code).then_some(code - 128);
             (code, signal)
         };
-        // An exec that the container's death killed (137) or that the
-        // runtime could not start in a dying container (126): say why the
-        // container ended, as `attach` does, not the runtime's message as
-        // the command's output.
-        if !timed_out && !cancelled && matches!(exit_code, 126 | 137) && self.dying().await {
+        // Not the runtime's message or the kill passed off as the
+        // command's own result: why the container ended, as `attach` says.
+        if !timed_out && !cancelled && self.ended_under_exec(Some(exit_code)).await {
             return Err(self.ended("docker exec").await);
         }
         Ok(CommandResult {

@@ -281,7 +281,7 @@ pub(super) async fn start_container(
                     .stdin(true)
                     // Also without the command server: what the main
                     // process prints before it exits at start is read
-                    // back for the error (see `exited_at_start`).
+                    // back for the error (see `container_ended`).
                     .stdout(true)
                     .stderr(true)
                     .build(),
@@ -376,10 +376,11 @@ fn printable(text: &str) -> String {
         .collect()
 }
 
-/// The error for a container whose main process ended at start (a broken
+/// The error for a container whose main process ended (at start: a broken
 /// image, a missing shell): its exit code and the end of what it printed.
-pub(super) async fn exited_at_start(
+pub(super) async fn container_ended(
     container: &str,
+    phase: super::EndPhase,
     exit: ExitWatch,
     output: Option<Output>,
 ) -> DockerError {
@@ -405,8 +406,9 @@ pub(super) async fn exited_at_start(
     };
     let printed = printed.unwrap_or_default();
     let tail = &printed[printed.len().saturating_sub(EXIT_OUTPUT_KEEP)..];
-    DockerError::ExitedAtStart {
+    DockerError::ContainerEnded {
         container: container.to_owned(),
+        phase,
         exit_code,
         output: printable(&String::from_utf8_lossy(tail)),
     }

@@ -40,6 +40,35 @@ pub use sandbox::DockerSandbox;
 pub use server::serve as serve_commands;
 pub use static_elf::{StaticElfError, check_static_executable};
 
+/// When the run's container ended, as [`DockerError::ContainerEnded`]
+/// says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndPhase {
+    /// While it started or ran its first, attached command: the image
+    /// is the likely cause.
+    Start,
+    /// While a framework command ran in it through `execute`.
+    Command,
+}
+
+impl EndPhase {
+    fn what(self) -> &'static str {
+        match self {
+            Self::Start => "exited at start",
+            Self::Command => "ended while the command ran",
+        }
+    }
+
+    fn advice(self) -> &'static str {
+        match self {
+            Self::Start => {
+                "check that the image has /bin/sh (and the command server, when used) and that it starts"
+            }
+            Self::Command => "the command has no result",
+        }
+    }
+}
+
 /// Why the Docker backend failed.
 #[derive(Debug, thiserror::Error)]
 pub enum DockerError {
@@ -51,31 +80,21 @@ pub enum DockerError {
         /// The Engine's (or the client's) message.
         message: String,
     },
-    /// The run's container ended right after it started.
+    /// The run's container's main process ended: right after it started
+    /// (a broken image), or while one of the framework's commands ran in
+    /// it (killed, out of memory), which then has no result of its own.
     #[error(
-        "the run's container {container} exited at start ({}){}; check that the image has /bin/sh (and the command server, when used) and that it starts",
+        "the run's container {container} {} ({}){}; {}",
+        phase.what(),
         exit_code.map_or_else(|| "exit code unknown".to_owned(), |c| format!("exit code {c}")),
-        if output.is_empty() { String::new() } else { format!(", after printing: {output}") }
+        if output.is_empty() { String::new() } else { format!(", after printing: {output}") },
+        phase.advice()
     )]
-    ExitedAtStart {
+    ContainerEnded {
         /// The container ID.
         container: String,
-        /// Its main process's exit code, when the Engine reported it.
-        exit_code: Option<i64>,
-        /// The end of what it printed.
-        output: String,
-    },
-    /// The run's container ended while one of the framework's commands ran
-    /// in it (killed, out of memory, its command server gone): that
-    /// command has no result of its own.
-    #[error(
-        "the run's container {container} ended while the command ran ({}){}; the command has no result",
-        exit_code.map_or_else(|| "exit code unknown".to_owned(), |c| format!("exit code {c}")),
-        if output.is_empty() { String::new() } else { format!(", after printing: {output}") }
-    )]
-    EndedDuringCommand {
-        /// The container ID.
-        container: String,
+        /// When it ended.
+        phase: EndPhase,
         /// Its main process's exit code, when the Engine reported it.
         exit_code: Option<i64>,
         /// The end of what it printed.

@@ -15,16 +15,16 @@ use crate::error::SandboxError;
 use crate::policy::ResolvedPolicy;
 use crate::runner::{CommandResult, CommandRunner, CommandSpec, DEFAULT_OUTPUT_CAP};
 
-use super::DockerError;
 use super::argv::to_strings;
 use super::channel::{Channel, READY_TIMEOUT};
 use super::engine::{Engine, engine_err, is_not_found};
 use super::lifecycle::{
-    ExitWatch, Lifeline, exited_at_start, prepare_masks, remove_orphan_masks,
+    ExitWatch, Lifeline, container_ended, prepare_masks, remove_orphan_masks,
     remove_run_containers, start_container,
 };
 use super::plan::{DockerOptions, DockerPlan, docker_report, valid_run_id};
 use super::procs;
+use super::{DockerError, EndPhase};
 
 /// What holds the container alive: the bare lifeline, or the command
 /// server's channel over that same connection.
@@ -145,7 +145,12 @@ impl DockerSandbox {
             }
         };
         if pid <= 0 {
-            let err = engine.block_on(exited_at_start(&container_id, exit, Some(lifeline.output)));
+            let err = engine.block_on(container_ended(
+                &container_id,
+                EndPhase::Start,
+                exit,
+                Some(lifeline.output),
+            ));
             let _ = engine.block_on(engine.docker().remove_container(
                 &container_id,
                 Some(RemoveContainerOptionsBuilder::new().force(true).build()),
@@ -273,15 +278,12 @@ impl DockerSandbox {
             argv: to_strings(argv).map_err(SandboxError::from)?,
         };
         let result = super::attach::attach_with(&self.engine, &request);
-        // An exec into a container that just died fails, reports 126
-        // ("cannot exec in a stopped state") or 137 (killed with it): name
-        // why it died instead. Other statuses return at once.
-        let suspect = match &result {
-            Err(_) => true,
-            Ok(code) => matches!(*code, 126 | 137),
-        };
-        if suspect && self.engine.block_on(self.dying()) {
-            return Err(self.engine.block_on(self.exited_async()).into());
+        let status = result.as_ref().ok().copied();
+        if self.engine.block_on(self.ended_under_exec(status)) {
+            return Err(self
+                .engine
+                .block_on(self.exited_async(EndPhase::Start))
+                .into());
         }
         result
     }
@@ -291,10 +293,22 @@ impl DockerSandbox {
     fn ended_or(&self, err: SandboxError) -> SandboxError {
         if self.engine.block_on(self.dying()) {
             tracing::debug!("{err}");
-            self.engine.block_on(self.exited_async()).into()
+            self.engine
+                .block_on(self.exited_async(EndPhase::Start))
+                .into()
         } else {
             err
         }
+    }
+
+    /// Whether an exec ended as one does when the container dies under
+    /// it, and the container has indeed ended (or ends in a moment): then
+    /// the caller says why it ended instead. `status` is `None` when the
+    /// exec failed; 126 is the runtime unable to enter the dying container
+    /// ("cannot exec in a stopped state", "read init-p: connection reset"),
+    /// 137 the command killed with it. Other statuses return at once.
+    pub(super) async fn ended_under_exec(&self, status: Option<i32>) -> bool {
+        status.is_none_or(|code| matches!(code, 126 | 137)) && self.dying().await
     }
 
     /// After a failed exec: whether the container is no longer running, or
@@ -346,7 +360,7 @@ impl DockerSandbox {
 
     /// Why the container is gone (its main process ended): its exit code and
     /// the end of its output.
-    pub(super) async fn exited_async(&self) -> DockerError {
+    pub(super) async fn exited_async(&self, phase: EndPhase) -> DockerError {
         let exit = self
             .exit
             .lock()
@@ -365,9 +379,10 @@ impl DockerSandbox {
             }
         };
         match exit {
-            Some(exit) => exited_at_start(&self.container_id, exit, output).await,
-            None => DockerError::ExitedAtStart {
+            Some(exit) => container_ended(&self.container_id, phase, exit, output).await,
+            None => DockerError::ContainerEnded {
                 container: self.container_id.clone(),
+                phase,
                 exit_code: None,
                 output: String::new(),
             },
