@@ -187,6 +187,12 @@ checks = json.load(sys.stdin)["checks"]
 detail = next((c["detail"] for c in checks if c["name"] == "processes"), "")
 m = re.search(r"a pids cgroup v[12] per run below (\S+?)/?;", detail)
 print(m.group(1) if m else "-")') || cg_parent=-
+# doctor's wording is prose: say what was read, so that a changed wording
+# (read as "no cgroup") cannot pass unnoticed as a cheaper peer.
+echo "bench-confine: the guarded launcher's pids cgroup parent, from vibesys doctor: $cg_parent" >&2
+if [ "$cg_parent" = - ] && [ "$(id -u)" = 0 ]; then
+  echo "bench-confine: warning: as root vibesys usually bounds processes with a pids cgroup; doctor's processes check named none" >&2
+fi
 guarded_landlock="$landlock_lean --guarded $cg_parent $rules /bin/true"
 
 cmds=(lean-bwrap "$lean_line" raw-bwrap "$raw"
