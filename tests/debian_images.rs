@@ -72,7 +72,7 @@ fn check_against_the_committed_lock(dir: &Path, fresh: &vs_image::Lock, archives
                     reason: format!("{name}: a manifest digest is missing"),
                 });
             }
-            c.pin(name).check(&found)
+            c.pin(name).check(&found).map_err(Into::into)
         });
         if let Err(e) = checked {
             differences.push(e.to_string());

@@ -1,15 +1,18 @@
 //! Loading an image archive into the Docker Engine (no registry, no
-//! `docker` CLI) and checking what the Engine then holds against
-//! `images/images.lock`.
+//! `docker` CLI) and checking what the Engine then holds against the
+//! image's pin.
 //!
-//! Order: read the archive's own metadata (config and manifest digests,
-//! diff_ids) and compare it with the lock, refusing a mismatch before
-//! anything is uploaded; if the Engine already holds the pinned image
+//! Order: the caller has read the archive's own metadata (config and
+//! manifest digests, diff_ids) and compared it with `images/images.lock`,
+//! refusing a mismatch before anything is uploaded (`vibesys image load`:
+//! vs-image's `inspect` and `Lock::check_report`; the image reader is not a
+//! dependency of this crate). If the Engine already holds the pinned image
 //! (checked by ID and layers) it is a no-op; otherwise the archive is
 //! streamed in 1 MiB chunks (memory stays flat whatever its size) and the
-//! image the Engine reports is checked again: its ID must be the pinned
-//! config digest (classic store) or manifest digest (containerd store) and
-//! its `RootFS.Layers` the pinned diff_ids ([`vs_image::Pin::check`]).
+//! image the Engine reports is checked again, whatever the caller checked:
+//! its ID must be the pinned config digest (classic store) or manifest
+//! digest (containerd store) and its `RootFS.Layers` the pinned diff_ids
+//! ([`vs_pin::Pin::check`]).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -20,7 +23,7 @@ use bollard::query_parameters::{
 use bytes::Bytes;
 use futures_util::StreamExt;
 use serde::Serialize;
-use vs_image::{Digest, IdKind, Lock};
+use vs_pin::{Digest, IdKind};
 
 use crate::error::SandboxError;
 
@@ -43,44 +46,23 @@ pub struct LoadReport {
     pub bytes: u64,
 }
 
-/// Loads the archive at `path` into the Engine after checking it against
-/// the lock at `lock_path`; see the module docs.
-pub fn load(path: &Path, lock_path: &Path) -> Result<LoadReport, SandboxError> {
-    let report = vs_image::inspect(path, false).map_err(|e| DockerError::Archive {
-        path: path.to_owned(),
-        source: Box::new(e),
-    })?;
+/// Loads the archive at `path`, an image the caller checked against
+/// `pin` (see the module docs), and tags it `pin.name:tag`.
+pub fn load(path: &Path, pin: &ImagePin, tag: &str) -> Result<LoadReport, SandboxError> {
     if !path.is_file() {
         return Err(DockerError::NotAnArchive {
             path: path.to_owned(),
         }
         .into());
     }
-    let pin_err = |e| DockerError::Lock {
-        source: Box::new(e),
-    };
-    let lock = Lock::load(lock_path).map_err(pin_err)?;
-    lock.check_report(&report, lock_path).map_err(pin_err)?;
-    // `check_report` refuses an image without a name.
-    let Some(name) = report.name.clone() else {
-        return Err(DockerError::Archive {
-            path: path.to_owned(),
-            source: Box::new(vs_image::Error::Malformed {
-                path: path.to_owned(),
-                reason: "the archive names no image".to_owned(),
-            }),
-        }
-        .into());
-    };
-    let tag = report.tag.clone().unwrap_or_else(|| "latest".to_owned());
-    let pin = ImagePin::from_locked(&name, lock.image(&name, lock_path).map_err(pin_err)?);
+    let name = pin.name.clone();
     let engine = Engine::connect()?;
     // The pinned image present in the Engine (tagged), as a report.
     let settle = |loaded: bool, bytes: u64| -> Result<Option<LoadReport>, SandboxError> {
-        let Some((id, id_kind)) = engine.find_pinned(&pin)? else {
+        let Some((id, id_kind)) = engine.find_pinned(pin)? else {
             return Ok(None);
         };
-        ensure_tag(&engine, &id, &name, &tag);
+        ensure_tag(&engine, &id, &name, tag);
         Ok(Some(LoadReport {
             image: name.clone(),
             id,
