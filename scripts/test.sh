@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every check CI runs: installs what the tests need, then cargo fmt
-# --check, clippy with -D warnings, and the whole test suite (real bwrap,
+# --check, clippy with -D warnings (for Linux, and for macOS the crates
+# scripts/check-macos.sh names), and the whole test suite (real bwrap,
 # Landlock, Docker, skopeo, umoci, Podman, Charliecloud, Nix; nothing
 # mocked, nothing skipped: a test whose tool is missing fails and names
 # what to install).
@@ -9,6 +10,9 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+# The macOS code (Seatbelt) type-checked for aarch64-apple-darwin; installs
+# the target's standard library when missing.
+scripts/check-macos.sh
 # The slurm run environment's tests use a real single-node Slurm.
 scripts/slurm-up.sh
 trap scripts/slurm-down.sh EXIT
