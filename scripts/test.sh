@@ -24,7 +24,15 @@ status=0
 # builds a package's bin only for that package's own integration tests):
 # build every binary first, so the tests run the binary of this checkout.
 cargo build --workspace --bins
+# The images the Docker Engine holds before the suite must all be there,
+# under the same tags, after it: tests load images under names of their own
+# or put back what they replaced (scripts/engine-images.sh).
+images_before=target/engine-images-before.txt
+scripts/engine-images.sh snapshot "$images_before"
 cargo test --workspace --no-fail-fast 2>&1 | tee "$log" || status=$?
+images_status=0
+scripts/engine-images.sh compare "$images_before" || images_status=$?
+[ "$images_status" -eq 0 ] || status=$images_status
 # One closing line for the whole suite (cargo's last line is a crate's
 # doc-tests, often "0 passed"): the sums over every test binary.
 # Every fuzz target builds and runs on its seed corpus for a short smoke

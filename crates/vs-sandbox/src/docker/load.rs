@@ -12,13 +12,18 @@
 //! image the Engine reports is checked again, whatever the caller checked:
 //! its ID must be the pinned config digest (classic store) or manifest
 //! digest (containerd store) and its `RootFS.Layers` the pinned diff_ids
-//! ([`vs_pin::Pin::check`]).
+//! ([`vs_pin::Pin::check`]). A refused image is removed only when the
+//! Engine did not hold it before the upload, and a tag the upload moved
+//! off another image is put back: a failed load changes nothing the
+//! operator had.
 
+use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use bollard::query_parameters::{
-    ImportImageOptionsBuilder, RemoveImageOptionsBuilder, TagImageOptionsBuilder,
+    ImportImageOptionsBuilder, ListImagesOptionsBuilder, RemoveImageOptionsBuilder,
+    TagImageOptionsBuilder,
 };
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -28,7 +33,7 @@ use vs_pin::{Digest, IdKind};
 use crate::error::SandboxError;
 
 use super::DockerError;
-use super::engine::{Engine, found_image};
+use super::engine::{Engine, engine_err, found_image};
 use super::plan::ImagePin;
 
 /// What [`load`] did (`vibesys image load --json` prints it).
@@ -74,6 +79,9 @@ pub fn load(path: &Path, pin: &ImagePin, tag: &str) -> Result<LoadReport, Sandbo
     if let Some(done) = settle(false, 0)? {
         return Ok(done);
     }
+    // What the Engine held before: a refused load removes only what it
+    // added, and puts back the tags it moved.
+    let before = engine.block_on(image_index(&engine))?;
     let (bytes, loaded_refs) = engine.block_on(stream_archive(&engine, path))?;
     // What did the Engine load? Prefer the pinned IDs; fall back to the
     // references it reported, so a mismatch names what was found.
@@ -85,11 +93,19 @@ pub fn load(path: &Path, pin: &ImagePin, tag: &str) -> Result<LoadReport, Sandbo
             continue;
         };
         let found = found_image(&img)?;
-        // Refuse (and name both digests); leave nothing unpinned behind.
+        // Refuse (and name both digests); leave nothing unpinned behind,
+        // and nothing the Engine held before changed.
         let refused = pin.pin().check(&found).err();
-        if let Some(id) = &img.id {
+        if let Some(id) = img.id.as_ref().filter(|id| !before.ids.contains(*id)) {
             let opts = RemoveImageOptionsBuilder::new().force(true).build();
             let _ = engine.block_on(engine.docker().remove_image(id, Some(opts), None));
+        }
+        if let Some(old) = before.tags.get(r.as_str())
+            && img.id.as_ref() != Some(old)
+            && let Some((repo, tag)) = split_reference(r)
+        {
+            let opts = TagImageOptionsBuilder::new().repo(repo).tag(tag).build();
+            let _ = engine.block_on(engine.docker().tag_image(old, Some(opts)));
         }
         if let Some(e) = refused {
             return Err(DockerError::ImageMismatch {
@@ -104,6 +120,42 @@ pub fn load(path: &Path, pin: &ImagePin, tag: &str) -> Result<LoadReport, Sandbo
         reported: loaded_refs.join(", "),
     }
     .into())
+}
+
+/// The Engine's images: every ID, and each `repository:tag` with its ID.
+struct ImageIndex {
+    ids: HashSet<String>,
+    tags: HashMap<String, String>,
+}
+
+async fn image_index(engine: &Engine) -> Result<ImageIndex, SandboxError> {
+    let opts = ListImagesOptionsBuilder::new().all(true).build();
+    let images = engine
+        .docker()
+        .list_images(Some(opts))
+        .await
+        .map_err(|e| engine_err("list images", e))?;
+    let mut index = ImageIndex {
+        ids: HashSet::new(),
+        tags: HashMap::new(),
+    };
+    for img in images {
+        for t in &img.repo_tags {
+            if !t.contains("<none>") {
+                index.tags.insert(t.clone(), img.id.clone());
+            }
+        }
+        index.ids.insert(img.id);
+    }
+    Ok(index)
+}
+
+/// `repository:tag` split at the tag's colon (a registry's port is part of
+/// the repository); `None` for an ID or a reference without a tag.
+fn split_reference(r: &str) -> Option<(&str, &str)> {
+    let (repo, tag) = r.rsplit_once(':')?;
+    (!repo.is_empty() && !tag.is_empty() && !tag.contains('/') && !r.starts_with("sha256:"))
+        .then_some((repo, tag))
 }
 
 /// Tags the image `id` as `name:tag` (best effort: the image is used by
@@ -172,4 +224,25 @@ async fn stream_archive(engine: &Engine, path: &Path) -> Result<(u64, Vec<String
     }
     let total = reader.join().unwrap_or(0);
     Ok((total, refs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_reference;
+
+    #[test]
+    fn references_split_at_the_tag() {
+        assert_eq!(
+            split_reference("vibesys-editor:latest"),
+            Some(("vibesys-editor", "latest"))
+        );
+        assert_eq!(
+            split_reference("localhost:5000/a/b:v1"),
+            Some(("localhost:5000/a/b", "v1"))
+        );
+        assert_eq!(split_reference("localhost:5000/a/b"), None);
+        assert_eq!(split_reference("sha256:0123abcd"), None);
+        assert_eq!(split_reference("name"), None);
+        assert_eq!(split_reference(":x"), None);
+    }
 }
