@@ -146,6 +146,47 @@ fn a_refused_load_leaves_the_images_the_engine_held() {
     assert_eq!(engine_id(&pinned.config_digest), None);
 }
 
+/// The guard of the tests that load images they did not name
+/// (`tests/common/engine_images.rs`): an image the Engine held before stays
+/// with its tags; one the test added goes.
+#[test]
+fn the_test_guard_keeps_what_the_engine_held() {
+    use docker_support::common::engine_images::EngineImages;
+    let held = TestImage::new();
+    let added = TestImage::build(false);
+    let held_ref = format!("{}:{}", held.name, held.pin().tag);
+    let added_ref = format!("{}:{}", added.name, added.pin().tag);
+    let guard = EngineImages::before_loading([
+        held_ref.clone(),
+        held.config_digest.clone(),
+        added_ref.clone(),
+    ]);
+    assert!(guard.held_before(&held.config_digest));
+    assert!(!guard.held_before(&added.config_digest));
+    // The test loads both again and moves the held image's tag.
+    ok(held.load_cmd().output().unwrap());
+    ok(added.load_cmd().output().unwrap());
+    ok(Command::new("docker")
+        .args(["tag", &added.config_digest, &held_ref])
+        .output()
+        .unwrap());
+    drop(guard);
+    assert_eq!(
+        engine_id(&held.config_digest).as_deref(),
+        Some(held.config_digest.as_str())
+    );
+    assert_eq!(
+        engine_id(&held_ref).as_deref(),
+        Some(held.config_digest.as_str()),
+        "the moved tag was not put back"
+    );
+    assert_eq!(
+        engine_id(&added.config_digest),
+        None,
+        "the added image stayed"
+    );
+}
+
 /// A broken image: its /bin/sh prints a message and exits 3, at once or
 /// while the first command runs, so the run's container ends right after
 /// it starts. The error names that, the exit code and the output (not a
