@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every check CI runs: installs what the tests need, then cargo fmt
-# --check, clippy with -D warnings, and the whole test suite (real bwrap,
+# --check, clippy with -D warnings (for Linux, and for macOS the crates
+# scripts/check-macos.sh names), and the whole test suite (real bwrap,
 # Landlock, Docker, skopeo, umoci, Podman, Charliecloud, Nix; nothing
 # mocked, nothing skipped: a test whose tool is missing fails and names
 # what to install).
@@ -9,6 +10,9 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+# The macOS code (Seatbelt) type-checked for aarch64-apple-darwin; installs
+# the target's standard library when missing.
+scripts/check-macos.sh
 # The slurm run environment's tests use a real single-node Slurm.
 scripts/slurm-up.sh
 trap scripts/slurm-down.sh EXIT
@@ -20,7 +24,15 @@ status=0
 # builds a package's bin only for that package's own integration tests):
 # build every binary first, so the tests run the binary of this checkout.
 cargo build --workspace --bins
+# The images the Docker Engine holds before the suite must all be there,
+# under the same tags, after it: tests load images under names of their own
+# or put back what they replaced (scripts/engine-images.sh).
+images_before=target/engine-images-before.txt
+scripts/engine-images.sh snapshot "$images_before"
 cargo test --workspace --no-fail-fast 2>&1 | tee "$log" || status=$?
+images_status=0
+scripts/engine-images.sh compare "$images_before" || images_status=$?
+[ "$images_status" -eq 0 ] || status=$images_status
 # One closing line for the whole suite (cargo's last line is a crate's
 # doc-tests, often "0 passed"): the sums over every test binary.
 # Every fuzz target builds and runs on its seed corpus for a short smoke

@@ -10,7 +10,9 @@
 //! - every test file of this package is a test target (cargo's discovery is
 //!   off here, so an unlisted file would silently never run);
 //! - no crate has a file-level cycle (two modules naming each other's
-//!   items, directly or through others).
+//!   items, directly or through others);
+//! - every crate with macOS code is type-checked for macOS by
+//!   `scripts/check-macos.sh` (CI has no macOS).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
@@ -227,8 +229,8 @@ fn the_binary_only_check_names_the_offender() {
 /// The layers of `crates/README.md`, from the bottom. A crate may depend
 /// only on crates of lower layers.
 const LAYERS: &[&[&str]] = &[
-    &["agentshim", "vs-image"],
-    &["vs-sandbox"],
+    &["agentshim", "vs-pin"],
+    &["vs-image", "vs-sandbox"],
     &["vs-agent", "vs-runtime"],
     &["vibesys"],
     &["vibesys-tests"],
@@ -238,7 +240,8 @@ const LAYERS: &[&[&str]] = &[
 /// dev, build). Adding an arrow is a design decision: add it here, and to
 /// `crates/README.md`.
 const ALLOWED: &[(&str, &str)] = &[
-    ("vs-sandbox", "vs-image"),
+    ("vs-image", "vs-pin"),
+    ("vs-sandbox", "vs-pin"),
     ("vs-agent", "vs-sandbox"),
     ("vs-agent", "vs-image"),
     ("vs-agent", "agentshim"),
@@ -306,7 +309,7 @@ fn every_allowed_arrow_points_down() {
 
 #[test]
 fn the_layer_check_names_an_upward_arrow() {
-    let members: BTreeSet<String> = ["vs-image", "vs-sandbox", "vs-runtime", "vs-agent"]
+    let members: BTreeSet<String> = ["vs-pin", "vs-sandbox", "vs-runtime", "vs-agent"]
         .map(String::from)
         .into();
     let dep = |from: &str, to: &str, kind: &str| Dep {
@@ -315,17 +318,68 @@ fn the_layer_check_names_an_upward_arrow() {
         kind: kind.into(),
     };
     let deps = [
-        dep("vs-sandbox", "vs-image", "normal"),
-        dep("vs-image", "vs-sandbox", "dev"),
+        dep("vs-sandbox", "vs-pin", "normal"),
+        dep("vs-pin", "vs-sandbox", "dev"),
         dep("vs-runtime", "vs-agent", "normal"),
         dep("vs-runtime", "serde", "normal"),
     ];
     assert_eq!(
         disallowed_arrows(&members, &deps),
         [
-            "vs-image -> vs-sandbox (dev) points up or across the layers",
+            "vs-pin -> vs-sandbox (dev) points up or across the layers",
             "vs-runtime -> vs-agent (normal) points up or across the layers",
         ]
+    );
+}
+
+// ---------------------------------------------------------------------
+// macOS code is compiled for macOS.
+
+/// The crates `scripts/check-macos.sh` type-checks for macOS (its
+/// `MACOS_CRATES=(...)` line).
+fn macos_checked_crates() -> BTreeSet<String> {
+    let script = std::fs::read_to_string(repo_root().join("scripts/check-macos.sh")).unwrap();
+    let line = script
+        .lines()
+        .find_map(|l| l.strip_prefix("MACOS_CRATES=("))
+        .expect("scripts/check-macos.sh has a MACOS_CRATES=(...) line");
+    line.trim_end_matches(')')
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn every_crate_with_macos_code_is_checked_for_macos() {
+    let meta = metadata();
+    let checked = macos_checked_crates();
+    let mut unchecked = Vec::new();
+    for p in meta["packages"].as_array().unwrap() {
+        let name = p["name"].as_str().unwrap().to_owned();
+        let manifest = Path::new(p["manifest_path"].as_str().unwrap());
+        let src = manifest.parent().unwrap().join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        let macos = files.iter().any(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .contains("target_os = \"macos\"")
+        });
+        if macos && !checked.contains(&name) {
+            unchecked.push(name);
+        }
+    }
+    assert!(
+        checked.contains("vs-sandbox"),
+        "the Seatbelt crate is not checked: {checked:?}"
+    );
+    assert!(
+        unchecked.is_empty(),
+        "crates with macOS code that scripts/check-macos.sh does not type-check for macOS \
+         (add them to MACOS_CRATES, and keep C code out of their dependencies): {unchecked:?}"
     );
 }
 

@@ -17,6 +17,7 @@ mod run_support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use docker_support::common::engine_images::EngineImages;
 use docker_support::{containers_of_run, git, ok, require_docker, unique, vibesys};
 
 fn repo() -> PathBuf {
@@ -33,17 +34,6 @@ fn source(name: &str) -> String {
 }
 
 const IMAGES: [&str; 3] = ["editor", "agent", "evaluator-tool"];
-
-/// Removes the loaded images (by the digests this test pinned) on drop.
-struct Loaded(Vec<String>);
-
-impl Drop for Loaded {
-    fn drop(&mut self) {
-        for id in &self.0 {
-            let _ = Command::new("docker").args(["rmi", "-f", id]).output();
-        }
-    }
-}
 
 /// Checks the fresh archives (pinned in `fresh`) against the committed
 /// lock with the loader's own check ([`vs_image::Pin::check`]): each
@@ -72,7 +62,7 @@ fn check_against_the_committed_lock(dir: &Path, fresh: &vs_image::Lock, archives
                     reason: format!("{name}: a manifest digest is missing"),
                 });
             }
-            c.pin(name).check(&found)
+            c.pin(name).check(&found).map_err(Into::into)
         });
         if let Err(e) = checked {
             differences.push(e.to_string());
@@ -180,7 +170,18 @@ fn the_images_built_without_nix_run_git_and_the_real_claude_cli_confined() {
         "{err}"
     );
 
-    let mut loaded = Loaded(Vec::new());
+    // The images are the real ones (the digests of images/images.lock): the
+    // Engine may hold them already, under the same IDs and tags. Only what
+    // this test adds is removed at the end, and moved tags are put back.
+    let loaded = EngineImages::before_loading(lock.images.iter().flat_map(|(name, img)| {
+        [
+            Some(format!("{name}:{}", img.tag)),
+            Some(img.config_digest.to_string()),
+            img.manifest_digest.as_ref().map(ToString::to_string),
+        ]
+        .into_iter()
+        .flatten()
+    }));
     for a in &archives {
         ok(vibesys(t.path())
             .args(["image", "load"])
@@ -190,9 +191,6 @@ fn the_images_built_without_nix_run_git_and_the_real_claude_cli_confined() {
             .unwrap());
     }
     eprintln!("loaded at {:?}", t0.elapsed());
-    loaded
-        .0
-        .extend(lock.images.values().map(|i| i.config_digest.to_string()));
 
     // The workspace: a git repository with a hidden key.
     let ws = tempfile::tempdir().unwrap();

@@ -77,6 +77,116 @@ fn image_load_checks_the_lock_and_is_a_no_op_when_present() {
     assert!(err.contains(&other.name), "{err}");
 }
 
+/// The Engine's ID of `reference`, `None` when it holds no such image.
+fn engine_id(reference: &str) -> Option<String> {
+    let out = Command::new("docker")
+        .args(["image", "inspect", "--format", "{{.Id}}", reference])
+        .output()
+        .unwrap();
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// A load the Engine's answer refuses (an archive that is not the pinned
+/// image: the library call, past the lock check `image load` makes)
+/// removes only an image it added, and puts back a tag it moved: the
+/// operator's images stay as they were.
+#[test]
+fn a_refused_load_leaves_the_images_the_engine_held() {
+    let pinned = TestImage::build(false);
+    let archive = TestImage::build(false);
+    let other = TestImage::new();
+    let tag = archive.pin().tag;
+    let reference = format!("{}:{tag}", archive.name);
+
+    // The operator had loaded the archive's image already.
+    ok(Command::new("docker")
+        .args(["load", "-i"])
+        .arg(&archive.archive)
+        .output()
+        .unwrap());
+    let err = vs_sandbox::docker::load(&archive.archive, &pinned.pin(), &tag)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&pinned.config_digest) && err.contains(&archive.config_digest),
+        "{err}"
+    );
+    assert_eq!(
+        engine_id(&archive.config_digest).as_deref(),
+        Some(archive.config_digest.as_str()),
+        "a refused load removed an image the Engine held before it"
+    );
+
+    // The operator's tag named another image: the refused load's own image
+    // goes, the tag points at the operator's image again.
+    ok(Command::new("docker")
+        .args(["rmi", "-f", &archive.config_digest])
+        .output()
+        .unwrap());
+    ok(Command::new("docker")
+        .args(["tag", &other.config_digest, &reference])
+        .output()
+        .unwrap());
+    let err = vs_sandbox::docker::load(&archive.archive, &pinned.pin(), &tag)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&archive.config_digest), "{err}");
+    assert_eq!(
+        engine_id(&archive.config_digest),
+        None,
+        "refused image kept"
+    );
+    assert_eq!(
+        engine_id(&reference).as_deref(),
+        Some(other.config_digest.as_str()),
+        "the operator's tag {reference} was not put back"
+    );
+    assert_eq!(engine_id(&pinned.config_digest), None);
+}
+
+/// The guard of the tests that load images they did not name
+/// (`tests/common/engine_images.rs`): an image the Engine held before stays
+/// with its tags; one the test added goes.
+#[test]
+fn the_test_guard_keeps_what_the_engine_held() {
+    use docker_support::common::engine_images::EngineImages;
+    let held = TestImage::new();
+    let added = TestImage::build(false);
+    let held_ref = format!("{}:{}", held.name, held.pin().tag);
+    let added_ref = format!("{}:{}", added.name, added.pin().tag);
+    let guard = EngineImages::before_loading([
+        held_ref.clone(),
+        held.config_digest.clone(),
+        added_ref.clone(),
+    ]);
+    assert!(guard.held_before(&held.config_digest));
+    assert!(!guard.held_before(&added.config_digest));
+    // The test loads both again and moves the held image's tag.
+    ok(held.load_cmd().output().unwrap());
+    ok(added.load_cmd().output().unwrap());
+    ok(Command::new("docker")
+        .args(["tag", &added.config_digest, &held_ref])
+        .output()
+        .unwrap());
+    drop(guard);
+    assert_eq!(
+        engine_id(&held.config_digest).as_deref(),
+        Some(held.config_digest.as_str())
+    );
+    assert_eq!(
+        engine_id(&held_ref).as_deref(),
+        Some(held.config_digest.as_str()),
+        "the moved tag was not put back"
+    );
+    assert_eq!(
+        engine_id(&added.config_digest),
+        None,
+        "the added image stayed"
+    );
+}
+
 /// A broken image: its /bin/sh prints a message and exits 3, at once or
 /// while the first command runs, so the run's container ends right after
 /// it starts. The error names that, the exit code and the output (not a

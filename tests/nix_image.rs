@@ -19,6 +19,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 mod common;
+use common::engine_images::EngineImages;
 use common::{require_docker, require_tool as require, static_vibesys};
 
 /// Fixed timestamp for both builds (any value works; both must agree).
@@ -380,9 +381,12 @@ fn nix_built_image_runs_in_docker_and_matches_the_build_outside_nix() {
         .arg(&outside));
 
     // Into this machine's Docker Engine, and run.
+    let reference = format!("{IMAGE_NAME}:nix");
+    // Removed at the end only when this test added it (a tag it moved is
+    // put back).
+    let images = EngineImages::before_loading([reference.clone()]);
     let out = run(Command::new("docker").arg("load").arg("-i").arg(&nix_out));
     println!("{}", stdout(&out));
-    let reference = format!("{IMAGE_NAME}:nix");
     let id = stdout(&run(
         Command::new("docker").args(["image", "inspect", "--format", "{{.Id}}", &reference])
     ));
@@ -402,9 +406,7 @@ fn nix_built_image_runs_in_docker_and_matches_the_build_outside_nix() {
         ])
         .output()
         .unwrap();
-    let _ = Command::new("docker")
-        .args(["rmi", "--force", &reference])
-        .output();
+    drop(images);
     assert!(
         ran.status.success(),
         "docker run failed: {}",
@@ -469,8 +471,9 @@ fn static_vibesys_runs_alone_in_an_image() {
     }
     .build(&t.join("result"), &[]);
 
-    run(Command::new("docker").arg("load").arg("-i").arg(&image));
     let reference = format!("{name}:nix");
+    let images = EngineImages::before_loading([reference.clone()]);
+    run(Command::new("docker").arg("load").arg("-i").arg(&image));
     let ran = Command::new("docker")
         .args(["run", "--rm", "--network", "none", &reference, "--version"])
         .output()
@@ -485,9 +488,7 @@ fn static_vibesys_runs_alone_in_an_image() {
         ])
         .output()
         .unwrap();
-    let _ = Command::new("docker")
-        .args(["rmi", "--force", &reference])
-        .output();
+    drop(images);
     assert!(
         ran.status.success(),
         "docker run --version failed: {}",

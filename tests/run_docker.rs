@@ -206,3 +206,74 @@ fn ctrl_c_stops_every_container_and_the_run_resumes_in_docker() {
     assert_eq!(status["run"]["state"], "finished");
     assert_eq!(candidate(&status, 1)["state"], "passed");
 }
+
+/// `[vibesys] accelerator_backend = "metal"` on Linux: no flag and no
+/// request moves the run to the host (Metal exists only on a macOS host):
+/// the run environment is docker, a log line says why, the backend is
+/// recorded, and each agent container start fails naming why; nothing is
+/// left running. (On macOS the same setting selects the host under
+/// Seatbelt: the decision table's unit test,
+/// `vs_runtime::run::accelerator::tests::the_environment_choice_as_a_table`.)
+#[test]
+fn metal_selects_docker_on_linux_and_fails_at_container_start() {
+    let img = TestImage::new();
+    let (_d, p) = project(&format!(
+        "{TASK}\n[vibesys]\naccelerator_backend = \"metal\"\n"
+    ));
+    let out = docker_run(&p, &img)
+        .args(["--run-environment", "host"])
+        .args(["--provider", "custom", "--candidates", "1"])
+        .args(["--", "sh", "-c", "echo AGENT-RAN > ran.txt"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        stderr.contains(
+            "vibesys: the accelerator backend metal exists only on a macOS host, and this is linux: the run environment is docker (not host, as requested)"
+        ),
+        "{stderr}"
+    );
+    let run = only_run(&p);
+    let env: Vec<(String, String)> = env_of(&img);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let status = status_json(&p, &run, &env);
+    assert_eq!(status["run"]["environment"], "docker", "{status:#}");
+    assert_eq!(
+        status["run"]["accelerators"]["backend"], "metal",
+        "{status:#}"
+    );
+    let c = candidate(&status, 1);
+    assert_eq!(c["state"], "failed", "{c:#}");
+    let error = c["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("cannot start the agent's container")
+            && error.contains("metal")
+            && error.contains("exists only on the macOS host"),
+        "{c:#}"
+    );
+    assert!(
+        !p.join(format!(".vibesys/state/local/candidates/{run}/1/ran.txt"))
+            .exists(),
+        "the agent ran"
+    );
+    assert!(containers_of_run(&format!("{run}-1")).is_empty());
+
+    // A bad value is refused before anything is recorded.
+    let (_d2, p2) = project(&format!(
+        "{TASK}\n[vibesys]\naccelerator_backend = \"Metal\"\n"
+    ));
+    let err = fails(
+        docker_run(&p2, &img)
+            .args(["--provider", "custom", "--", "true"])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        err.contains("vibesys.accelerator_backend must be \"portable\" or \"metal\""),
+        "{err}"
+    );
+    let recorded = std::fs::read_dir(p2.join(".vibesys/state/runs"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(recorded, 0, "a run was recorded");
+}

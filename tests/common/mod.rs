@@ -6,6 +6,8 @@
 //! `image_support`, `run_support` and `slurm_support` helpers build on it.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod engine_images;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;

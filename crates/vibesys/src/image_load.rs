@@ -1,10 +1,13 @@
-//! `vibesys image load PATH`: stream an image archive into the Docker
-//! Engine and check what it holds against `images/images.lock`
-//! ([`vs_sandbox::docker::load`] does the work).
+//! `vibesys image load PATH`: check an image archive against
+//! `images/images.lock` (vs-image reads it), then stream it into the Docker
+//! Engine and check what it holds against the pin
+//! ([`vs_sandbox::docker::load`]).
 
 use std::path::PathBuf;
 
-use vs_image::IdKind;
+use anyhow::Context as _;
+use vs_image::{IdKind, Lock};
+use vs_sandbox::docker::ImagePin;
 
 /// Arguments of `vibesys image load`.
 #[derive(Debug, clap::Args)]
@@ -22,7 +25,22 @@ pub struct LoadArgs {
 
 /// Runs `vibesys image load`.
 pub fn run(args: LoadArgs) -> anyhow::Result<u8> {
-    let report = vs_sandbox::docker::load(&args.path, &args.lock)?;
+    // The archive's own metadata against the lock, before anything is
+    // uploaded.
+    let archive = vs_image::inspect(&args.path, false)
+        .with_context(|| format!("cannot read image archive {:?}", args.path))?;
+    let lock = Lock::load(&args.lock)?;
+    lock.check_report(&archive, &args.lock)?;
+    // `check_report` refuses an image without a name.
+    let name = archive.name.clone().with_context(|| {
+        format!(
+            "cannot read image archive {:?}: it names no image",
+            args.path
+        )
+    })?;
+    let tag = archive.tag.as_deref().unwrap_or("latest");
+    let pin = ImagePin::from_locked(&name, lock.image(&name, &args.lock)?);
+    let report = vs_sandbox::docker::load(&args.path, &pin, tag)?;
     if args.json {
         crate::output::print_json(&serde_json::to_value(&report)?)?;
     } else {

@@ -11,6 +11,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use vs_agent::{prepare_state_paths, session_env_allowlist};
 use vs_runtime::build_confine::{BuildConfinement, build_confinement};
+use vs_runtime::run::accelerator::AcceleratorBackend;
 use vs_runtime::run::{
     AgentOutcome, CandidateContext, CandidateState, Evaluator, HostError, ImageRecord, PhaseRecord,
     PhaseStatus, RunHost, RunRecord, RunState, StartRequest,
@@ -114,6 +115,9 @@ candidate's commit (modal, skypilot: the client from scripts/remote-clients.sh,
 a refusal such as a missing login fails that candidate, naming it). Progress goes to
 stderr: a live line per candidate on a terminal, a plain line per phase when piped.
 Ctrl-C stops every candidate; `vibesys run resume ID` continues.
+[vibesys] accelerator_backend = \"metal\" (Metal exists only on a macOS host): on macOS the
+agent runs in host under Seatbelt, whatever --run-environment says; elsewhere in docker,
+whose container start fails naming why.
 
 Exit status: 0 the run finished (see the table for each candidate); 130 interrupted
 (resumable); 125 vibesys could not run it.")]
@@ -165,9 +169,17 @@ fn layout_of(project: Option<PathBuf>) -> anyhow::Result<StateLayout> {
 }
 
 fn start(args: StartArgs) -> anyhow::Result<u8> {
-    let environment = args.env.resolve()?.unwrap_or_default();
-    vs_runtime::run::dispatch::evaluation_route(environment)?;
+    let requested = args.env.resolve()?;
     let layout = layout_of(args.project.clone())?;
+    // The one decision of where the agent goes: the request, unless the
+    // project's accelerator backend is host-only (no flag chooses that).
+    let choice = vs_runtime::run::choose_environment(&layout, requested)?;
+    if let Some(why) = &choice.why {
+        eprintln!("vibesys: {why}");
+    }
+    let environment = choice.environment;
+    let backend = choice.backend;
+    vs_runtime::run::dispatch::evaluation_route(environment)?;
     vs_runtime::run::preflight(&layout, environment)?;
     let is_custom = args.provider.trim().eq_ignore_ascii_case("custom");
     if is_custom && args.command.is_empty() {
@@ -205,7 +217,7 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
     }
     // The host's confinement must work before anything is recorded.
     let host_mode = match environment {
-        RunEnvironment::Host => Some(host_mode()?),
+        RunEnvironment::Host => Some(host_mode(backend)?),
         _ => None,
     };
     // modal and skypilot: the agent works in the local editor container
@@ -246,6 +258,7 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
         candidates: args.candidates,
         jobs: args.jobs,
         cuda_visible_devices: std::env::var("CUDA_VISIBLE_DEVICES").ok(),
+        accelerator_backend: backend,
     };
     let request = finish_request(request)?;
     let (store, mut record) = vs_runtime::run::prepare_run(&layout, request)?;
@@ -296,9 +309,17 @@ fn launch_of(record: &RunRecord) -> anyhow::Result<(agentshim::Provider, agentsh
 }
 
 /// The host mechanism from VIBESYS_AGENT_SANDBOX; a run never runs its
-/// agent unconfined.
-fn host_mode() -> anyhow::Result<ConfineMode> {
+/// agent unconfined. A host-only accelerator backend (Metal) runs under
+/// the platform's own mechanism (`auto`: Seatbelt on macOS) only.
+fn host_mode(backend: AcceleratorBackend) -> anyhow::Result<ConfineMode> {
     let mode = ConfineMode::from_env_value(std::env::var_os(SANDBOX_ENV).as_deref())?;
+    if backend.is_host_only() && !matches!(mode, ConfineMode::Auto | ConfineMode::Off) {
+        bail!(
+            "refusing to run: the accelerator backend {} runs the agent under Seatbelt (auto); {SANDBOX_ENV}={} does not confine it",
+            backend.name(),
+            mode.name()
+        );
+    }
     match mode {
         ConfineMode::Off => {
             // SandboxUnavailableError: a run never launches an agent unconfined.
@@ -317,7 +338,7 @@ fn resume(run: &str, project: Option<PathBuf>) -> anyhow::Result<u8> {
     let run = RunId::new(run)?;
     let (store, mut record) = vs_runtime::run::open_for_resume(&layout, &run)?;
     let host_mode = match record.environment {
-        RunEnvironment::Host => Some(host_mode()?),
+        RunEnvironment::Host => Some(host_mode(record.accelerators.backend)?),
         _ => None,
     };
     let image = record.image.as_ref().map(|i| i.config_digest.clone());
@@ -588,6 +609,11 @@ impl CliHost {
             .map(str::to_owned)
             .collect();
         options.env = EnvAllowList::default().with(names);
+        // A host-only accelerator backend (Metal) cannot reach any
+        // container: the start fails, naming why.
+        if let Some(why) = self.accelerators.backend.container_refusal() {
+            bail!("cannot start the agent's container: {why}");
+        }
         // Only the docker environment runs agents beside the host's
         // accelerators (a remote environment's editor is a control plane).
         if self.environment == RunEnvironment::Docker {

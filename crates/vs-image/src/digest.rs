@@ -1,99 +1,45 @@
-//! `sha256:` digests and writers that hash what passes through them.
+//! `sha256:` digests (vs-pin's [`Digest`]) and writers that hash what
+//! passes through them.
 
-use std::fmt;
 use std::io::{self, Read, Write};
-use std::str::FromStr;
 
 use oci_spec::image::DigestAlgorithm;
 use sha2::{Digest as _, Sha256};
 
+pub use vs_pin::Digest;
+
 use crate::error::Error;
 
-/// A validated `sha256:<64 lowercase hex>` content digest.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Digest {
-    hex: String,
-}
-
-impl Digest {
-    /// Digest of a byte slice.
-    pub fn of(bytes: &[u8]) -> Self {
-        Self::from_hasher(Sha256::new_with_prefix(bytes))
-    }
-
-    pub(crate) fn from_hasher(h: Sha256) -> Self {
-        Self {
-            hex: hex::encode(h.finalize()),
-        }
-    }
-
-    /// The 64 hex digits, without the algorithm.
-    pub fn hex(&self) -> &str {
-        &self.hex
-    }
-
-    /// The path of this blob inside an OCI layout (`blobs/sha256/<hex>`).
-    pub fn blob_path(&self) -> String {
-        format!("blobs/sha256/{}", self.hex)
-    }
-}
-
-impl Digest {
+/// The oci-spec conversions of a [`Digest`] (which vs-pin defines, free of
+/// oci-spec), and the digest of a finished hasher.
+pub(crate) trait DigestExt: Sized {
+    /// The digest `h` computed.
+    fn from_hasher(h: Sha256) -> Self;
     /// This digest as oci-spec's type (for descriptors).
-    pub(crate) fn to_oci(&self) -> Result<oci_spec::image::Digest, Error> {
+    fn to_oci(&self) -> Result<oci_spec::image::Digest, Error>;
+    /// The sha256 digest `d` names; any other algorithm is refused.
+    fn from_oci(d: &oci_spec::image::Digest) -> Result<Self, Error>;
+}
+
+impl DigestExt for Digest {
+    fn from_hasher(h: Sha256) -> Self {
+        Digest::from_sha256(h.finalize().into())
+    }
+
+    fn to_oci(&self) -> Result<oci_spec::image::Digest, Error> {
         self.to_string().parse().map_err(|_| Error::InvalidDigest {
             value: self.to_string(),
         })
     }
 
-    /// The sha256 digest `d` names; any other algorithm is refused.
-    pub(crate) fn from_oci(d: &oci_spec::image::Digest) -> Result<Self, Error> {
-        // oci-spec has checked the encoding: 64 lowercase hex digits for sha256.
+    fn from_oci(d: &oci_spec::image::Digest) -> Result<Self, Error> {
+        // oci-spec has checked the encoding; vs-pin checks it again.
         match d.algorithm() {
-            DigestAlgorithm::Sha256 => Ok(Self {
-                hex: d.digest().to_owned(),
-            }),
+            DigestAlgorithm::Sha256 => Ok(d.to_string().parse()?),
             _ => Err(Error::InvalidDigest {
                 value: d.to_string().chars().take(100).collect(),
             }),
         }
-    }
-}
-
-impl FromStr for Digest {
-    type Err = Error;
-    /// Validation is oci-spec's (algorithm grammar, length and lowercase
-    /// hex of a sha256 encoding); only sha256 is accepted.
-    fn from_str(s: &str) -> Result<Self, Error> {
-        let d: oci_spec::image::Digest = s.parse().map_err(|_| Error::InvalidDigest {
-            value: s.chars().take(100).collect(),
-        })?;
-        Self::from_oci(&d)
-    }
-}
-
-impl fmt::Display for Digest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "sha256:{}", self.hex)
-    }
-}
-
-impl fmt::Debug for Digest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
-    }
-}
-
-impl serde::Serialize for Digest {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Digest {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -174,30 +120,5 @@ impl<R: Read> Read for HashReader<R> {
         self.hasher.update(&buf[..n]);
         self.count += n as u64;
         Ok(n)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use super::*;
-
-    #[test]
-    fn parses_and_rejects() {
-        let d = Digest::of(b"");
-        assert_eq!(
-            d.to_string(),
-            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-        );
-        assert_eq!(d.to_string().parse::<Digest>().unwrap(), d);
-        for bad in [
-            "",
-            "sha256:",
-            "md5:00",
-            "sha256:E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855",
-            "sha256:../../etc/passwd",
-        ] {
-            assert!(bad.parse::<Digest>().is_err(), "{bad}");
-        }
     }
 }

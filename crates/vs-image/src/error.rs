@@ -202,6 +202,27 @@ pub enum Error {
     },
 }
 
+impl From<vs_pin::Error> for Error {
+    /// The pin crate's errors are this crate's variants of the same name,
+    /// so that a caller matches one type.
+    fn from(e: vs_pin::Error) -> Self {
+        match e {
+            vs_pin::Error::InvalidDigest { value } => Self::InvalidDigest { value },
+            vs_pin::Error::PinMismatch {
+                image,
+                field,
+                pinned,
+                found,
+            } => Self::PinMismatch {
+                image,
+                field,
+                pinned,
+                found,
+            },
+        }
+    }
+}
+
 impl Error {
     /// Shorthand for [`Error::Io`].
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {

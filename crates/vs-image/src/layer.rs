@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest as _, Sha256};
 
-use crate::digest::{Digest, HashWriter};
+use crate::digest::{Digest, DigestExt as _, HashWriter};
 use crate::error::Error;
 use crate::input::{Entry, Group, Kind};
 use crate::known::{FileDigest, FileHashReader, KnownDigests, SeenDigests};

@@ -9,9 +9,10 @@
 //! (both at once) or a squashfs rootfs.
 //!
 //! [`inspect`] reads any of the image formats back and, with verification,
-//! re-hashes every blob. [`Lock`] is `images/images.lock`; [`Pin::check`] is
-//! the one check that decides whether a found image (in an engine, or read
-//! from an archive) matches its pin.
+//! re-hashes every blob. [`Lock`] is `images/images.lock`; [`Pin::check`]
+//! (vs-pin's, re-exported here with the other pin types) is the one check
+//! that decides whether a found image (in an engine, or read from an
+//! archive) matches its pin.
 
 mod archive;
 mod build;
@@ -43,12 +44,15 @@ pub use build::build;
 pub use digest::Digest;
 pub use error::Error;
 pub use graph::{ReferencesGraph, StorePathInfo};
-pub use lock::{FoundId, FoundImage, IdKind, Lock, LockedArchive, LockedImage, Pin, relative_to};
+pub use lock::{Lock, relative_to};
 pub use mounts::{MOUNT_POINTS, MountPoint};
 pub use options::{BuildOptions, Compression, OutputFormat, Progress, Source};
 pub use read::{InspectReport, LayerReport, SbomSummary, inspect};
 pub use report::{BuildReport, BuiltLayer};
 pub use spec::{ExtraFile, FileKind, HostSource, ImageConfig, ImageSpec, NixSource};
+/// The pin types live in vs-pin (pure Rust, so vs-sandbox builds for macOS
+/// without this crate's C code); re-exported so callers name them here too.
+pub use vs_pin::{FoundId, FoundImage, IdKind, LockedArchive, LockedImage, Pin};
 
 /// Result alias of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -12,7 +12,7 @@ use oci_spec::image::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::digest::Digest;
+use crate::digest::{Digest, DigestExt as _};
 use crate::error::Error;
 use crate::json::canonical;
 use crate::spec::ImageSpec;

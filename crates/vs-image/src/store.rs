@@ -19,7 +19,7 @@
 
 use sha2::{Digest as _, Sha256};
 
-use crate::digest::Digest;
+use crate::digest::{Digest, DigestExt as _};
 use crate::options::Compression;
 
 /// The Nix store directory: `NIX_STORE_DIR` (the variable Nix itself

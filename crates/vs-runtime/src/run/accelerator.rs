@@ -14,9 +14,11 @@
 //!   `CUDA_VISIBLE_DEVICES`.
 //! - `slurm`, `modal`, `skypilot`: never (their editor container is a
 //!   control plane without devices).
-//! - A host-only backend (Metal, macOS) runs the agent on the host under
-//!   Seatbelt with enforcement required: [`environment_for_backend`]
-//!   chooses it from the backend, never from a flag.
+//! - A host-only backend (`[vibesys] accelerator_backend = "metal"`) runs
+//!   the agent on the macOS host under Seatbelt with enforcement required:
+//!   [`choose_environment`] chooses it from the backend, never from a flag;
+//!   on any other platform the run stays in docker and every agent
+//!   container start fails naming why ([`AcceleratorBackend::container_refusal`]).
 
 use std::path::{Path, PathBuf};
 
@@ -84,6 +86,10 @@ pub struct AcceleratorPlan {
     /// Device nodes bound in (docker: `--device`; host: bound into the
     /// confinement).
     pub device_nodes: Vec<PathBuf>,
+    /// The run's accelerator backend (`[vibesys] accelerator_backend`),
+    /// kept for resume; a host-only one fails every container start.
+    #[serde(default, skip_serializing_if = "AcceleratorBackend::is_portable")]
+    pub backend: AcceleratorBackend,
 }
 
 impl AcceleratorPlan {
@@ -157,6 +163,7 @@ pub fn plan(
             Ok(AcceleratorPlan {
                 nvidia,
                 device_nodes,
+                backend: AcceleratorBackend::Portable,
             })
         }
         RunEnvironment::Host => {
@@ -184,19 +191,63 @@ pub fn plan(
             Ok(AcceleratorPlan {
                 nvidia: None,
                 device_nodes,
+                backend: AcceleratorBackend::Portable,
             })
         }
     }
 }
 
-/// An accelerator backend that decides where the agent runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// An accelerator backend that decides where the agent runs
+/// (`[vibesys] accelerator_backend` of the project's `vibesys.toml`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AcceleratorBackend {
     /// CUDA, ROCm, none: no constraint on the environment.
+    #[default]
     Portable,
     /// Apple Metal: only on the macOS host itself.
     Metal,
+}
+
+impl AcceleratorBackend {
+    /// The name in `vibesys.toml` and `run.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Portable => "portable",
+            Self::Metal => "metal",
+        }
+    }
+
+    /// Parses a `[vibesys] accelerator_backend` value.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "portable" => Some(Self::Portable),
+            "metal" => Some(Self::Metal),
+            _ => None,
+        }
+    }
+
+    /// True for [`AcceleratorBackend::Portable`].
+    pub fn is_portable(&self) -> bool {
+        *self == Self::Portable
+    }
+
+    /// True when the backend exists only on a host, never in a container
+    /// (Metal: only on the macOS host itself).
+    pub fn is_host_only(self) -> bool {
+        self == Self::Metal
+    }
+
+    /// Why a container cannot offer this backend (`None` when it can):
+    /// the error of a container start for a run that asked for it.
+    pub fn container_refusal(self) -> Option<String> {
+        self.is_host_only().then(|| {
+            format!(
+                "the run's accelerator backend is {} ([vibesys] accelerator_backend), which exists only on the macOS host: a container cannot reach it (on macOS such a run's agent runs on the host under Seatbelt)",
+                self.name()
+            )
+        })
+    }
 }
 
 /// The run environment for `requested` given the accelerator backend, on
@@ -214,6 +265,51 @@ pub fn environment_for_backend(
         (AcceleratorBackend::Metal, "macos") => RunEnvironment::Host,
         (AcceleratorBackend::Metal, _) => RunEnvironment::Docker,
         (AcceleratorBackend::Portable, _) => requested.unwrap_or_default(),
+    }
+}
+
+/// Where a run's agent goes, and why when the backend chose it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnvironmentChoice {
+    /// The run environment.
+    pub environment: RunEnvironment,
+    /// The accelerator backend that was asked for.
+    pub backend: AcceleratorBackend,
+    /// The log line when the backend, not the request, decided.
+    pub why: Option<String>,
+}
+
+/// The one decision of where a run's agent goes: the requested run
+/// environment (`--run-environment`, default docker) unless the accelerator
+/// backend is host-only ([`environment_for_backend`]); no flag chooses the
+/// host for it. `os` is `std::env::consts::OS`.
+pub fn choose_environment(
+    requested: Option<RunEnvironment>,
+    backend: AcceleratorBackend,
+    os: &str,
+) -> EnvironmentChoice {
+    let environment = environment_for_backend(requested, backend, os);
+    let why = backend.is_host_only().then(|| {
+        let asked = match requested {
+            Some(r) if r != environment => format!(" (not {r}, as requested)"),
+            _ => String::new(),
+        };
+        if environment == RunEnvironment::Host {
+            format!(
+                "the accelerator backend {} runs only on this macOS host: the agent runs in the host run environment{asked}, under Seatbelt with enforcement required",
+                backend.name()
+            )
+        } else {
+            format!(
+                "the accelerator backend {} exists only on a macOS host, and this is {os}: the run environment is {environment}{asked}, whose agent containers cannot reach it (each fails at its start)",
+                backend.name()
+            )
+        }
+    });
+    EnvironmentChoice {
+        environment,
+        backend,
+        why,
     }
 }
 
@@ -394,5 +490,68 @@ mod tests {
             ),
             RunEnvironment::Host
         );
+    }
+
+    /// The whole decision table: every request, backend and platform.
+    #[test]
+    fn the_environment_choice_as_a_table() {
+        use crate::environment::ALL_ENVIRONMENTS;
+        let requests = std::iter::once(None).chain(ALL_ENVIRONMENTS.iter().copied().map(Some));
+        for requested in requests {
+            for os in ["macos", "linux", "freebsd"] {
+                // Portable: the request (default docker), nothing logged.
+                let c = choose_environment(requested, AcceleratorBackend::Portable, os);
+                assert_eq!(c.environment, requested.unwrap_or(RunEnvironment::Docker));
+                assert_eq!(c.why, None);
+                assert_eq!(AcceleratorBackend::Portable.container_refusal(), None);
+
+                // Metal: the macOS host under Seatbelt, whatever was asked;
+                // elsewhere docker, whose containers refuse it.
+                let c = choose_environment(requested, AcceleratorBackend::Metal, os);
+                let why = c.why.clone().unwrap_or_default();
+                if os == "macos" {
+                    assert_eq!(c.environment, RunEnvironment::Host, "{requested:?}");
+                    assert!(
+                        why.contains("host run environment")
+                            && why.contains("Seatbelt with enforcement required"),
+                        "{why}"
+                    );
+                } else {
+                    assert_eq!(c.environment, RunEnvironment::Docker, "{requested:?} {os}");
+                    assert!(why.contains(os) && why.contains("cannot reach it"), "{why}");
+                }
+                match requested {
+                    Some(r) if r != c.environment => {
+                        assert!(why.contains(&format!("not {r}, as requested")), "{why}");
+                    }
+                    _ => assert!(!why.contains("as requested"), "{why}"),
+                }
+                assert_eq!(c.backend, AcceleratorBackend::Metal);
+            }
+        }
+        let refusal = AcceleratorBackend::Metal.container_refusal().unwrap();
+        assert!(
+            refusal.contains("metal") && refusal.contains("macOS host"),
+            "{refusal}"
+        );
+    }
+
+    #[test]
+    fn backend_names_round_trip() {
+        for b in [AcceleratorBackend::Portable, AcceleratorBackend::Metal] {
+            assert_eq!(AcceleratorBackend::parse(b.name()), Some(b));
+            assert_eq!(
+                serde_json::to_string(&b).unwrap(),
+                format!("\"{}\"", b.name())
+            );
+        }
+        assert_eq!(AcceleratorBackend::parse("Metal"), None);
+        assert_eq!(AcceleratorBackend::parse("cuda"), None);
+        // A plan without a backend (an older run.json) is portable, and a
+        // portable plan writes none.
+        let plan: AcceleratorPlan =
+            serde_json::from_str(r#"{"nvidia":null,"device_nodes":[]}"#).unwrap();
+        assert_eq!(plan.backend, AcceleratorBackend::Portable);
+        assert!(!serde_json::to_string(&plan).unwrap().contains("backend"));
     }
 }

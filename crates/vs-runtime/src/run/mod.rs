@@ -171,6 +171,24 @@ pub struct StartRequest {
     pub jobs: u32,
     /// The operator's `CUDA_VISIBLE_DEVICES`.
     pub cuda_visible_devices: Option<String>,
+    /// The accelerator backend [`choose_environment`] chose `environment`
+    /// for.
+    pub accelerator_backend: accelerator::AcceleratorBackend,
+}
+
+/// Where a run's agent goes ([`accelerator::choose_environment`] decides,
+/// from the request and the project's `[vibesys] accelerator_backend`, on
+/// this platform). `run start` calls it before anything else and logs its
+/// `why`.
+pub fn choose_environment(
+    layout: &StateLayout,
+    requested: Option<RunEnvironment>,
+) -> Result<accelerator::EnvironmentChoice> {
+    Ok(accelerator::choose_environment(
+        requested,
+        accelerator_backend(layout)?,
+        std::env::consts::OS,
+    ))
 }
 
 /// Whether a run can start in `environment`, checked before anything
@@ -258,13 +276,31 @@ pub fn prepare_run(layout: &StateLayout, request: StartRequest) -> Result<(RunSt
             reason: e.to_string(),
         })?
         .devices;
-    let accelerators = accelerator::plan(
+    // The environment must be the one the backend decides (a request
+    // that bypassed `choose_environment` is refused, not run elsewhere).
+    let backend = request.accelerator_backend;
+    let decided = accelerator::environment_for_backend(
+        Some(request.environment),
+        backend,
+        std::env::consts::OS,
+    );
+    if decided != request.environment {
+        return Err(RuntimeError::InvalidRunRequest {
+            reason: format!(
+                "the accelerator backend {} runs the agent in the {decided} run environment here, not in {}",
+                backend.name(),
+                request.environment
+            ),
+        });
+    }
+    let mut accelerators = accelerator::plan(
         request.environment,
         attach_accelerator(layout)?,
         request.cuda_visible_devices.as_deref(),
         &sandbox_devices,
         &accelerator::HostAccelerators::probe(),
     )?;
+    accelerators.backend = backend;
     let run = fresh_run_id()?;
     let store = RunStore::create(layout, &run)?;
     let protected = if protect.is_empty() {
@@ -299,29 +335,57 @@ pub fn prepare_run(layout: &StateLayout, request: StartRequest) -> Result<(RunSt
     Ok((store, record))
 }
 
+/// `vibesys.toml` of the project is invalid: `reason` says why.
+fn invalid_config(layout: &StateLayout, reason: String) -> RuntimeError {
+    RuntimeError::InvalidTask {
+        path: layout.project().join(crate::gate::CONFIG_FILE),
+        reason,
+    }
+}
+
+/// The value of `[vibesys] KEY` in the project's own `vibesys.toml`.
+fn vibesys_setting(layout: &StateLayout, key: &str) -> Result<Option<toml::Value>> {
+    let path = layout.project().join(crate::gate::CONFIG_FILE);
+    let Some(bytes) = crate::fsutil::read_bounded(&path, 1024 * 1024)? else {
+        return Ok(None);
+    };
+    let text =
+        String::from_utf8(bytes).map_err(|_| invalid_config(layout, "not UTF-8".to_owned()))?;
+    let table: toml::Table =
+        toml::from_str(&text).map_err(|e| invalid_config(layout, e.to_string()))?;
+    Ok(table.get("vibesys").and_then(|v| v.get(key)).cloned())
+}
+
 /// `[vibesys] attach_accelerator` of the project's own `vibesys.toml`
 /// (default false).
 fn attach_accelerator(layout: &StateLayout) -> Result<bool> {
-    let path = layout.project().join(crate::gate::CONFIG_FILE);
-    let Some(bytes) = crate::fsutil::read_bounded(&path, 1024 * 1024)? else {
-        return Ok(false);
-    };
-    let invalid = |reason: String| RuntimeError::InvalidTask {
-        path: path.clone(),
-        reason,
-    };
-    let text = String::from_utf8(bytes).map_err(|_| invalid("not UTF-8".to_owned()))?;
-    let table: toml::Table = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
-    match table
-        .get("vibesys")
-        .and_then(|v| v.get("attach_accelerator"))
-    {
+    match vibesys_setting(layout, "attach_accelerator")? {
         None => Ok(false),
-        Some(toml::Value::Boolean(b)) => Ok(*b),
-        Some(_) => Err(invalid(
+        Some(toml::Value::Boolean(b)) => Ok(b),
+        Some(_) => Err(invalid_config(
+            layout,
             "vibesys.attach_accelerator must be true or false".to_owned(),
         )),
     }
+}
+
+/// `[vibesys] accelerator_backend` of the project's own `vibesys.toml`
+/// (default `portable`).
+pub fn accelerator_backend(layout: &StateLayout) -> Result<accelerator::AcceleratorBackend> {
+    let Some(value) = vibesys_setting(layout, "accelerator_backend")? else {
+        return Ok(accelerator::AcceleratorBackend::Portable);
+    };
+    value
+        .as_str()
+        .and_then(accelerator::AcceleratorBackend::parse)
+        .ok_or_else(|| {
+            invalid_config(
+                layout,
+                format!(
+                    "vibesys.accelerator_backend must be \"portable\" or \"metal\" (got {value})"
+                ),
+            )
+        })
 }
 
 /// Opens a run to resume it: the record must exist, the task must be the

@@ -1,5 +1,5 @@
 //! The connection to the Docker Engine (bollard over its Unix socket) and
-//! the lookup of a pinned image (which [`vs_image::Pin::check`] decides).
+//! the lookup of a pinned image (which [`vs_pin::Pin::check`] decides).
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use bollard::Docker;
 use bollard::errors::Error as BollardError;
 use bollard::models::ImageInspect;
-use vs_image::{Digest, FoundId, FoundImage, IdKind};
+use vs_pin::{Digest, FoundId, FoundImage, IdKind};
 
 use crate::controls::SandboxUnavailableError;
 use crate::error::SandboxError;
@@ -234,7 +234,7 @@ impl Engine {
     }
 
     /// Finds the pinned image: by config digest (classic store), then by
-    /// manifest digest (containerd store); [`vs_image::Pin::check`] decides
+    /// manifest digest (containerd store); [`vs_pin::Pin::check`] decides
     /// whether it matches. Returns the ID to run it by; a missing image is
     /// [`DockerError::ImageMissing`], naming what the Engine holds under
     /// the pinned name.

@@ -1,31 +1,39 @@
 //! Loading an image archive into the Docker Engine (no registry, no
-//! `docker` CLI) and checking what the Engine then holds against
-//! `images/images.lock`.
+//! `docker` CLI) and checking what the Engine then holds against the
+//! image's pin.
 //!
-//! Order: read the archive's own metadata (config and manifest digests,
-//! diff_ids) and compare it with the lock, refusing a mismatch before
-//! anything is uploaded; if the Engine already holds the pinned image
+//! Order: the caller has read the archive's own metadata (config and
+//! manifest digests, diff_ids) and compared it with `images/images.lock`,
+//! refusing a mismatch before anything is uploaded (`vibesys image load`:
+//! vs-image's `inspect` and `Lock::check_report`; the image reader is not a
+//! dependency of this crate). If the Engine already holds the pinned image
 //! (checked by ID and layers) it is a no-op; otherwise the archive is
 //! streamed in 1 MiB chunks (memory stays flat whatever its size) and the
-//! image the Engine reports is checked again: its ID must be the pinned
-//! config digest (classic store) or manifest digest (containerd store) and
-//! its `RootFS.Layers` the pinned diff_ids ([`vs_image::Pin::check`]).
+//! image the Engine reports is checked again, whatever the caller checked:
+//! its ID must be the pinned config digest (classic store) or manifest
+//! digest (containerd store) and its `RootFS.Layers` the pinned diff_ids
+//! ([`vs_pin::Pin::check`]). A refused image is removed only when the
+//! Engine did not hold it before the upload, and a tag the upload moved
+//! off another image is put back: a failed load changes nothing the
+//! operator had.
 
+use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use bollard::query_parameters::{
-    ImportImageOptionsBuilder, RemoveImageOptionsBuilder, TagImageOptionsBuilder,
+    ImportImageOptionsBuilder, ListImagesOptionsBuilder, RemoveImageOptionsBuilder,
+    TagImageOptionsBuilder,
 };
 use bytes::Bytes;
 use futures_util::StreamExt;
 use serde::Serialize;
-use vs_image::{Digest, IdKind, Lock};
+use vs_pin::{Digest, IdKind};
 
 use crate::error::SandboxError;
 
 use super::DockerError;
-use super::engine::{Engine, found_image};
+use super::engine::{Engine, engine_err, found_image};
 use super::plan::ImagePin;
 
 /// What [`load`] did (`vibesys image load --json` prints it).
@@ -43,44 +51,23 @@ pub struct LoadReport {
     pub bytes: u64,
 }
 
-/// Loads the archive at `path` into the Engine after checking it against
-/// the lock at `lock_path`; see the module docs.
-pub fn load(path: &Path, lock_path: &Path) -> Result<LoadReport, SandboxError> {
-    let report = vs_image::inspect(path, false).map_err(|e| DockerError::Archive {
-        path: path.to_owned(),
-        source: Box::new(e),
-    })?;
+/// Loads the archive at `path`, an image the caller checked against
+/// `pin` (see the module docs), and tags it `pin.name:tag`.
+pub fn load(path: &Path, pin: &ImagePin, tag: &str) -> Result<LoadReport, SandboxError> {
     if !path.is_file() {
         return Err(DockerError::NotAnArchive {
             path: path.to_owned(),
         }
         .into());
     }
-    let pin_err = |e| DockerError::Lock {
-        source: Box::new(e),
-    };
-    let lock = Lock::load(lock_path).map_err(pin_err)?;
-    lock.check_report(&report, lock_path).map_err(pin_err)?;
-    // `check_report` refuses an image without a name.
-    let Some(name) = report.name.clone() else {
-        return Err(DockerError::Archive {
-            path: path.to_owned(),
-            source: Box::new(vs_image::Error::Malformed {
-                path: path.to_owned(),
-                reason: "the archive names no image".to_owned(),
-            }),
-        }
-        .into());
-    };
-    let tag = report.tag.clone().unwrap_or_else(|| "latest".to_owned());
-    let pin = ImagePin::from_locked(&name, lock.image(&name, lock_path).map_err(pin_err)?);
+    let name = pin.name.clone();
     let engine = Engine::connect()?;
     // The pinned image present in the Engine (tagged), as a report.
     let settle = |loaded: bool, bytes: u64| -> Result<Option<LoadReport>, SandboxError> {
-        let Some((id, id_kind)) = engine.find_pinned(&pin)? else {
+        let Some((id, id_kind)) = engine.find_pinned(pin)? else {
             return Ok(None);
         };
-        ensure_tag(&engine, &id, &name, &tag);
+        ensure_tag(&engine, &id, &name, tag);
         Ok(Some(LoadReport {
             image: name.clone(),
             id,
@@ -92,6 +79,9 @@ pub fn load(path: &Path, lock_path: &Path) -> Result<LoadReport, SandboxError> {
     if let Some(done) = settle(false, 0)? {
         return Ok(done);
     }
+    // What the Engine held before: a refused load removes only what it
+    // added, and puts back the tags it moved.
+    let before = engine.block_on(image_index(&engine))?;
     let (bytes, loaded_refs) = engine.block_on(stream_archive(&engine, path))?;
     // What did the Engine load? Prefer the pinned IDs; fall back to the
     // references it reported, so a mismatch names what was found.
@@ -103,11 +93,19 @@ pub fn load(path: &Path, lock_path: &Path) -> Result<LoadReport, SandboxError> {
             continue;
         };
         let found = found_image(&img)?;
-        // Refuse (and name both digests); leave nothing unpinned behind.
+        // Refuse (and name both digests); leave nothing unpinned behind,
+        // and nothing the Engine held before changed.
         let refused = pin.pin().check(&found).err();
-        if let Some(id) = &img.id {
+        if let Some(id) = img.id.as_ref().filter(|id| !before.ids.contains(*id)) {
             let opts = RemoveImageOptionsBuilder::new().force(true).build();
             let _ = engine.block_on(engine.docker().remove_image(id, Some(opts), None));
+        }
+        if let Some(old) = before.tags.get(r.as_str())
+            && img.id.as_ref() != Some(old)
+            && let Some((repo, tag)) = split_reference(r)
+        {
+            let opts = TagImageOptionsBuilder::new().repo(repo).tag(tag).build();
+            let _ = engine.block_on(engine.docker().tag_image(old, Some(opts)));
         }
         if let Some(e) = refused {
             return Err(DockerError::ImageMismatch {
@@ -122,6 +120,42 @@ pub fn load(path: &Path, lock_path: &Path) -> Result<LoadReport, SandboxError> {
         reported: loaded_refs.join(", "),
     }
     .into())
+}
+
+/// The Engine's images: every ID, and each `repository:tag` with its ID.
+struct ImageIndex {
+    ids: HashSet<String>,
+    tags: HashMap<String, String>,
+}
+
+async fn image_index(engine: &Engine) -> Result<ImageIndex, SandboxError> {
+    let opts = ListImagesOptionsBuilder::new().all(true).build();
+    let images = engine
+        .docker()
+        .list_images(Some(opts))
+        .await
+        .map_err(|e| engine_err("list images", e))?;
+    let mut index = ImageIndex {
+        ids: HashSet::new(),
+        tags: HashMap::new(),
+    };
+    for img in images {
+        for t in &img.repo_tags {
+            if !t.contains("<none>") {
+                index.tags.insert(t.clone(), img.id.clone());
+            }
+        }
+        index.ids.insert(img.id);
+    }
+    Ok(index)
+}
+
+/// `repository:tag` split at the tag's colon (a registry's port is part of
+/// the repository); `None` for an ID or a reference without a tag.
+fn split_reference(r: &str) -> Option<(&str, &str)> {
+    let (repo, tag) = r.rsplit_once(':')?;
+    (!repo.is_empty() && !tag.is_empty() && !tag.contains('/') && !r.starts_with("sha256:"))
+        .then_some((repo, tag))
 }
 
 /// Tags the image `id` as `name:tag` (best effort: the image is used by
@@ -190,4 +224,25 @@ async fn stream_archive(engine: &Engine, path: &Path) -> Result<(u64, Vec<String
     }
     let total = reader.join().unwrap_or(0);
     Ok((total, refs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_reference;
+
+    #[test]
+    fn references_split_at_the_tag() {
+        assert_eq!(
+            split_reference("vibesys-editor:latest"),
+            Some(("vibesys-editor", "latest"))
+        );
+        assert_eq!(
+            split_reference("localhost:5000/a/b:v1"),
+            Some(("localhost:5000/a/b", "v1"))
+        );
+        assert_eq!(split_reference("localhost:5000/a/b"), None);
+        assert_eq!(split_reference("sha256:0123abcd"), None);
+        assert_eq!(split_reference("name"), None);
+        assert_eq!(split_reference(":x"), None);
+    }
 }

@@ -116,8 +116,8 @@ pub enum DockerError {
     /// digests).
     #[error("{source}")]
     ImageMismatch {
-        /// What [`vs_image::Pin::check`] found.
-        source: Box<vs_image::Error>,
+        /// What [`vs_pin::Pin::check`] found.
+        source: Box<vs_pin::Error>,
     },
     /// An Engine call did not answer in time.
     #[error("docker engine: {operation} did not answer within {seconds} s")]
@@ -135,14 +135,6 @@ pub enum DockerError {
         /// What is wrong with the answer.
         reason: String,
     },
-    /// An image archive cannot be read.
-    #[error("cannot read image archive {path:?}: {source}")]
-    Archive {
-        /// The archive.
-        path: PathBuf,
-        /// What is wrong with it.
-        source: Box<vs_image::Error>,
-    },
     /// `load` was given something that is not an archive file.
     #[error(
         "{path:?} is not an archive file: `image load` takes an oci-archive, docker-archive or the default hybrid archive"
@@ -150,13 +142,6 @@ pub enum DockerError {
     NotAnArchive {
         /// The path given.
         path: PathBuf,
-    },
-    /// The lock cannot be read, does not pin the image, or pins other
-    /// digests than the archive holds (the error names both).
-    #[error("{source}")]
-    Lock {
-        /// The lock's error.
-        source: Box<vs_image::Error>,
     },
     /// An archive could not be read while it was streamed.
     #[error("cannot read {path:?}: {source}")]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use vs_image::{Digest, LockedImage, Pin};
+use vs_pin::{Digest, LockedImage, Pin};
 
 use crate::confinement::EnforcementReport;
 use crate::policy::{Access, PathKind, ResolvedPolicy, metadata_paths};
@@ -22,7 +22,7 @@ pub const IMAGE_LABEL: &str = "dev.vibesys.image";
 
 /// An image as pinned in `images/images.lock`: the Engine must hold an
 /// image whose ID is one of these digests and whose layers are these
-/// ([`vs_image::Pin::check`] decides).
+/// ([`vs_pin::Pin::check`] decides).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ImagePin {
     /// The image name in the lock (`vibesys-editor`).

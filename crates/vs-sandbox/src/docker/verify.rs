@@ -4,12 +4,17 @@
 //! follows symlinks, and a process racing the start could swap a path of
 //! the workspace; the check turns such a race into a refused start.
 
+#[cfg(target_os = "linux")]
 use std::path::{Path, PathBuf};
 
 use crate::error::SandboxError;
-use crate::policy::{PathKind, ResolvedPolicy};
+#[cfg(target_os = "linux")]
+use crate::policy::PathKind;
+use crate::policy::ResolvedPolicy;
 
-use super::plan::{DockerPlan, MountRole};
+use super::plan::DockerPlan;
+#[cfg(target_os = "linux")]
+use super::plan::MountRole;
 
 /// What each bind must be, identified before the container is created.
 #[derive(Debug, Default)]

@@ -334,6 +334,10 @@ pub const DEFAULT_OUTPUT_CAP: usize = 1024 * 1024;
 #[derive(Debug, Clone)]
 pub struct LocalShellRunner {
     output_cap: usize,
+    #[cfg_attr(
+        not(target_os = "linux"),
+        expect(dead_code, reason = "only the Linux runner runs commands")
+    )]
     drain_grace: Duration,
 }
 
