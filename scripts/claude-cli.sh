@@ -13,7 +13,9 @@
 # Environment:
 #   VIBESYS_SOURCES_CACHE  where the wheel and the extracted CLI are kept
 #                          (default /var/tmp/vibesys-image-sources, shared
-#                          with scripts/images.sh; readable by every user)
+#                          with scripts/images.sh and readable by every
+#                          user; for a user who cannot write there and
+#                          finds no CLI in it, ~/.cache/vibesys-image-sources)
 #
 # Needs python3 (zipfile) and, the first time, `python3 -m pip` and PyPI.
 # Exits 1 with the cause on stderr when the CLI cannot be had.
@@ -21,7 +23,14 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=images/sources.conf
 . "$here/images/sources.conf"
-cache=${VIBESYS_SOURCES_CACHE:-/var/tmp/vibesys-image-sources}
+cache=${VIBESYS_SOURCES_CACHE:-}
+if [[ -z "$cache" ]]; then
+  cache=/var/tmp/vibesys-image-sources
+  if [[ ! -f "$cache/claude-cli/${CLAUDE_SDK_SHA256:0:16}.complete" ]] &&
+    ! { mkdir -p "$cache" 2>/dev/null && [[ -w "$cache" ]]; }; then
+    cache=${XDG_CACHE_HOME:-${HOME:?neither VIBESYS_SOURCES_CACHE nor HOME is set}/.cache}/vibesys-image-sources
+  fi
+fi
 
 say() { echo "claude-cli.sh: $*" >&2; }
 die() {

@@ -26,10 +26,12 @@ endpoint ends the turn with the text "done". No state is kept between
 requests, so several CLIs may talk to one endpoint at once.
 
 Choosing a script. Each --script MATCH=FILE is tried in the order given;
-the first whose MATCH occurs in the request body (its raw JSON text, so
-keep MATCH free of quotes and backslashes) is played. A --script FILE
-without MATCH= is the fallback. MATCH is typically a word of the prompt or
-a path in the system prompt (the candidate's worktree). A request that
+the first that matches is played. MATCH is either "cwd:SUFFIX", matching
+when the working directory the CLI names in its prompt ends with SUFFIX
+(a candidate's worktree: "cwd:/1" for .../candidates/RUN/1), or any other
+string, matching when it occurs in the request body (its raw JSON text,
+so keep such a MATCH free of quotes and backslashes), e.g. a word of the
+prompt. A --script FILE without MATCH= is the fallback. A request that
 offers tools but matches no script is answered with HTTP 400 and an
 Anthropic-style error naming the cause, so the CLI fails loudly.
 
@@ -41,6 +43,9 @@ and "{}"; any other POST gets 404 in the API's error shape.
 Every request is appended to --log as one JSON line: time, method, path,
 the script and step played, and the body (parsed JSON, else text).
 Request bodies above --max-body bytes are refused (413) and not read.
+`--summarise LOG` prints, for each script played, the tool calls of its
+last conversation and what the CLI sent back for each (what the model
+saw), then exits.
 
     scripts/model-endpoint.py --port 0 --port-file PORTFILE \\
         --script cand-1=honest.json --script cand-2=cheat.json --log requests.jsonl
@@ -155,9 +160,13 @@ class Endpoint(ThreadingHTTPServer):
             self.log_file.write(line)
             self.log_file.flush()
 
-    def choose(self, raw):
+    def choose(self, raw, body):
+        cwd = working_directory(body)
         for s in self.scripts:
-            if s.match in raw:
+            if s.match.startswith("cwd:"):
+                if cwd is not None and cwd.endswith(s.match[len("cwd:"):]):
+                    return s
+            elif s.match in raw:
                 return s
         return self.fallback
 
@@ -259,7 +268,7 @@ class Handler(BaseHTTPRequestHandler):
             self.server.log_request_body(entry)
             self.answer(body, model, [{"type": "text", "text": "ok"}], "end_turn", raw)
             return
-        script = self.server.choose(raw)
+        script = self.server.choose(raw, body)
         if script is None:
             entry["answer"] = "no script"
             self.server.log_request_body(entry)
@@ -331,6 +340,46 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+def summarise(log_path, out=sys.stdout):
+    """Prints each script's tool calls and their results from a --log."""
+    last = {}
+    with open(log_path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            key = (entry.get("script"), working_directory(entry.get("body") or {})
+                   if isinstance(entry.get("body"), dict) else None)
+            if entry.get("script"):
+                last[key] = entry
+    for (script, cwd), entry in sorted(last.items(), key=lambda kv: (kv[0][1] or "", kv[0][0])):
+        print(f"{script} (working directory {cwd}):", file=out)
+        uses = {}
+        for message in entry["body"].get("messages") or []:
+            content = message.get("content") if isinstance(message, dict) else None
+            if not isinstance(content, list):
+                continue
+            for block in content:
+                if not isinstance(block, dict):
+                    continue
+                if block.get("type") == "tool_use":
+                    uses[block.get("id")] = block
+                elif block.get("type") == "tool_result":
+                    use = uses.get(block.get("tool_use_id"), {})
+                    result = block.get("content")
+                    if not isinstance(result, str):
+                        result = " ".join(t for t in texts(result))
+                    args = json.dumps(use.get("input", {}))
+                    if cwd:
+                        args = args.replace(cwd + "/", "")
+                    result = " | ".join(l for l in result.replace("\t", " ").splitlines() if l.strip())
+                    if cwd:
+                        result = result.replace(cwd + "/", "").replace(cwd, "<worktree>")
+                    print(f"  {use.get('name', '?')} {args[:100]}", file=out)
+                    print(f"    -> {''.join(c if c.isprintable() else '?' for c in result[:160])}", file=out)
+
+
 def loopback(host):
     try:
         return ipaddress.ip_address(host).is_loopback
@@ -352,7 +401,15 @@ def main(argv=None):
     ap.add_argument("--log", help="append every request as one JSON line to this file")
     ap.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY,
                     help=f"largest request body accepted, in bytes (default {DEFAULT_MAX_BODY})")
+    ap.add_argument("--summarise", metavar="LOG",
+                    help="print each script's tool calls and their results from a --log, then exit")
     args = ap.parse_args(argv)
+    if args.summarise:
+        try:
+            summarise(args.summarise)
+        except OSError as e:
+            ap.error(f"--summarise: {e}")
+        return 0
 
     if not loopback(args.host):
         ap.error(f"--host {args.host}: not a loopback address; this endpoint listens on loopback only")
