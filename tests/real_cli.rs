@@ -1,0 +1,441 @@
+//! The real Claude Code CLI (the pinned claude-agent-sdk wheel's, from
+//! scripts/claude-cli.sh) doing whole turns under vibesys: `session
+//! --prompt` and `run start --provider claude`, confined by bubblewrap and
+//! by Landlock, as root and as an unprivileged user. The model is
+//! scripts/model-endpoint.py on loopback, playing scripted tool calls
+//! (Read, Edit, Write, Bash) that the CLI executes itself, confined. Every
+//! request it received is checked: nothing of a hidden path reached it.
+//! The provider's own permission prompts and sandbox are off as agentshim's
+//! table says (`--dangerously-skip-permissions`, `IS_SANDBOX=1`): the
+//! tools run without a prompt, as root too.
+//!
+//! The CLI in Docker is tested in tests/debian_images.rs, where the agent
+//! image is built and loaded.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// The real CLI, fetched once (scripts/install-deps.sh fetches it in CI).
+fn claude_cli() -> &'static Path {
+    static CLI: OnceLock<PathBuf> = OnceLock::new();
+    CLI.get_or_init(|| {
+        require_tool("python3", "apt-get install python3 python3-pip");
+        let out = Command::new(repo_root().join("scripts/claude-cli.sh"))
+            .output()
+            .expect("cannot run scripts/claude-cli.sh");
+        assert!(
+            out.status.success(),
+            "this test needs the real Claude Code CLI: scripts/claude-cli.sh (run by scripts/install-deps.sh) downloads the pinned claude-agent-sdk wheel from PyPI once; it failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    })
+}
+
+/// scripts/model-endpoint.py on a free loopback port, killed on drop.
+struct Endpoint {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Endpoint {
+    /// Plays `scripts` (`(MATCH, steps as JSON)`; MATCH empty: the fallback).
+    fn start(scripts: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let port_file = dir.path().join("port");
+        let log = dir.path().join("requests.jsonl");
+        let mut cmd = Command::new("python3");
+        cmd.arg(repo_root().join("scripts/model-endpoint.py"))
+            .arg("--port-file")
+            .arg(&port_file)
+            .arg("--log")
+            .arg(&log);
+        for (i, (matcher, steps)) in scripts.iter().enumerate() {
+            let file = dir.path().join(format!("script-{i}.json"));
+            std::fs::write(&file, steps).unwrap();
+            let spec = if matcher.is_empty() {
+                file.display().to_string()
+            } else {
+                format!("{matcher}={}", file.display())
+            };
+            cmd.arg("--script").arg(spec);
+        }
+        let mut child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let end = Instant::now() + Duration::from_secs(10);
+        let port = loop {
+            if let Ok(text) = std::fs::read_to_string(&port_file)
+                && let Ok(p) = text.trim().parse()
+            {
+                break p;
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("the model endpoint exited: {status}");
+            }
+            assert!(Instant::now() < end, "the model endpoint did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        Endpoint {
+            child,
+            port,
+            log,
+            _dir: dir,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Every request logged, whole.
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The logged requests that played a script.
+    fn turns(&self) -> Vec<serde_json::Value> {
+        self.log_text()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|e| e.get("script").is_some())
+            .collect()
+    }
+
+    /// What the CLI sent back for each tool call, in the last request of
+    /// the conversation whose working directory ends with `cwd_suffix`.
+    fn tool_results(&self, cwd_suffix: &str) -> Vec<String> {
+        let turns = self.turns();
+        let last = turns
+            .iter()
+            .rfind(|e| cwd_of(e).is_some_and(|c| c.ends_with(cwd_suffix)))
+            .unwrap_or_else(|| panic!("no turn in *{cwd_suffix}: {}", self.log_text()));
+        let mut out = Vec::new();
+        for m in last["body"]["messages"].as_array().unwrap() {
+            let Some(blocks) = m["content"].as_array() else {
+                continue;
+            };
+            for b in blocks {
+                if b["type"] == "tool_result" {
+                    out.push(match &b["content"] {
+                        serde_json::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The working directory a logged request's prompt names.
+fn cwd_of(entry: &serde_json::Value) -> Option<String> {
+    fn strings<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a str>) {
+        match v {
+            serde_json::Value::String(s) => out.push(s),
+            serde_json::Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
+            serde_json::Value::Object(o) => o.values().for_each(|v| strings(v, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    strings(&entry["body"], &mut all);
+    all.iter().find_map(|s| {
+        s.lines().find_map(|l| {
+            l.trim_start_matches([' ', '-'])
+                .strip_prefix("Primary working directory: ")
+                .map(|c| c.trim().to_owned())
+        })
+    })
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const SECRET: &str = "sk-real-cli-hidden-4242";
+
+/// A committed project outside /tmp (Landlock accepts it), owned by `who`:
+/// the demo's sample task, a hidden key that is untracked (so absent from
+/// worktrees) and the CLI's home below it.
+struct Project {
+    root: PathBuf,
+    home: PathBuf,
+    _base: tempfile::TempDir,
+}
+
+fn project(who: As) -> Project {
+    require_tool("git", "apt-get install git");
+    let base_dir = landlock_safe_dir().join("real-cli");
+    std::fs::create_dir_all(&base_dir).unwrap();
+    let base = tempfile::Builder::new()
+        .prefix("proj")
+        .tempdir_in(&base_dir)
+        .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let root = base.path().join("project");
+    let home = base.path().join("home");
+    for d in ["bench", "evaluator", "tests/golden", "secrets"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(root.join("bench/run.sh"), "echo 42\n").unwrap();
+    std::fs::write(
+        root.join("evaluator/check.sh"),
+        "[ \"$(sh bench/run.sh)\" = \"$(cat tests/golden/expected.txt)\" ]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("evaluator/measure.sh"),
+        "printf '{\"time_ms\": %s}' \"$(cat speed.txt 2>/dev/null || echo 100)\"\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("tests/golden/expected.txt"), "42\n").unwrap();
+    std::fs::write(root.join("secrets/api.env"), format!("API_KEY={SECRET}\n")).unwrap();
+    std::fs::write(root.join(".gitignore"), "secrets/\n").unwrap();
+    std::fs::write(
+        root.join("vibesys.toml"),
+        r#"[task]
+objective = "make bench/run.sh faster without changing its output"
+protected = ["evaluator"]
+[gate]
+protect = ["tests/golden"]
+[check]
+argv = ["sh", "evaluator/check.sh"]
+[measure]
+argv = ["sh", "evaluator/measure.sh"]
+metric = "time_ms"
+goal = "min"
+[sandbox]
+hidden = ["secrets"]
+"#,
+    )
+    .unwrap();
+    git(&root, &["init", "-q"]);
+    git(&root, &["add", "-A"]);
+    git(&root, &["commit", "-q", "-m", "sample"]);
+    if who == As::User {
+        let (uid, gid) = test_user();
+        let st = Command::new("chown")
+            .args(["-R", &format!("{uid}:{gid}")])
+            .arg(&root)
+            .arg(&home)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    Project {
+        root,
+        home,
+        _base: base,
+    }
+}
+
+/// vibesys as `who` in the project, the CLI on PATH and allowed in the
+/// sandbox, pointed at the endpoint.
+fn vibesys_with_cli(who: As, p: &Project, endpoint: &Endpoint, backend: &str) -> Command {
+    let cli_dir = claude_cli().parent().unwrap();
+    let mut c = command_as(who, &p.root, &vibesys(), &[]);
+    c.env(
+        "PATH",
+        format!("{}:/usr/local/bin:/usr/bin:/bin", cli_dir.display()),
+    )
+    .env("HOME", &p.home)
+    .env("VIBESYS_AGENT_SANDBOX", backend)
+    .env("VIBESYS_AGENT_SANDBOX_ALLOW", cli_dir)
+    .env("ANTHROPIC_BASE_URL", endpoint.url())
+    .env("ANTHROPIC_API_KEY", "test-not-a-key");
+    c
+}
+
+/// The session's script: the provider table's flags seen from inside (the
+/// CLI's own argv and IS_SANDBOX), a file written through Bash, the hidden
+/// key tried through Read and Bash.
+const SESSION_SCRIPT: &str = r#"[
+  {"tool": "Bash", "input": {"command": "tr '\\0' ' ' </proc/$PPID/cmdline; echo; echo IS_SANDBOX=$IS_SANDBOX; echo made-by-claude > made.txt"}},
+  {"tool": "Read", "input": {"file_path": "{cwd}/secrets/api.env"}},
+  {"tool": "Bash", "input": {"command": "cat secrets/api.env; ls -A secrets; echo listed"}},
+  {"text": "session done"}
+]"#;
+
+fn session_turn(who: As, backend: &str) {
+    require_tool("bwrap", "apt-get install bubblewrap");
+    require_tool("setpriv", "apt-get install util-linux");
+    let p = project(who);
+    let endpoint = Endpoint::start(&[("", SESSION_SCRIPT)]);
+    let out = vibesys_with_cli(who, &p, &endpoint, backend)
+        .args(["session", "--provider", "claude", "--confine", backend])
+        .args(["--prompt", "write made.txt"])
+        .output()
+        .unwrap();
+    let text = ok_out(&out, who, backend);
+    assert!(text.contains("session done"), "{who:?} {backend}: {text}");
+    assert_eq!(
+        std::fs::read_to_string(p.root.join("made.txt")).unwrap(),
+        "made-by-claude\n",
+        "{who:?} {backend}: the Bash tool ran without a prompt"
+    );
+    let results = endpoint.tool_results("");
+    assert_eq!(results.len(), 3, "{who:?} {backend}: {results:#?}");
+    // The provider table: its own approvals and sandbox off.
+    assert!(
+        results[0].contains("--dangerously-skip-permissions"),
+        "{who:?} {backend}: {}",
+        results[0]
+    );
+    assert!(
+        results[0].contains("IS_SANDBOX=1"),
+        "{who:?} {backend}: {}",
+        results[0]
+    );
+    // The hidden directory is empty in the sandbox (bwrap); Landlock does
+    // not enforce hidden paths (documented), so only bwrap is asserted.
+    if backend == "bwrap" {
+        assert!(
+            results[2].contains("listed") && !results[2].contains("api.env\n"),
+            "{who:?} {backend}: {}",
+            results[2]
+        );
+        assert!(
+            !endpoint.log_text().contains(SECRET),
+            "{who:?} {backend}: the hidden key reached the model endpoint"
+        );
+    }
+}
+
+fn ok_out(out: &Output, who: As, backend: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{who:?} {backend}: vibesys failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_session_of_the_real_cli_under_bwrap_as_root_and_as_a_user() {
+    for who in users() {
+        session_turn(who, "bwrap");
+    }
+}
+
+#[test]
+fn a_session_of_the_real_cli_under_landlock_as_root_and_as_a_user() {
+    for who in users() {
+        session_turn(who, "landlock");
+    }
+}
+
+/// Two candidates, each a real turn: the demo's scripts (honest edits the
+/// benchmark through Read, Edit, Bash; the cheater tries the evaluator,
+/// the hidden key in its worktree and in the project, and the golden
+/// output). The run prepares its own state (the project has none).
+fn run_two_candidates(who: As, backend: &str) {
+    require_tool("bwrap", "apt-get install bubblewrap");
+    require_tool("setpriv", "apt-get install util-linux");
+    let p = project(who);
+    let demo = repo_root().join("scripts/demo");
+    let honest = std::fs::read_to_string(demo.join("honest.json")).unwrap();
+    let cheat = std::fs::read_to_string(demo.join("cheat.json")).unwrap();
+    let endpoint = Endpoint::start(&[("cwd:/1", &honest), ("cwd:/2", &cheat)]);
+    let out = vibesys_with_cli(who, &p, &endpoint, backend)
+        .args(["run", "start", "--run-environment", "host"])
+        .args(["--provider", "claude", "--candidates", "2", "--jobs", "2"])
+        .args(["--prompt", "make bench/run.sh faster"])
+        .output()
+        .unwrap();
+    let table = ok_out(&out, who, backend);
+    let run = std::fs::read_dir(p.root.join(".vibesys/state/runs"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name()
+        .into_string()
+        .unwrap();
+    let status = command_as(who, &p.root, &vibesys(), &["run", "status", &run, "--json"])
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_str(&ok_out(&status, who, backend)).unwrap();
+    let cand = |n: u64| {
+        status["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["candidate"] == n)
+            .unwrap()
+            .clone()
+    };
+    let (honest, cheat) = (cand(1), cand(2));
+    assert_eq!(honest["state"], "passed", "{who:?} {backend}: {table}");
+    assert_eq!(honest["metrics"]["time_ms"], 7, "{honest:#}");
+    assert_eq!(cheat["state"], "failed", "{who:?} {backend}: {table}");
+    assert_eq!(cheat["phases"]["gate"]["status"], "failed", "{cheat:#}");
+    assert!(
+        cheat["error"]
+            .as_str()
+            .unwrap()
+            .contains("changed tests/golden/expected.txt"),
+        "{cheat:#}"
+    );
+    // The honest edit went through the CLI's Edit tool.
+    let results = endpoint.tool_results("/1");
+    assert!(
+        results[1].contains("has been updated successfully"),
+        "{results:#?}"
+    );
+    // The cheater's tool calls: the evaluator is read-only under bwrap
+    // (Landlock leaves it writable, the gate catches it); no key anywhere.
+    let results = endpoint.tool_results("/2");
+    if backend == "bwrap" {
+        assert!(results[1].contains("read-only file system"), "{results:#?}");
+    }
+    assert!(
+        results[4].contains("No such file or directory"),
+        "the project's own secrets/ is not in reach: {results:#?}"
+    );
+    assert!(
+        !endpoint.log_text().contains(SECRET),
+        "{who:?} {backend}: the hidden key reached the model endpoint"
+    );
+    // The project itself is untouched.
+    assert_eq!(
+        std::fs::read_to_string(p.root.join("tests/golden/expected.txt")).unwrap(),
+        "42\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.root.join("bench/run.sh")).unwrap(),
+        "echo 42\n"
+    );
+}
+
+#[test]
+fn run_start_with_the_real_cli_under_bwrap_as_root_and_as_a_user() {
+    for who in users() {
+        run_two_candidates(who, "bwrap");
+    }
+}
+
+#[test]
+fn run_start_with_the_real_cli_under_landlock_as_root_and_as_a_user() {
+    for who in users() {
+        run_two_candidates(who, "landlock");
+    }
+}
