@@ -117,21 +117,21 @@ if [ "$confine" = docker ]; then
   # Build the editor image from local files (busybox-static on the host;
   # nothing is pulled) and load it into the Engine, checked against the lock.
   [ -x /bin/busybox ] || { [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox-static >/dev/null; }
-  mkdir -p "$target_dir/images"
+  mkdir -p "$target_dir/demo-images"
   echo "== vibesys image build images/editor.toml"
-  "$vibesys" image build "$root/images/editor.toml" --out "$target_dir/images/editor.tar" | sed -n '1,3p'
+  "$vibesys" image build "$root/images/editor.toml" --out "$target_dir/demo-images/editor.tar" | sed -n '1,3p'
   lock="$root/images/images.lock"
-  if ! "$vibesys" image verify "$target_dir/images/editor.tar" --lock "$lock" >/dev/null 2>&1; then
+  if ! "$vibesys" image verify "$target_dir/demo-images/editor.tar" --lock "$lock" >/dev/null 2>&1; then
     # The host's busybox differs from the one images.lock was pinned with:
     # pin this local build in a demo lock (never in the repository's).
-    lock="$target_dir/images/demo.lock"
+    lock="$target_dir/demo-images/demo.lock"
     rm -f "$lock"
-    "$vibesys" image pin "$target_dir/images/editor.tar" --lock "$lock" >/dev/null
+    "$vibesys" image pin "$target_dir/demo-images/editor.tar" --lock "$lock" >/dev/null
     echo "  (this host's build differs from images/images.lock; pinned in $lock for the demo)"
   fi
   export VIBESYS_IMAGES_LOCK=$lock
   echo "== vibesys image load"
-  "$vibesys" image load "$target_dir/images/editor.tar" --lock "$lock"
+  "$vibesys" image load "$target_dir/demo-images/editor.tar" --lock "$lock"
   echo
   env_args=(--run-environment docker)
 else
