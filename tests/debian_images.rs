@@ -3,8 +3,12 @@
 //! checked against images/images.lock, loaded with `vibesys image load`
 //! and used on the real Engine: git in the editor image on the mounted
 //! workspace, `claude --version` in the agent image, a session of the real
-//! CLI confined in the container that ends at its own login message, and
-//! the hidden paths unreadable from a shell in the same kind of container.
+//! CLI confined in the container that ends at its own login message, whole
+//! turns of the real CLI (`session --prompt` and `run start --provider
+//! claude`) against scripts/model-endpoint.py running in the container's
+//! own network namespace (loopback only: never Docker's bridge or any
+//! private-range address), and the hidden paths unreadable from a shell in
+//! the same kind of container.
 //!
 //! The roots and the wheel are cached between runs (scripts/images.sh,
 //! VIBESYS_SOURCES_CACHE): the first run on a machine debootstraps two
@@ -184,6 +188,79 @@ fn the_lock_comparison_names_any_changed_pin() {
         lock_differences(&committed, &fewer),
         ["vibesys-agent: pinned, but scripts/images.sh did not build it"]
     );
+}
+
+/// scripts/model-endpoint.py inside the network namespace of the
+/// container `container` finds (waited for), on that namespace's loopback
+/// port 8787; killed on drop.
+struct EndpointInNetns(std::process::Child);
+
+/// The agent's container of a vibesys run id (not its `-eval` one).
+fn agent_container(run_id: &str) -> Option<String> {
+    let out = Command::new("docker")
+        .args(["ps", "-a", "--format", "{{.ID}} {{.Names}}", "--filter"])
+        .arg(format!("label=dev.vibesys.run-id={run_id}"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().find_map(|l| {
+        let (id, name) = l.split_once(' ')?;
+        (!name.ends_with("-eval")).then(|| id.to_owned())
+    })
+}
+
+impl EndpointInNetns {
+    fn start(container: impl Fn() -> Option<String>, script: &Path, log: &Path) -> Self {
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let pid = loop {
+            if let Some(id) = container() {
+                let out = Command::new("docker")
+                    .args(["inspect", "-f", "{{.State.Pid}}", &id])
+                    .output()
+                    .unwrap();
+                let pid = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+                if pid.parse::<u32>().is_ok_and(|p| p > 0) {
+                    break pid;
+                }
+            }
+            assert!(std::time::Instant::now() < end, "no container started");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        docker_support::require_tool("nsenter", "apt-get install util-linux");
+        let port_file = log.with_extension("port");
+        let err_file = log.with_extension("err");
+        let mut child = Command::new("nsenter")
+            .args(["-t", &pid, "-n", "--"])
+            .arg("python3")
+            .arg(repo().join("scripts/model-endpoint.py"))
+            .args(["--port", "8787", "--script"])
+            .arg(script)
+            .arg("--log")
+            .arg(log)
+            .arg("--port-file")
+            .arg(&port_file)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&err_file).unwrap())
+            .spawn()
+            .unwrap();
+        while !port_file.exists() {
+            if child.try_wait().unwrap().is_some() || std::time::Instant::now() >= end {
+                let _ = child.kill();
+                panic!(
+                    "the model endpoint did not start in the container's network namespace: {}",
+                    std::fs::read_to_string(&err_file).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Self(child)
+    }
+}
+
+impl Drop for EndpointInNetns {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 #[test]
@@ -370,6 +447,69 @@ fn the_images_built_without_nix_run_git_and_the_real_claude_cli_confined() {
     );
 
     eprintln!("session at {:?}", t0.elapsed());
+    // A whole turn of the real CLI in the agent image: the scripted model
+    // endpoint runs in the container's own network namespace (entered
+    // with nsenter, the container's network unshared: loopback only), so
+    // the CLI reaches it at 127.0.0.1 and nothing goes through Docker's
+    // bridge or any private-range address. The CLI runs Bash and Read
+    // itself, confined, without a prompt (the provider table's flags).
+    let turn_dir = tempfile::tempdir().unwrap();
+    let script = turn_dir.path().join("script.json");
+    std::fs::write(
+        &script,
+        r#"[
+  {"tool": "Bash", "input": {"command": "echo IS_SANDBOX=$IS_SANDBOX; tr '\\0' ' ' </proc/$PPID/cmdline; echo made-in-docker > made.txt"}},
+  {"tool": "Read", "input": {"file_path": "{cwd}/key.txt"}},
+  {"text": "turn done"}
+]"#,
+    )
+    .unwrap();
+    let log = turn_dir.path().join("requests.jsonl");
+    let run_id = unique("debimg-turn");
+    let session = vibesys(p)
+        .env("HOME", home.path())
+        .env("VIBESYS_IMAGES_LOCK", &lock_path)
+        .env("VIBESYS_RUN_ID", &run_id)
+        .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:8787")
+        .env("ANTHROPIC_API_KEY", "test-not-a-key")
+        .args(["session", "--provider", "claude", "--confine", "docker"])
+        .args([
+            "--image",
+            "vibesys-agent",
+            "--hidden",
+            "key.txt",
+            "--no-network",
+        ])
+        .args(["--prompt", "write made.txt"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let endpoint = EndpointInNetns::start(|| agent_container(&run_id), &script, &log);
+    let out = session.wait_with_output().unwrap();
+    drop(endpoint);
+    let text = ok(out);
+    assert!(text.contains("turn done"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(p.join("made.txt")).unwrap(),
+        "made-in-docker\n"
+    );
+    std::fs::remove_file(p.join("made.txt")).unwrap();
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("IS_SANDBOX=1"), "{logged}");
+    assert!(
+        logged.contains("--dangerously-skip-permissions"),
+        "{logged}"
+    );
+    assert!(
+        !logged.contains("SECRET-KEY"),
+        "the hidden key reached the endpoint"
+    );
+    assert!(
+        containers_of_run(&run_id).is_empty(),
+        "container left behind"
+    );
+    eprintln!("real turn in docker at {:?}", t0.elapsed());
     // The docker run environment with the agent image: `vibesys run`
     // starts the real CLI as candidate 1's agent, confined in its
     // container, and it ends at its own login message; the candidate's
@@ -400,6 +540,73 @@ fn the_images_built_without_nix_run_git_and_the_real_claude_cli_confined() {
     assert!(!log.contains("SECRET-KEY"), "{log}");
     assert!(containers_of_run(&run).is_empty(), "container left behind");
     eprintln!("run at {:?}", t0.elapsed());
+    // `vibesys run` with the real CLI doing a whole turn in the agent image
+    // (network unshared; the endpoint in the candidate container's own
+    // namespace): it writes the speed through Bash and tries the hidden key
+    // through Read; the candidate passes, measured, and no request held
+    // the key.
+    let task = run_support::TASK.replace("[sandbox]\n", "[sandbox]\nnetwork = false\n");
+    assert_ne!(task, run_support::TASK);
+    let (_rd2, rp2) = run_support::project(&task);
+    std::fs::write(
+        &script,
+        r#"[
+  {"tool": "Bash", "input": {"command": "echo 7 > speed.txt"}},
+  {"tool": "Read", "input": {"file_path": "{cwd}/secrets/key.txt"}},
+  {"text": "candidate done"}
+]"#,
+    )
+    .unwrap();
+    let log = turn_dir.path().join("run-requests.jsonl");
+    let started = vibesys(&rp2)
+        .env("HOME", home.path())
+        .env("VIBESYS_IMAGES_LOCK", &lock_path)
+        .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:8787")
+        .env("ANTHROPIC_API_KEY", "test-not-a-key")
+        .args(["run", "start", "--provider", "claude", "--candidates", "1"])
+        .args(["--image", "vibesys-agent", "--prompt", "make it faster"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let runs = rp2.join(".vibesys/state/runs");
+    let endpoint = EndpointInNetns::start(
+        || {
+            let run = std::fs::read_dir(&runs).ok()?.next()?.ok()?;
+            // A candidate's containers are labelled RUN-N (RUN-N-eval, ...).
+            agent_container(&format!("{}-1", run.file_name().to_str()?))
+        },
+        &script,
+        &log,
+    );
+    let out = started.wait_with_output().unwrap();
+    drop(endpoint);
+    let table = ok(out);
+    let run = run_support::only_run(&rp2);
+    let status = run_support::status_json(
+        &rp2,
+        &run,
+        &[("VIBESYS_IMAGES_LOCK", lock_path.to_str().unwrap())],
+    );
+    let c = run_support::candidate(&status, 1);
+    assert_eq!(c["state"], "passed", "{table}\n{c:#}");
+    assert_eq!(c["metrics"]["time_ms"], 7, "{c:#}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains("\"step\":2"),
+        "the turn ran to its end: {logged}"
+    );
+    assert!(
+        !logged.contains("SECRET-KEY"),
+        "the hidden key reached the endpoint"
+    );
+    for suffix in ["1", "1-eval"] {
+        assert!(
+            containers_of_run(&format!("{run}-{suffix}")).is_empty(),
+            "container left behind"
+        );
+    }
+    eprintln!("real run in docker at {:?}", t0.elapsed());
     // A shell in the same kind of container (the agent image, the same
     // policy): the hidden key reads as empty.
     let out = vibesys(p)
