@@ -157,6 +157,8 @@ if [ "$agent_kind" = claude ]; then
   # The CLI's own configuration goes to a home of the demo's, never yours.
   home="$target_dir/demo-home"
   rm -rf "$home" && mkdir -p "$home"
+  # Its state file, present (the CLI otherwise says it is missing).
+  echo '{}' >"$home/.claude.json"
   echo "== vibesys run start ${env_args[*]} --provider claude --candidates 2 --jobs 2 --prompt '$objective'"
   echo "   (claude -p against the scripted endpoint at http://127.0.0.1:$(cat "$portfile"))"
   env PATH="$clidir:$PATH" HOME="$home" \
