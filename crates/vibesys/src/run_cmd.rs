@@ -189,8 +189,17 @@ fn prepare_state(layout: &StateLayout) -> anyhow::Result<()> {
 
 fn start(args: StartArgs) -> anyhow::Result<u8> {
     let environment = args.env.resolve()?.unwrap_or_default();
-    vs_runtime::run::dispatch::evaluation_route(environment)?;
+    let remote = matches!(
+        vs_runtime::run::dispatch::evaluation_route(environment)?,
+        vs_runtime::run::dispatch::EvaluationRoute::Remote(_)
+    );
     let layout = layout_of(args.project.clone())?;
+    // modal, skypilot: the service's client and plan are checked first
+    // (they read the task from the prepared state).
+    if remote {
+        prepare_state(&layout)?;
+        vs_runtime::run::preflight(&layout, environment)?;
+    }
     let is_custom = args.provider.trim().eq_ignore_ascii_case("custom");
     if is_custom && args.command.is_empty() {
         bail!("--provider custom needs the agent command after --");
@@ -257,9 +266,9 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
         }
         _ => (None, None),
     };
-    // Checked and refused above: nothing was written. Now the run state.
+    // Checked and refused above: nothing was written (modal and skypilot
+    // aside, whose state is prepared for their check). Now the run state.
     prepare_state(&layout)?;
-    vs_runtime::run::preflight(&layout, environment)?;
     // The prompt's default names the objective by its path in the worktree.
     let request = StartRequest {
         environment,
