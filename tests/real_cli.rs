@@ -439,3 +439,132 @@ fn run_start_with_the_real_cli_under_landlock_as_root_and_as_a_user() {
         run_two_candidates(who, "landlock");
     }
 }
+
+/// One raw HTTP/1.1 request to the endpoint; the status line and body.
+fn http(port: u16, request: &[u8]) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // The endpoint may answer (and close) before the whole body is sent.
+    let _ = s.write_all(request);
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+        let text = String::from_utf8_lossy(&out);
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("Content-Length: "))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if body.len() >= len {
+                break;
+            }
+        }
+    }
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (
+        head.lines().next().unwrap_or("").to_owned(),
+        body.to_owned(),
+    )
+}
+
+/// The endpoint itself, attacked: it refuses any address but loopback,
+/// refuses a body over its bound before reading it, answers probes and
+/// auxiliary requests harmlessly, and fails loudly on a request no script
+/// matches.
+#[test]
+fn the_model_endpoint_listens_on_loopback_only_and_bounds_requests() {
+    require_tool("python3", "apt-get install python3");
+    let script = repo_root().join("scripts/model-endpoint.py");
+    for host in [
+        "0.0.0.0",
+        "10.0.0.1",
+        "::",
+        "localhost.example",
+        "192.168.1.1",
+    ] {
+        let out = Command::new("python3")
+            .arg(&script)
+            .args(["--host", host, "--port", "0"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "--host {host}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("not a loopback address"),
+            "--host {host}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let endpoint = Endpoint::start(&[("only-this", r#"[{"text": "hello"}]"#)]);
+    let port = endpoint.port;
+    // Over the bound (16 MiB by default): refused from the header alone.
+    let (status, body) = http(
+        port,
+        b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n{}",
+    );
+    assert!(status.contains(" 413 "), "{status} {body}");
+    assert!(body.contains("request_too_large"), "{body}");
+    let (status, _) = http(
+        port,
+        b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+    );
+    assert!(status.contains(" 413 "), "{status}");
+    // Probes and auxiliary requests: harmless answers.
+    let (status, body) = http(port, b"GET /api/hello HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(status.contains(" 200 "), "{status}");
+    assert_eq!(body, "{}");
+    let count = br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+    let mut req = format!(
+        "POST /v1/messages/count_tokens HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        count.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(count);
+    let (status, body) = http(port, &req);
+    assert!(
+        status.contains(" 200 ") && body.contains("input_tokens"),
+        "{status} {body}"
+    );
+    let aux = br#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"title"}]}"#;
+    let mut req = format!(
+        "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        aux.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(aux);
+    let (status, body) = http(port, &req);
+    assert!(
+        status.contains(" 200 ") && body.contains("\"ok\""),
+        "{status} {body}"
+    );
+    // A turn (tools offered) that matches no script: a loud 400.
+    let turn = br#"{"model":"m","max_tokens":5,"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"other"}]}"#;
+    let mut req = format!(
+        "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        turn.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(turn);
+    let (status, body) = http(port, &req);
+    assert!(
+        status.contains(" 400 ") && body.contains("no --script matches"),
+        "{status} {body}"
+    );
+    // Garbage is an error, never a crash: the endpoint still answers.
+    let (status, _) = http(
+        port,
+        b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\n\xff\xfe{",
+    );
+    assert!(status.contains(" 400 "), "{status}");
+    let (status, _) = http(port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(status.contains(" 200 "), "{status}");
+    // Every request is in the log, one JSON line each.
+    let lines = endpoint.log_text().lines().count();
+    assert!(lines >= 6, "{}", endpoint.log_text());
+}
