@@ -1,10 +1,20 @@
 #!/usr/bin/env python3
-"""A scripted Anthropic Messages API endpoint, on loopback only.
+"""A scripted Anthropic Messages API endpoint, on loopback only; it also
+speaks the OpenAI Responses API well enough for the Codex CLI.
 
 It stands in for the model (never for the agent CLI): the real Claude Code
 CLI, pointed at it with ANTHROPIC_BASE_URL, runs whole turns against it and
 executes the tool calls it is told to make itself, under whatever confines
 it. Used by the demo (scripts/demo.sh) and the tests (tests/real_cli.rs).
+
+The Codex CLI (scripts/codex-cli.sh) reaches it through a model provider
+of its configuration (~/.codex/config.toml: base_url = "http://127.0.0.1:
+PORT/v1", wire_api = "responses"; it ignores OPENAI_BASE_URL) and gets
+POST /v1/responses answered as a stream of response.* events. A step's
+"tool" with an object "input" is a function_call; with a string "input" a
+custom_tool_call (Codex's own tool is the JavaScript cell "exec", whose
+input calls e.g. `await tools.exec_command({cmd: "..."})`). Steps advance
+by the function_call_output / custom_tool_call_output items of "input".
 
 Scripts. A script is a JSON file holding a list of steps, played one per
 model request of a conversation:
@@ -89,9 +99,17 @@ class Script:
             unknown = set(step) - {"tool", "input", "text"}
             if unknown:
                 raise ValueError(f"{path}: step {i} has unknown keys {sorted(unknown)}")
-            if "tool" in step and not isinstance(step.get("input", {}), dict):
-                raise ValueError(f"{path}: step {i}: \"input\" must be an object")
+            if "tool" in step and not isinstance(step.get("input", {}), (dict, str)):
+                raise ValueError(f"{path}: step {i}: \"input\" must be an object (or, for a"
+                                 " custom tool of the Responses API, a string)")
         self.steps = steps
+
+
+def count_responses_outputs(body):
+    """Tool results in a Responses API request (OpenAI; Codex)."""
+    return sum(1 for item in body.get("input") or []
+               if isinstance(item, dict)
+               and item.get("type") in ("function_call_output", "custom_tool_call_output"))
 
 
 def count_tool_results(body):
@@ -250,6 +268,9 @@ class Handler(BaseHTTPRequestHandler):
         entry = {"time": time.time(), "method": "POST", "path": self.path,
                  "body": body if body is not None else raw}
         path = self.path_only()
+        if path.endswith("/responses"):
+            self.answer_responses(body, raw, entry)
+            return
         if path.endswith("/v1/messages/count_tokens"):
             self.server.log_request_body(entry)
             self.send_json(200, {"input_tokens": estimate_tokens(raw)})
@@ -294,6 +315,58 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 stop = "end_turn"
         self.answer(body, model, blocks, stop, raw)
+
+    # --- the Responses API (Codex) ---------------------------------------
+
+    def answer_responses(self, body, raw, entry):
+        if not isinstance(body, dict):
+            self.server.log_request_body(entry)
+            self.error(400, "invalid_request_error", "model-endpoint: the body is not a JSON object")
+            return
+        script = self.server.choose(raw, body)
+        if script is None:
+            entry["answer"] = "no script"
+            self.server.log_request_body(entry)
+            self.error(400, "invalid_request_error", "model-endpoint: no --script matches this request")
+            return
+        step_no = count_responses_outputs(body)
+        entry["script"] = script.name
+        entry["step"] = step_no
+        self.server.log_request_body(entry)
+        step = script.steps[step_no] if step_no < len(script.steps) else {"text": "done"}
+        items = []
+        if "text" in step:
+            items.append({"type": "message", "role": "assistant", "id": "msg_vs" + uuid.uuid4().hex[:16],
+                          "content": [{"type": "output_text", "text": str(step["text"]), "annotations": []}]})
+        if "tool" in step:
+            call = "call_vs%03d%s" % (step_no, uuid.uuid4().hex[:12])
+            tool_input = step.get("input", {})
+            if isinstance(tool_input, str):
+                items.append({"type": "custom_tool_call", "id": "ctc_" + call, "call_id": call,
+                              "name": step["tool"], "input": tool_input, "status": "completed"})
+            else:
+                items.append({"type": "function_call", "id": "fc_" + call, "call_id": call,
+                              "name": step["tool"], "arguments": json.dumps(tool_input), "status": "completed"})
+        resp_id = "resp_vs" + uuid.uuid4().hex[:20]
+        model = body.get("model") or "scripted"
+        usage = {"input_tokens": estimate_tokens(raw), "input_tokens_details": {"cached_tokens": 0},
+                 "output_tokens": 1, "output_tokens_details": {"reasoning_tokens": 0},
+                 "total_tokens": estimate_tokens(raw) + 1}
+        events = [("response.created", {"type": "response.created",
+                                         "response": {"id": resp_id, "model": model, "status": "in_progress"}})]
+        for i, item in enumerate(items):
+            events.append(("response.output_item.added", {"type": "response.output_item.added",
+                                                          "output_index": i, "item": item}))
+            events.append(("response.output_item.done", {"type": "response.output_item.done",
+                                                         "output_index": i, "item": item}))
+        events.append(("response.completed", {"type": "response.completed", "response": {
+            "id": resp_id, "model": model, "status": "completed", "output": items, "usage": usage}}))
+        data = "".join(f"event: {name}\ndata: {json.dumps(obj)}\n\n" for name, obj in events).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     # --- answers ----------------------------------------------------------
 

@@ -7,7 +7,8 @@
 //! request it received is checked: nothing of a hidden path reached it.
 //! The provider's own permission prompts and sandbox are off as agentshim's
 //! table says (`--dangerously-skip-permissions`, `IS_SANDBOX=1`): the
-//! tools run without a prompt, as root too.
+//! tools run without a prompt, as root too. The real Codex CLI
+//! (scripts/codex-cli.sh) does the same through the endpoint's Responses API.
 //!
 //! The CLI in Docker is tested in tests/debian_images.rs, where the agent
 //! image is built and loaded.
@@ -567,4 +568,105 @@ fn the_model_endpoint_listens_on_loopback_only_and_bounds_requests() {
     // Every request is in the log, one JSON line each.
     let lines = endpoint.log_text().lines().count();
     assert!(lines >= 6, "{}", endpoint.log_text());
+}
+
+/// The real Codex CLI (scripts/codex-cli.sh: the pinned
+/// openai-codex-cli-bin wheel's executable), fetched once.
+fn codex_cli() -> &'static Path {
+    static CLI: OnceLock<PathBuf> = OnceLock::new();
+    CLI.get_or_init(|| {
+        require_tool("python3", "apt-get install python3 python3-pip");
+        let out = Command::new(repo_root().join("scripts/codex-cli.sh"))
+            .output()
+            .expect("cannot run scripts/codex-cli.sh");
+        assert!(
+            out.status.success(),
+            "this test needs the real Codex CLI: scripts/codex-cli.sh (run by scripts/install-deps.sh) downloads the pinned openai-codex-cli-bin wheel from PyPI once; it failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    })
+}
+
+/// Codex's turn through the Responses API: its one tool is a JavaScript
+/// `exec` cell that calls `tools.exec_command`; it shows the CLI's own argv
+/// (the provider table's flag), writes a file, and tries the hidden key.
+const CODEX_SCRIPT: &str = r#"[
+  {"tool": "exec", "input": "const r = await tools.exec_command({cmd: \"tr '\\\\0' ' ' </proc/$PPID/cmdline; echo; echo made-by-codex > made.txt; cat secrets/api.env; ls -A secrets; echo listed\"}); text(JSON.stringify(r));"},
+  {"text": "codex session done"}
+]"#;
+
+fn codex_session(who: As, backend: &str) {
+    require_tool("bwrap", "apt-get install bubblewrap");
+    require_tool("setpriv", "apt-get install util-linux");
+    let p = project(who);
+    let endpoint = Endpoint::start(&[("", CODEX_SCRIPT)]);
+    // Codex 0.163 ignores OPENAI_BASE_URL: a model provider of its own
+    // configuration points it at the endpoint.
+    let codex_home = p.home.join(".codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    std::fs::write(
+        codex_home.join("config.toml"),
+        format!(
+            "model_provider = \"scripted\"\n[model_providers.scripted]\nname = \"scripted\"\nbase_url = \"{}/v1\"\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n",
+            endpoint.url()
+        ),
+    )
+    .unwrap();
+    if who == As::User {
+        let (uid, gid) = test_user();
+        let st = Command::new("chown")
+            .args(["-R", &format!("{uid}:{gid}")])
+            .arg(&codex_home)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let bin = codex_cli().parent().unwrap();
+    let root = bin.parent().unwrap();
+    let mut c = command_as(who, &p.root, &vibesys(), &[]);
+    c.env(
+        "PATH",
+        format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
+    )
+    .env("HOME", &p.home)
+    .env("VIBESYS_AGENT_SANDBOX", backend)
+    .env("VIBESYS_AGENT_SANDBOX_ALLOW", root)
+    .env("OPENAI_API_KEY", "test-not-a-key");
+    let out = c
+        .args(["session", "--provider", "codex", "--confine", backend])
+        .args(["--prompt", "write made.txt"])
+        .output()
+        .unwrap();
+    let text = ok_out(&out, who, backend);
+    assert!(
+        text.contains("codex session done"),
+        "{who:?} {backend}: {text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.root.join("made.txt")).unwrap(),
+        "made-by-codex\n",
+        "{who:?} {backend}"
+    );
+    let log = endpoint.log_text();
+    assert!(
+        log.contains("--dangerously-bypass-approvals-and-sandbox"),
+        "{who:?} {backend}: the provider table's flag: {log}"
+    );
+    if backend == "bwrap" {
+        assert!(log.contains("listed"), "{who:?} {backend}");
+        assert!(
+            !log.contains(SECRET),
+            "{who:?} {backend}: the hidden key reached the model endpoint"
+        );
+    }
+}
+
+#[test]
+fn a_session_of_the_real_codex_cli_under_bwrap_and_landlock_as_root_and_as_a_user() {
+    for who in users() {
+        for backend in ["bwrap", "landlock"] {
+            codex_session(who, backend);
+        }
+    }
 }
