@@ -27,7 +27,7 @@ A step with "tool" answers with one tool_use block (stop_reason tool_use),
 optionally preceded by a text block when "text" is given too; a step with
 only "text" answers with that text and ends the turn (end_turn). In string
 values of "input", "{cwd}" stands for the working directory the CLI names
-in its prompt ("Primary working directory: ..."), so a script can
+in its prompt ("Primary working directory: ..."; Codex: "<cwd>...</cwd>"), so a script can
 name files by absolute path in a worktree it does not know in advance.
 The step is chosen by counting the tool_result blocks in the request's
 messages: the first request of a turn plays step 0, the request carrying
@@ -79,7 +79,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
-CWD_RE = re.compile(r"(?:Primary working directory|Working directory): *([^\n]+)")
+CWD_RE = re.compile(r"(?:Primary working directory|Working directory): *([^\n]+)|<cwd>([^<\n]+)</cwd>")
 
 
 class Script:
@@ -146,10 +146,10 @@ def texts(value):
 def working_directory(body):
     """The working directory the CLI names in its prompt (its environment
     section sits in "system" or in a message), if any."""
-    for text in texts([body.get("system"), body.get("messages")]):
+    for text in texts([body.get("system"), body.get("messages"), body.get("input")]):
         m = CWD_RE.search(text)
         if m:
-            return m.group(1).strip()
+            return (m.group(1) or m.group(2)).strip()
     return None
 
 
