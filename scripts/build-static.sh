@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Build the static (musl) vibesys host binary and print its path.
 #
-# Usage: scripts/build-static.sh [--profile PROFILE] [--target TRIPLE]
+# Usage: scripts/build-static.sh [--profile PROFILE] [--target TRIPLE] [--beside DIR]
 #
 #   --profile   cargo profile, default `release`
 #   --target    musl target triple, default `x86_64-unknown-linux-musl`
+#   --beside    also copy it to DIR/vibesys-static, where a dynamically
+#               linked vibesys in DIR finds its command server (the slurm
+#               run environment needs one), e.g. --beside target/release
 #
 # The target directory is $CARGO_TARGET_DIR (default: <repo>/target). The
 # binary lands in $CARGO_TARGET_DIR/<target>/<profile>/vibesys; the script
@@ -15,11 +18,13 @@ set -euo pipefail
 
 profile=release
 target=x86_64-unknown-linux-musl
+beside=
 while [ $# -gt 0 ]; do
     case "$1" in
     --profile) profile=${2:?--profile needs a value}; shift 2 ;;
     --target) target=${2:?--target needs a value}; shift 2 ;;
-    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --beside) beside=${2:?--beside needs a directory}; shift 2 ;;
+    -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "build-static.sh: error: unknown argument: $1" >&2; exit 2 ;;
     esac
 done
@@ -105,4 +110,11 @@ else
     echo "build-static.sh: warning: neither readelf nor file found; not checking that $bin is static" >&2
 fi
 
+if [ -n "$beside" ]; then
+    [ -d "$beside" ] || { echo "build-static.sh: error: --beside $beside: no such directory" >&2; exit 1; }
+    # Copied, then renamed into place: a vibesys reading it never sees half a file.
+    cp "$bin" "$beside/.vibesys-static.tmp.$$"
+    mv -f "$beside/.vibesys-static.tmp.$$" "$beside/vibesys-static"
+    echo "build-static.sh: copied to $beside/vibesys-static" >&2
+fi
 echo "$bin"

@@ -19,6 +19,10 @@
 #                    $VIBESYS_TOOLS/remote-clients; once per machine)
 #   musl-tools       musl-gcc for the C code of dependencies in the static vibesys
 #                    (scripts/build-static.sh: the docker and slurm tests' command server)
+#   python3-pip      the download of the pinned claude-agent-sdk and openai-codex-cli-bin
+#                    wheels, whose real Claude Code and Codex CLIs scripts/claude-cli.sh and
+#                    scripts/codex-cli.sh extract (tests/real_cli.rs, the demo, the agent
+#                    image; once per machine, sha256-checked)
 set -euo pipefail
 need=()
 have() { command -v "$1" >/dev/null 2>&1; }
@@ -38,6 +42,7 @@ have munged || need+=(munge)
 have debootstrap || need+=(debootstrap)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 have musl-gcc || need+=(musl-tools)
+python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "install-deps: missing ${need[*]}; run as root or install them" >&2
@@ -55,3 +60,7 @@ fi
 # The clients of the modal and skypilot run environments (a no-op when the
 # pinned versions are already installed).
 "$(dirname "$0")/remote-clients.sh"
+# The real Claude Code and Codex CLIs of the pinned wheels (no-ops once
+# extracted).
+"$(dirname "$0")/claude-cli.sh" >/dev/null
+"$(dirname "$0")/codex-cli.sh" >/dev/null

@@ -3,8 +3,12 @@
 //! checked against images/images.lock, loaded with `vibesys image load`
 //! and used on the real Engine: git in the editor image on the mounted
 //! workspace, `claude --version` in the agent image, a session of the real
-//! CLI confined in the container that ends at its own login message, and
-//! the hidden paths unreadable from a shell in the same kind of container.
+//! CLI confined in the container that ends at its own login message, whole
+//! turns of the real CLI (`session --prompt` and `run start --provider
+//! claude`) against scripts/model-endpoint.py running in the container's
+//! own network namespace (loopback only: never Docker's bridge or any
+//! private-range address), and the hidden paths unreadable from a shell in
+//! the same kind of container.
 //!
 //! The roots and the wheel are cached between runs (scripts/images.sh,
 //! VIBESYS_SOURCES_CACHE): the first run on a machine debootstraps two
@@ -35,48 +39,90 @@ fn source(name: &str) -> String {
 
 const IMAGES: [&str; 3] = ["editor", "agent", "evaluator-tool"];
 
+/// Every pinned field of `fresh` (the rebuilt images, pinned into a lock
+/// of their own) that differs from `committed`, one line each: tag,
+/// manifest digest, config digest, diff_ids, each archive format's file
+/// digest, and the recorded inputs; images one lock has and the other not.
+/// Only an archive's path is not compared (the rebuilt archives live
+/// elsewhere): its digest is.
+fn lock_differences(committed: &vs_image::Lock, fresh: &vs_image::Lock) -> Vec<String> {
+    fn field<T: PartialEq + std::fmt::Debug>(
+        out: &mut Vec<String>,
+        image: &str,
+        name: &str,
+        pinned: &T,
+        rebuilt: &T,
+    ) {
+        if pinned != rebuilt {
+            out.push(format!(
+                "{image}: {name} pinned {pinned:?}, rebuilt {rebuilt:?}"
+            ));
+        }
+    }
+    let mut out = Vec::new();
+    for name in committed.images.keys() {
+        if !fresh.images.contains_key(name) {
+            out.push(format!(
+                "{name}: pinned, but scripts/images.sh did not build it"
+            ));
+        }
+    }
+    for (name, f) in &fresh.images {
+        let Some(c) = committed.images.get(name) else {
+            out.push(format!("{name}: built, but not pinned"));
+            continue;
+        };
+        field(&mut out, name, "tag", &c.tag, &f.tag);
+        field(
+            &mut out,
+            name,
+            "manifest digest",
+            &c.manifest_digest,
+            &f.manifest_digest,
+        );
+        field(
+            &mut out,
+            name,
+            "config digest",
+            &c.config_digest,
+            &f.config_digest,
+        );
+        field(&mut out, name, "diff_ids", &c.diff_ids, &f.diff_ids);
+        let formats: std::collections::BTreeSet<&String> =
+            c.archives.keys().chain(f.archives.keys()).collect();
+        for format in formats {
+            field(
+                &mut out,
+                name,
+                &format!("{format} file digest"),
+                &c.archives.get(format).map(|a| &a.digest),
+                &f.archives.get(format).map(|a| &a.digest),
+            );
+        }
+        let keys: std::collections::BTreeSet<&String> =
+            c.inputs.keys().chain(f.inputs.keys()).collect();
+        for key in keys {
+            field(
+                &mut out,
+                name,
+                &format!("input {key}"),
+                &c.inputs.get(key),
+                &f.inputs.get(key),
+            );
+        }
+    }
+    out
+}
+
 /// Checks the fresh archives (pinned in `fresh`) against the committed
-/// lock with the loader's own check ([`vs_image::Pin::check`]): each
-/// rebuilt image must have the committed manifest digest, config digest
-/// and diff_ids, else the test fails naming the image and both digests.
-/// When the Debian mirror moved since the lock was pinned, `vibesys image
-/// verify` names the package versions that changed: the committed lock is
-/// then stale and must be re-pinned, which this check makes visible
-/// instead of tolerating.
+/// lock: ANY pinned field that differs fails the test, naming the image,
+/// the field and both values, followed by what `vibesys image verify`
+/// says changed (a moved Debian mirror names its package versions). A
+/// stale committed lock is then re-pinned on purpose, never tolerated.
 fn check_against_the_committed_lock(dir: &Path, fresh: &vs_image::Lock, archives: &[PathBuf]) {
     let committed_path = repo().join("images/images.lock");
     let committed = vs_image::Lock::load(&committed_path).unwrap();
-    let mut differences = Vec::new();
-    for (name, f) in &fresh.images {
-        let found = vs_image::FoundImage {
-            id: vs_image::FoundId::Documents {
-                config: f.config_digest.clone(),
-                manifest: f.manifest_digest.clone(),
-            },
-            diff_ids: f.diff_ids.clone(),
-        };
-        let checked = committed.image(name, &committed_path).and_then(|c| {
-            if c.manifest_digest.is_none() || f.manifest_digest.is_none() {
-                return Err(vs_image::Error::Malformed {
-                    path: committed_path.clone(),
-                    reason: format!("{name}: a manifest digest is missing"),
-                });
-            }
-            c.pin(name).check(&found).map_err(Into::into)
-        });
-        if let Err(e) = checked {
-            differences.push(e.to_string());
-        }
-    }
-    let unbuilt: Vec<&String> = committed
-        .images
-        .keys()
-        .filter(|n| !fresh.images.contains_key(*n))
-        .collect();
-    assert!(
-        unbuilt.is_empty(),
-        "images/images.lock pins images scripts/images.sh did not build: {unbuilt:?}"
-    );
+    let differences = lock_differences(&committed, fresh);
     if differences.is_empty() {
         return;
     }
@@ -92,6 +138,119 @@ fn check_against_the_committed_lock(dir: &Path, fresh: &vs_image::Lock, archives
         differences.join("\n  "),
         String::from_utf8_lossy(&out.stderr).trim()
     );
+}
+
+/// The comparison names every kind of field that can go stale (the
+/// committed lock against copies of itself, each with one field changed).
+#[test]
+fn the_lock_comparison_names_any_changed_pin() {
+    let committed = vs_image::Lock::load(&repo().join("images/images.lock")).unwrap();
+    assert!(lock_differences(&committed, &committed).is_empty());
+    let other: vs_image::Digest = format!("sha256:{}", "e".repeat(64)).parse().unwrap();
+    type Change = fn(&mut vs_image::LockedImage, &vs_image::Digest);
+    let changes: [(&str, Change); 6] = [
+        ("archive file digest", |i, d| {
+            i.archives.get_mut("archive").unwrap().digest = d.clone()
+        }),
+        ("manifest digest", |i, d| {
+            i.manifest_digest = Some(d.clone())
+        }),
+        ("config digest", |i, d| i.config_digest = d.clone()),
+        ("diff_ids", |i, d| i.diff_ids[0] = d.clone()),
+        ("input deb:git", |i, _| {
+            i.inputs.insert("deb:git".into(), "1:0".into());
+        }),
+        ("tag", |i, _| i.tag = "other".into()),
+    ];
+    for (what, change) in changes {
+        let mut fresh = committed.clone();
+        change(fresh.images.get_mut("vibesys-editor").unwrap(), &other);
+        let found = lock_differences(&committed, &fresh);
+        assert_eq!(found.len(), 1, "{what}: {found:?}");
+        assert!(
+            found[0].starts_with(&format!("vibesys-editor: {what} pinned ")),
+            "{what}: {found:?}"
+        );
+    }
+    let mut fewer = committed.clone();
+    fewer.images.remove("vibesys-agent");
+    assert_eq!(
+        lock_differences(&committed, &fewer),
+        ["vibesys-agent: pinned, but scripts/images.sh did not build it"]
+    );
+}
+
+/// scripts/model-endpoint.py inside the network namespace of the
+/// container `container` finds (waited for), on that namespace's loopback
+/// port 8787; killed on drop.
+struct EndpointInNetns(std::process::Child);
+
+/// The agent's container of a vibesys run id (not its `-eval` one).
+fn agent_container(run_id: &str) -> Option<String> {
+    let out = Command::new("docker")
+        .args(["ps", "-a", "--format", "{{.ID}} {{.Names}}", "--filter"])
+        .arg(format!("label=dev.vibesys.run-id={run_id}"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().find_map(|l| {
+        let (id, name) = l.split_once(' ')?;
+        (!name.ends_with("-eval")).then(|| id.to_owned())
+    })
+}
+
+impl EndpointInNetns {
+    fn start(container: impl Fn() -> Option<String>, script: &Path, log: &Path) -> Self {
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let pid = loop {
+            if let Some(id) = container() {
+                let out = Command::new("docker")
+                    .args(["inspect", "-f", "{{.State.Pid}}", &id])
+                    .output()
+                    .unwrap();
+                let pid = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+                if pid.parse::<u32>().is_ok_and(|p| p > 0) {
+                    break pid;
+                }
+            }
+            assert!(std::time::Instant::now() < end, "no container started");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        docker_support::require_tool("nsenter", "apt-get install util-linux");
+        let port_file = log.with_extension("port");
+        let err_file = log.with_extension("err");
+        let mut child = Command::new("nsenter")
+            .args(["-t", &pid, "-n", "--"])
+            .arg("python3")
+            .arg(repo().join("scripts/model-endpoint.py"))
+            .args(["--port", "8787", "--script"])
+            .arg(script)
+            .arg("--log")
+            .arg(log)
+            .arg("--port-file")
+            .arg(&port_file)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&err_file).unwrap())
+            .spawn()
+            .unwrap();
+        while !port_file.exists() {
+            if child.try_wait().unwrap().is_some() || std::time::Instant::now() >= end {
+                let _ = child.kill();
+                panic!(
+                    "the model endpoint did not start in the container's network namespace: {}",
+                    std::fs::read_to_string(&err_file).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Self(child)
+    }
+}
+
+impl Drop for EndpointInNetns {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 #[test]
@@ -286,6 +445,69 @@ fn the_images_built_without_nix_run_git_and_the_real_claude_cli_confined() {
     );
 
     eprintln!("session at {:?}", t0.elapsed());
+    // A whole turn of the real CLI in the agent image: the scripted model
+    // endpoint runs in the container's own network namespace (entered
+    // with nsenter, the container's network unshared: loopback only), so
+    // the CLI reaches it at 127.0.0.1 and nothing goes through Docker's
+    // bridge or any private-range address. The CLI runs Bash and Read
+    // itself, confined, without a prompt (the provider table's flags).
+    let turn_dir = tempfile::tempdir().unwrap();
+    let script = turn_dir.path().join("script.json");
+    std::fs::write(
+        &script,
+        r#"[
+  {"tool": "Bash", "input": {"command": "echo IS_SANDBOX=$IS_SANDBOX; tr '\\0' ' ' </proc/$PPID/cmdline; echo made-in-docker > made.txt"}},
+  {"tool": "Read", "input": {"file_path": "{cwd}/key.txt"}},
+  {"text": "turn done"}
+]"#,
+    )
+    .unwrap();
+    let log = turn_dir.path().join("requests.jsonl");
+    let run_id = unique("debimg-turn");
+    let session = vibesys(p)
+        .env("HOME", home.path())
+        .env("VIBESYS_IMAGES_LOCK", &lock_path)
+        .env("VIBESYS_RUN_ID", &run_id)
+        .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:8787")
+        .env("ANTHROPIC_API_KEY", "test-not-a-key")
+        .args(["session", "--provider", "claude", "--confine", "docker"])
+        .args([
+            "--image",
+            "vibesys-agent",
+            "--hidden",
+            "key.txt",
+            "--no-network",
+        ])
+        .args(["--prompt", "write made.txt"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let endpoint = EndpointInNetns::start(|| agent_container(&run_id), &script, &log);
+    let out = session.wait_with_output().unwrap();
+    drop(endpoint);
+    let text = ok(out);
+    assert!(text.contains("turn done"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(p.join("made.txt")).unwrap(),
+        "made-in-docker\n"
+    );
+    std::fs::remove_file(p.join("made.txt")).unwrap();
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("IS_SANDBOX=1"), "{logged}");
+    assert!(
+        logged.contains("--dangerously-skip-permissions"),
+        "{logged}"
+    );
+    assert!(
+        !logged.contains("SECRET-KEY"),
+        "the hidden key reached the endpoint"
+    );
+    assert!(
+        containers_of_run(&run_id).is_empty(),
+        "container left behind"
+    );
+    eprintln!("real turn in docker at {:?}", t0.elapsed());
     // The docker run environment with the agent image: `vibesys run`
     // starts the real CLI as candidate 1's agent, confined in its
     // container, and it ends at its own login message; the candidate's
@@ -316,6 +538,73 @@ fn the_images_built_without_nix_run_git_and_the_real_claude_cli_confined() {
     assert!(!log.contains("SECRET-KEY"), "{log}");
     assert!(containers_of_run(&run).is_empty(), "container left behind");
     eprintln!("run at {:?}", t0.elapsed());
+    // `vibesys run` with the real CLI doing a whole turn in the agent image
+    // (network unshared; the endpoint in the candidate container's own
+    // namespace): it writes the speed through Bash and tries the hidden key
+    // through Read; the candidate passes, measured, and no request held
+    // the key.
+    let task = run_support::TASK.replace("[sandbox]\n", "[sandbox]\nnetwork = false\n");
+    assert_ne!(task, run_support::TASK);
+    let (_rd2, rp2) = run_support::project(&task);
+    std::fs::write(
+        &script,
+        r#"[
+  {"tool": "Bash", "input": {"command": "echo 7 > speed.txt"}},
+  {"tool": "Read", "input": {"file_path": "{cwd}/secrets/key.txt"}},
+  {"text": "candidate done"}
+]"#,
+    )
+    .unwrap();
+    let log = turn_dir.path().join("run-requests.jsonl");
+    let started = vibesys(&rp2)
+        .env("HOME", home.path())
+        .env("VIBESYS_IMAGES_LOCK", &lock_path)
+        .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:8787")
+        .env("ANTHROPIC_API_KEY", "test-not-a-key")
+        .args(["run", "start", "--provider", "claude", "--candidates", "1"])
+        .args(["--image", "vibesys-agent", "--prompt", "make it faster"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let runs = rp2.join(".vibesys/state/runs");
+    let endpoint = EndpointInNetns::start(
+        || {
+            let run = std::fs::read_dir(&runs).ok()?.next()?.ok()?;
+            // A candidate's containers are labelled RUN-N (RUN-N-eval, ...).
+            agent_container(&format!("{}-1", run.file_name().to_str()?))
+        },
+        &script,
+        &log,
+    );
+    let out = started.wait_with_output().unwrap();
+    drop(endpoint);
+    let table = ok(out);
+    let run = run_support::only_run(&rp2);
+    let status = run_support::status_json(
+        &rp2,
+        &run,
+        &[("VIBESYS_IMAGES_LOCK", lock_path.to_str().unwrap())],
+    );
+    let c = run_support::candidate(&status, 1);
+    assert_eq!(c["state"], "passed", "{table}\n{c:#}");
+    assert_eq!(c["metrics"]["time_ms"], 7, "{c:#}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains("\"step\":2"),
+        "the turn ran to its end: {logged}"
+    );
+    assert!(
+        !logged.contains("SECRET-KEY"),
+        "the hidden key reached the endpoint"
+    );
+    for suffix in ["1", "1-eval"] {
+        assert!(
+            containers_of_run(&format!("{run}-{suffix}")).is_empty(),
+            "container left behind"
+        );
+    }
+    eprintln!("real run in docker at {:?}", t0.elapsed());
     // A shell in the same kind of container (the agent image, the same
     // policy): the hidden key reads as empty.
     let out = vibesys(p)

@@ -74,6 +74,52 @@ fn two_candidates_in_slurm_evaluated_as_broker_jobs() {
     assert_nothing_left(&run, "the run", 60, containers_of_run);
 }
 
+/// A dynamically linked vibesys finds its command server as
+/// `vibesys-static` beside it (what `scripts/build-static.sh --beside DIR`
+/// writes): a slurm run needs no VIBESYS_COMMAND_SERVER set by hand.
+#[test]
+fn a_slurm_run_finds_the_static_vibesys_beside_it() {
+    slurm();
+    let img = TestImage::new();
+    let (_d, p) = project(TASK);
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let place = |from: &std::path::Path, name: &str| {
+        let to = dir.path().join(name);
+        if std::fs::hard_link(from, &to).is_err() {
+            std::fs::copy(from, &to).unwrap();
+        }
+        to
+    };
+    let bin = place(std::path::Path::new(vibesys_bin()), "vibesys");
+    place(&static_vibesys(), "vibesys-static");
+    let out = std::process::Command::new(&bin)
+        .current_dir(&p)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("VIBESYS_IMAGES_LOCK", &img.lock)
+        .env("VIBESYS_DOCKER_IMAGE", &img.name)
+        .args(["run", "start", "--run-environment", "slurm"])
+        .args(["--provider", "custom", "--", "sh", "-c", &agent()])
+        .output()
+        .unwrap();
+    let table = ok(out);
+    assert!(table.contains("environment slurm"), "{table}");
+    let run = only_run(&p);
+    let log =
+        std::fs::read_to_string(p.join(format!(".vibesys/state/runs/{run}/logs/1-agent.log")))
+            .unwrap();
+    assert!(log.contains("AGENT-SOCKET-OK"), "{log}");
+    let env = [
+        ("VIBESYS_IMAGES_LOCK", img.lock.to_str().unwrap()),
+        ("VIBESYS_DOCKER_IMAGE", img.name.as_str()),
+    ];
+    assert_eq!(
+        candidate(&status_json(&p, &run, &env), 1)["state"],
+        "passed"
+    );
+    assert_nothing_left(&run, "the run", 60, containers_of_run);
+}
+
 #[test]
 fn a_slurm_run_without_a_static_vibesys_records_nothing() {
     slurm();
@@ -90,6 +136,7 @@ fn a_slurm_run_without_a_static_vibesys_records_nothing() {
             .unwrap(),
     );
     assert!(err.contains("VIBESYS_COMMAND_SERVER"), "{err}");
+    assert!(err.contains("scripts/build-static.sh --beside"), "{err}");
     assert_eq!(
         std::fs::read_dir(p.join(".vibesys/state/runs"))
             .unwrap()

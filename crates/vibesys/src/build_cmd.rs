@@ -201,6 +201,7 @@ fn report(
 ) -> anyhow::Result<u8> {
     match outcome {
         Ok(build) => {
+            print_build_output(build.output());
             if args.json {
                 print_json(&serde_json::to_value(BuildJson {
                     status: "verified",
@@ -248,6 +249,17 @@ fn report(
             Ok(EXIT_BUILD_REJECTED)
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// What the build printed, on stderr: each line behind `build| `, with
+/// control characters escaped (the build is candidate code).
+fn print_build_output(output: &str) {
+    for line in output.lines() {
+        eprintln!(
+            "build| {}",
+            crate::run_progress::terminal_safe_cut(line, usize::MAX)
+        );
     }
 }
 

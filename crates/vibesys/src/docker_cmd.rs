@@ -148,10 +148,16 @@ pub fn options_for(
     Ok(options)
 }
 
+/// The name of the static vibesys found beside a dynamically linked one
+/// (`scripts/build-static.sh --beside DIR` puts it there).
+pub const STATIC_BESIDE: &str = "vibesys-static";
+
 /// The static vibesys a run's container runs as its command server:
 /// `VIBESYS_COMMAND_SERVER` when set (it must be a static executable),
-/// else this executable when it is static, else none: `execute` then goes
-/// through the Engine's exec API, which is slower.
+/// else this executable when it is static, else [`STATIC_BESIDE`] in this
+/// executable's directory when it is there (it must then be static),
+/// else none: `execute` then goes through the Engine's exec API, which is
+/// slower, and the slurm run environment refuses to start.
 fn command_server(exe: &Path) -> anyhow::Result<Option<PathBuf>> {
     if let Some(p) = std::env::var_os("VIBESYS_COMMAND_SERVER").filter(|v| !v.is_empty()) {
         let p = PathBuf::from(p);
@@ -159,15 +165,25 @@ fn command_server(exe: &Path) -> anyhow::Result<Option<PathBuf>> {
             .context("VIBESYS_COMMAND_SERVER names no usable command server")?;
         return Ok(Some(p));
     }
-    match vs_sandbox::docker::check_static_executable(exe) {
-        Ok(()) => Ok(Some(exe.to_path_buf())),
-        Err(e) => {
-            tracing::info!(
-                "no command server: {e}; framework commands in Docker go through the Engine's exec API (slower)"
-            );
-            Ok(None)
-        }
+    let own = match vs_sandbox::docker::check_static_executable(exe) {
+        Ok(()) => return Ok(Some(exe.to_path_buf())),
+        Err(e) => e,
+    };
+    let beside = exe.with_file_name(STATIC_BESIDE);
+    if beside.symlink_metadata().is_ok() {
+        vs_sandbox::docker::check_static_executable(&beside).with_context(|| {
+            format!(
+                "{} (beside this vibesys) is no usable command server; rebuild it with scripts/build-static.sh --beside {}, or remove it",
+                beside.display(),
+                exe.parent().unwrap_or(Path::new(".")).display()
+            )
+        })?;
+        return Ok(Some(beside));
     }
+    tracing::info!(
+        "no command server: {own}, and no {STATIC_BESIDE} beside it; framework commands in Docker go through the Engine's exec API (slower)"
+    );
+    Ok(None)
 }
 
 /// How framework commands would reach a run's container, as one phrase
@@ -182,7 +198,9 @@ pub fn execute_summary() -> String {
             "framework commands go through the command server ({})",
             p.display()
         ),
-        Ok(None) => "framework commands go through the Engine's exec API (this vibesys is dynamically linked; a static one, from scripts/build-static.sh or VIBESYS_COMMAND_SERVER, serves them over 10x faster)".into(),
+        Ok(None) => format!(
+            "framework commands go through the Engine's exec API (this vibesys is dynamically linked; a static one, {STATIC_BESIDE} beside it from scripts/build-static.sh --beside DIR, or VIBESYS_COMMAND_SERVER, serves them over 10x faster)"
+        ),
         Err(e) => format!("{e:#}"),
     }
 }

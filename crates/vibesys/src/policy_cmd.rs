@@ -246,7 +246,11 @@ fn describe_plan(
             text.push_str(&format!(
                 "  cap-drop {} security-opt {} network {} devices none pids {} memory {}\n",
                 plan.cap_drop.join(","),
-                plan.security_opt.join(","),
+                plan.security_opt
+                    .iter()
+                    .map(|o| summarise_security_opt(o))
+                    .collect::<Vec<_>>()
+                    .join(","),
                 plan.network_mode,
                 plan.pids_limit,
                 plan.memory_bytes
@@ -264,6 +268,30 @@ fn describe_plan(
             serde_json::to_value(plan.as_ref())?
         }
     })
+}
+
+/// A Docker `--security-opt` as text: the seccomp profile (a JSON document
+/// of several kilobytes) summarised by its default action and rule count;
+/// `--json` carries it whole.
+fn summarise_security_opt(opt: &str) -> String {
+    let Some(profile) = opt.strip_prefix("seccomp=") else {
+        return opt.to_owned();
+    };
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(profile) else {
+        return opt.to_owned();
+    };
+    let default = value
+        .get("defaultAction")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("?");
+    let rules = value
+        .get("syscalls")
+        .and_then(serde_json::Value::as_array)
+        .map_or(0, Vec::len);
+    format!(
+        "seccomp=(profile: default {default}, {rules} syscall rules, {} bytes; whole in --json)",
+        profile.len()
+    )
 }
 
 fn push_report(text: &mut String, report: &EnforcementReport) {

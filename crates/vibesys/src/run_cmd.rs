@@ -98,7 +98,9 @@ The task comes from the project's own vibesys.toml (never a candidate's copy):
             (trusted: prints one JSON object of metrics; optional)
   [gate]    protect = [...]                       (gated only: changes fail the candidate)
   [build]   argv = [...]  outputs = [...]         (optional: the trusted build)
-Unknown keys are an error. The run's record is .vibesys/state/runs/ID/ (run.json first,
+Unknown keys are an error. Missing run state is prepared first (as `vibesys state init`,
+said once on stderr); a run that cannot start (no pinned image loaded, no cluster, ...) is
+refused before anything is written. The run's record is .vibesys/state/runs/ID/ (run.json first,
 candidates/N.json, logs/); the agent reads the objective at
 .vibesys/state/agent-visible/ID/objective.md (also VIBESYS_OBJECTIVE; VIBESYS_RUN_ID and
 VIBESYS_CANDIDATE are set too). Each candidate works in its own worktree;
@@ -109,10 +111,11 @@ Then, outside confinement, vibesys commits its changes (hardened git; kept as
 refs/vibesys/runs/ID/N), checks the protected paths against the baseline, runs [build]
 confined, and runs check and measure in a fresh container through the command server
 (docker), on the host (host), as Slurm jobs in the candidate's worktree through the run's
-broker (slurm: VIBESYS_COMMAND_SERVER names a static vibesys), or on the service with the
-candidate's commit (modal, skypilot: the client from scripts/remote-clients.sh,
-[modal]/[skypilot] of vibesys.toml, [measure] required; its record in runs/ID/remote/N/;
-a refusal such as a missing login fails that candidate, naming it). Progress goes to
+broker (slurm: needs a static vibesys, vibesys-static beside this one or
+VIBESYS_COMMAND_SERVER), or on the service with the candidate's commit (modal, skypilot:
+the client from scripts/remote-clients.sh, [modal]/[skypilot] of vibesys.toml, [measure]
+required; its record in runs/ID/remote/N/; a refusal such as a missing login fails that
+candidate, naming it). Progress goes to
 stderr: a live line per candidate on a terminal, a plain line per phase when piped.
 Ctrl-C stops every candidate; `vibesys run resume ID` continues.
 [vibesys] accelerator_backend = \"metal\" (Metal exists only on a macOS host): on macOS the
@@ -168,6 +171,26 @@ fn layout_of(project: Option<PathBuf>) -> anyhow::Result<StateLayout> {
     Ok(StateLayout::open(&dir)?)
 }
 
+/// Prepares the project's run state when it is missing, as `vibesys
+/// state init` does, and says so (once: later runs find it prepared).
+fn prepare_state(layout: &StateLayout) -> anyhow::Result<()> {
+    if layout.read_project()?.is_some() {
+        return Ok(());
+    }
+    let outcome = layout
+        .init()
+        .context("cannot prepare the run state (vibesys state init)")?;
+    eprintln!(
+        "vibesys: prepared the run state in {} (as `vibesys state init` does; project id {})",
+        layout
+            .project()
+            .join(vs_runtime::state::STATE_DIR)
+            .display(),
+        outcome.project.project_id
+    );
+    Ok(())
+}
+
 fn start(args: StartArgs) -> anyhow::Result<u8> {
     let requested = args.env.resolve()?;
     let layout = layout_of(args.project.clone())?;
@@ -179,8 +202,16 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
     }
     let environment = choice.environment;
     let backend = choice.backend;
-    vs_runtime::run::dispatch::evaluation_route(environment)?;
-    vs_runtime::run::preflight(&layout, environment)?;
+    let remote = matches!(
+        vs_runtime::run::dispatch::evaluation_route(environment)?,
+        vs_runtime::run::dispatch::EvaluationRoute::Remote(_)
+    );
+    // modal, skypilot: the service's client and plan are checked first
+    // (they read the task from the prepared state).
+    if remote {
+        prepare_state(&layout)?;
+        vs_runtime::run::preflight(&layout, environment)?;
+    }
     let is_custom = args.provider.trim().eq_ignore_ascii_case("custom");
     if is_custom && args.command.is_empty() {
         bail!("--provider custom needs the agent command after --");
@@ -232,10 +263,10 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
                 Some(layout.project()),
                 "probe".to_owned(),
             )?;
+            // The pinned image must be loaded before anything is recorded.
+            vs_sandbox::docker::Engine::connect()?.check_pinned(&options.image)?;
             if environment == RunEnvironment::Slurm && options.command_server.is_none() {
-                bail!(
-                    "the slurm run environment needs a static vibesys in the editor container (the broker client): set VIBESYS_COMMAND_SERVER to one (scripts/build-static.sh builds it)"
-                );
+                bail!(crate::slurm_env::NO_STATIC_VIBESYS);
             }
             (
                 Some(ImageRecord {
@@ -247,6 +278,9 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
         }
         _ => (None, None),
     };
+    // Checked and refused above: nothing was written (modal and skypilot
+    // aside, whose state is prepared for their check). Now the run state.
+    prepare_state(&layout)?;
     // The prompt's default names the objective by its path in the worktree.
     let request = StartRequest {
         environment,
@@ -424,6 +458,7 @@ fn table(status: &RunStatus) -> String {
             Some(PhaseStatus::Passed) => "pass",
             Some(PhaseStatus::Failed) => "FAIL",
             Some(PhaseStatus::Skipped) => "-",
+            Some(PhaseStatus::Stopped) => "stopped",
             None => "",
         };
         let state = match c.state {
@@ -433,7 +468,10 @@ fn table(status: &RunStatus) -> String {
             CandidateState::Pending => "pending",
         };
         let secs: f64 = c.phases.values().map(|p| p.duration_secs).sum();
-        let agent = c.agent_exit.map(|e| e.to_string()).unwrap_or_default();
+        let agent = match c.phases.get("agent").map(|p| p.status) {
+            Some(PhaseStatus::Stopped) => "stop".to_owned(),
+            _ => c.agent_exit.map(|e| e.to_string()).unwrap_or_default(),
+        };
         let tail = match (&c.error, &c.metrics) {
             // An error can quote what a confined command wrote.
             (Some(e), _) => crate::run_progress::terminal_safe_cut(e, 160),

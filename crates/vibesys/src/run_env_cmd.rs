@@ -68,7 +68,6 @@ pub fn run_env(args: RunEnvCmdArgs) -> anyhow::Result<u8> {
         };
         let status = match &d.availability {
             vs_runtime::Availability::Available => "available".to_owned(),
-            vs_runtime::Availability::Partial { works } => format!("partial: {works}"),
             vs_runtime::Availability::NotAvailable { reason } => {
                 format!("not available here: {reason}")
             }

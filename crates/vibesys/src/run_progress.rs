@@ -85,6 +85,7 @@ impl RunProgress {
                     PhaseStatus::Passed if record.duration_secs < 1.0 => phase.to_owned(),
                     PhaseStatus::Passed => format!("{phase} {:.0}s", record.duration_secs),
                     PhaseStatus::Failed => format!("{phase} FAILED"),
+                    PhaseStatus::Stopped => format!("{phase} stopped {:.0}s", record.duration_secs),
                 });
                 line.bar.set_message(line.summary());
             }),
@@ -178,6 +179,7 @@ fn status_word(status: PhaseStatus) -> &'static str {
         PhaseStatus::Passed => "passed",
         PhaseStatus::Failed => "FAILED",
         PhaseStatus::Skipped => "skipped",
+        PhaseStatus::Stopped => "stopped",
     }
 }
 

@@ -29,8 +29,9 @@ your file is never written; read-only under --confine landlock).
 runs the session in the local editor container (the pinned image, as --confine docker): no
 devices, the workspace at its host path, the broker's AGENT socket at /run/vibesys/agent.sock
 (VIBESYS_BROKER_SOCKET), never the framework socket. Inside, /.vibesys/vibesys broker job
---socket $VIBESYS_BROKER_SOCKET -- CMD runs CMD confined on a compute node (needs
-VIBESYS_COMMAND_SERVER, a static vibesys). The broker and the container stop with the session.
+--socket $VIBESYS_BROKER_SOCKET -- CMD runs CMD confined on a compute node (needs a static
+vibesys: vibesys-static beside this one, or VIBESYS_COMMAND_SERVER). The broker and the
+container stop with the session.
 
 Exit status: the session's own; 125 when vibesys fails (nothing ran).")]
 pub struct SessionArgs {

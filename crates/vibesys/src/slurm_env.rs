@@ -145,15 +145,16 @@ impl Drop for BrokerChild {
     }
 }
 
+/// Why the slurm run environment cannot start without a static vibesys.
+pub const NO_STATIC_VIBESYS: &str = "the slurm run environment needs a static vibesys in the editor container (the broker client): this vibesys is not static, there is no vibesys-static beside it and VIBESYS_COMMAND_SERVER is not set; build one beside it with scripts/build-static.sh --beside DIR (DIR: this vibesys's directory), or set VIBESYS_COMMAND_SERVER to one";
+
 /// Turns Docker options into the editor container's: the agent socket
 /// mounted at [`AGENT_SOCKET_IN_CONTAINER`], and a static vibesys to serve
 /// as the client (refused without one: the agent would have no way to
 /// reach the broker).
 pub fn editor_options(options: &mut DockerOptions, broker: &BrokerChild) -> anyhow::Result<()> {
     if options.command_server.is_none() {
-        bail!(
-            "the slurm run environment needs a static vibesys in the editor container (the broker client): set VIBESYS_COMMAND_SERVER to one (scripts/build-static.sh builds it)"
-        );
+        bail!(NO_STATIC_VIBESYS);
     }
     options.env = std::mem::take(&mut options.env).with([BROKER_SOCKET_ENV]);
     options.extra_mounts.push(ExtraMount {

@@ -9,11 +9,6 @@ use serde::Serialize;
 pub enum Availability {
     /// Everything described works.
     Available,
-    /// Some entry points work, others not yet.
-    Partial {
-        /// What works.
-        works: &'static str,
-    },
     /// Nothing runs in it in this build.
     NotAvailable {
         /// What is missing.

@@ -287,7 +287,7 @@ impl BuildCheckout {
             Some(set) => Some(set.snapshot(&root, &self.run)?),
             None => None,
         };
-        run_with_limit(&wrapped, &root, env, spec.timeout_secs)?;
+        let output = run_with_limit(&wrapped, &root, env, spec.timeout_secs)?;
         if let (Some(set), Some(before)) = (&protect, &before) {
             let mut differences = gate::diff(before, &set.snapshot(&root, &self.run)?);
             // A declared output (and the directories holding it) is what a
@@ -332,23 +332,28 @@ impl BuildCheckout {
         write_atomic(&record_path, &json)?;
         let layout = self.layout.clone();
         self.worktree.remove()?;
-        Ok(TrustedBuild { layout, record })
+        Ok(TrustedBuild {
+            layout,
+            record,
+            output,
+        })
     }
 }
 
-/// How much of the build's output a failure report keeps (the tail).
+/// How much of the build's output a report keeps (the tail).
 const FAILURE_LOG_BYTES: usize = 8 * 1024;
 
 /// Runs `argv` in `cwd` with exactly `env` through the command runner: its
 /// whole process tree (setsid'd and double-forked descendants included) is
 /// killed at `timeout_secs` and when vibesys dies, and its output is kept
-/// bounded. A failure carries the tail of what it printed.
+/// bounded. Returns the tail of what it printed (stdout, then stderr); a
+/// failure carries the same tail.
 fn run_with_limit(
     argv: &[OsString],
     cwd: &Path,
     env: &[(OsString, OsString)],
     timeout_secs: Option<u64>,
-) -> Result<()> {
+) -> Result<String> {
     use vs_sandbox::{CommandRunner, CommandSpec, LocalShellRunner};
 
     let mut spec = CommandSpec::new(argv.iter().cloned(), cwd);
@@ -362,9 +367,6 @@ fn run_with_limit(
     if let (true, Some(secs)) = (result.timed_out, timeout_secs) {
         return Err(RuntimeError::BuildTimedOut { secs });
     }
-    if result.success() {
-        return Ok(());
-    }
     let mut log = result.stdout.text_lossy();
     log.push_str(&result.stderr.text_lossy());
     if log.len() > FAILURE_LOG_BYTES {
@@ -373,6 +375,9 @@ fn run_with_limit(
             cut += 1;
         }
         log.replace_range(..cut, "[...]");
+    }
+    if result.success() {
+        return Ok(log);
     }
     Err(RuntimeError::BuildFailed {
         exit_code: result.exit_code,
@@ -596,6 +601,8 @@ fn verify_and_copy(root: &Path, name: &str, artifacts: &Path, run: &RunId) -> Re
 pub struct TrustedBuild {
     layout: StateLayout,
     record: BuildRecord,
+    /// What the build printed (the tail), when it was just run.
+    output: String,
 }
 
 impl TrustedBuild {
@@ -664,7 +671,16 @@ impl TrustedBuild {
         Ok(Self {
             layout: layout.clone(),
             record,
+            output: String::new(),
         })
+    }
+
+    /// What the build command printed (stdout, then stderr; the last 8
+    /// KiB, cut at a character boundary) when this build was just run;
+    /// empty for a record loaded from disk. Candidate output: print it
+    /// only where control characters are safe or filtered.
+    pub fn output(&self) -> &str {
+        &self.output
     }
 
     /// Resolves `rev` in the project's repository to a full commit id.

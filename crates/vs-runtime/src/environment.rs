@@ -119,9 +119,7 @@ impl RunEnvironment {
                 "DockerSandbox (as a command runner: the framework's own commands run in the run's container)",
                 "DockerSandbox (agent turns run in a container from the pinned editor image; workspace mounted at its host path, read-only paths re-mounted read-only, hidden paths masked)",
                 "in the run's container",
-                Availability::Partial {
-                    works: "vibesys run, vibesys exec --confine docker, vibesys session --confine docker and vibesys build run in it",
-                },
+                Availability::Available,
             ),
             Self::Host => (
                 "LocalShellRunner (the framework's own commands run on the host, unconfined and trusted)",
@@ -245,7 +243,7 @@ impl OpenedEnvironment {
                 name: self.environment.name(),
                 reason: reason.clone(),
             }),
-            Availability::Available | Availability::Partial { .. } => Ok(()),
+            Availability::Available => Ok(()),
         }
     }
 }

@@ -48,11 +48,14 @@ pub struct LandlockSandbox {
     helper: PathBuf,
     limit: ProcessLimit,
     report: EnforcementReport,
+    /// Set once the gaps are logged: at the first launch, never at
+    /// planning (`policy show` prints them in the report instead).
+    gaps_logged: std::sync::OnceLock<()>,
 }
 
 impl LandlockSandbox {
-    /// Plans Landlock confinement and logs every policy path it cannot
-    /// enforce.
+    /// Plans Landlock confinement; every policy path it cannot enforce is
+    /// in its report, and logged when it first wraps a command.
     pub fn new(
         policy: &ResolvedPolicy,
         resources: &HostResources,
@@ -71,7 +74,6 @@ impl LandlockSandbox {
         }
         let limit = ProcessLimit::choose(options.max_processes);
         let report = landlock_report(policy, options.network, &limit);
-        log_gaps(&report);
         Ok(Self {
             plan,
             chdir: options
@@ -81,6 +83,7 @@ impl LandlockSandbox {
             helper: options.helper.clone(),
             limit,
             report,
+            gaps_logged: std::sync::OnceLock::new(),
         })
     }
 
@@ -97,6 +100,12 @@ impl LandlockSandbox {
     /// The directory the command starts in.
     pub fn chdir(&self) -> &Path {
         &self.chdir
+    }
+
+    /// Logs what this sandbox leaves unenforced, the first time a command
+    /// is launched under it.
+    pub(crate) fn log_gaps_once(&self) {
+        self.gaps_logged.get_or_init(|| log_gaps(&self.report));
     }
 }
 
@@ -214,6 +223,7 @@ impl Confinement for LandlockSandbox {
         if argv.is_empty() {
             return Err(SandboxError::InvalidCommand("the command is empty".into()));
         }
+        self.log_gaps_once();
         Ok(crate::helper::Helper::Landlock {
             plan: self.plan.clone(),
             limit: self.limit.clone(),

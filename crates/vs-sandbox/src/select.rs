@@ -224,7 +224,8 @@ pub fn check_enforcement(
         return Ok(());
     }
     if mode == ConfineMode::Landlock {
-        // Chosen explicitly: `LandlockSandbox::new` has logged each path.
+        // Chosen explicitly: the sandbox logs each path when it first wraps
+        // a command.
         return Ok(());
     }
     let missing: Vec<String> = report
@@ -404,13 +405,16 @@ impl AnySandbox {
                 }
                 crate::launch::run_bwrap(&s.launch_plan(env), command, s.process_limit())
             }
-            Self::Landlock(s) => crate::launch::run_landlock(
-                s.plan(),
-                command,
-                s.process_limit(),
-                env,
-                Some(s.chdir()),
-            ),
+            Self::Landlock(s) => {
+                s.log_gaps_once();
+                crate::launch::run_landlock(
+                    s.plan(),
+                    command,
+                    s.process_limit(),
+                    env,
+                    Some(s.chdir()),
+                )
+            }
             Self::Seatbelt(s) => {
                 let argv = s.wrap(command)?;
                 let Some((program, args)) = argv.split_first() else {

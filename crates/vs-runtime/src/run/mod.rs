@@ -647,11 +647,13 @@ fn candidate_phases(
         Err(e) => return p.done("agent", t, Err(format!("{e}"))),
     };
     let _ = p.store.save_log(n, "agent", &outcome.log);
-    p.rec.agent_exit = Some(outcome.exit_code);
     if outcome.cancelled || cancel.is_cancelled() {
+        // Stopped, not ended: its exit status is the stop's, not the
+        // agent's; the time it ran is kept.
         p.cancelled = true;
-        return Ok(());
+        return p.done("agent", t, Ok(PhaseStatus::Stopped));
     }
+    p.rec.agent_exit = Some(outcome.exit_code);
     let agent = if outcome.exit_code == 0 {
         Ok(PhaseStatus::Passed)
     } else {

@@ -105,6 +105,9 @@ pub enum PhaseStatus {
     Failed,
     /// Not part of this task (no `[build]`, no `[measure]`, nothing protected).
     Skipped,
+    /// Stopped by Ctrl-C or SIGTERM while it ran (the candidate resumes);
+    /// the duration is how long it ran until then.
+    Stopped,
 }
 
 /// Where a candidate stands.

@@ -102,7 +102,7 @@ pub enum DockerError {
     },
     /// The pinned image is not in the Engine.
     #[error(
-        "image {image} is not loaded: expected {expected}, found {found}; load it with `vibesys image load ARCHIVE`"
+        "image {image} is not loaded: expected {expected}, found {found}; load it with `vibesys image load ARCHIVE` (scripts/images.sh builds the pinned images into target/images/NAME.tar)"
     )]
     ImageMissing {
         /// The image name in the lock.
