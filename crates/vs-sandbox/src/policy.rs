@@ -363,6 +363,9 @@ fn resolve_one(
     })?;
     let ft = meta.file_type();
     let kind = if ft.is_dir() {
+        if access == Access::Hidden {
+            check_hidden_links(&workspace.root, rel, &host)?;
+        }
         PathKind::Directory
     } else if ft.is_file() {
         if meta.nlink() > 1 {
@@ -389,6 +392,83 @@ fn resolve_one(
         kind,
         access,
     })
+}
+
+/// The most entries [`check_hidden_links`] walks below the hidden
+/// directories of one policy path; a larger one is refused.
+pub const HIDDEN_WALK_LIMIT: usize = 100_000;
+
+/// Refuses a hidden directory that holds a regular file with more than
+/// one hard link (its content would stay readable through the other
+/// name), naming the other name when it lies in the workspace. The walk
+/// follows no symlink and stops with an error past [`HIDDEN_WALK_LIMIT`]
+/// entries: a directory it cannot check is not hidden on trust.
+fn check_hidden_links(root: &Path, rel: &WorkspaceRelPath, dir: &Path) -> Result<(), PolicyError> {
+    check_hidden_links_within(root, rel, dir, HIDDEN_WALK_LIMIT)
+}
+
+fn check_hidden_links_within(
+    root: &Path,
+    rel: &WorkspaceRelPath,
+    dir: &Path,
+    limit: usize,
+) -> Result<(), PolicyError> {
+    let mut seen = 0usize;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        let entries = match std::fs::read_dir(&current) {
+            Ok(entries) => entries,
+            // A subdirectory the caller cannot list hides nothing from
+            // the agent, who runs as the caller.
+            Err(e) if current != dir && e.kind() == std::io::ErrorKind::PermissionDenied => {
+                continue;
+            }
+            Err(source) => {
+                return Err(PolicyError::Io {
+                    path: current.strip_prefix(root).unwrap_or(&current).to_path_buf(),
+                    source,
+                });
+            }
+        };
+        for entry in entries {
+            let entry = entry.map_err(|source| PolicyError::Io {
+                path: current.strip_prefix(root).unwrap_or(&current).to_path_buf(),
+                source,
+            })?;
+            seen += 1;
+            if seen > limit {
+                return Err(PolicyError::HiddenTooLarge {
+                    dir: rel.as_path().to_path_buf(),
+                    limit,
+                });
+            }
+            let ft = match entry.file_type() {
+                Ok(ft) => ft,
+                Err(_) => continue,
+            };
+            if ft.is_dir() {
+                stack.push(entry.path());
+                continue;
+            }
+            if !ft.is_file() {
+                continue;
+            }
+            // Not followed: the entry itself (a symlink is not a file here).
+            let Ok(meta) = entry.metadata() else {
+                continue;
+            };
+            if meta.nlink() > 1 {
+                let path = entry.path();
+                return Err(PolicyError::HiddenHardLinked {
+                    dir: rel.as_path().to_path_buf(),
+                    file: path.strip_prefix(root).unwrap_or(&path).to_path_buf(),
+                    links: meta.nlink(),
+                    other: other_link(root, &path, meta.dev(), meta.ino()),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Another name of the file `(dev, ino)` inside `root`, apart from `not`,
@@ -585,4 +665,55 @@ pub fn metadata_paths(workspace: &Workspace) -> Vec<PathBuf> {
                 .unwrap_or(false)
         })
         .collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn hidden_sec() -> (tempfile::TempDir, Workspace, WorkspaceRelPath) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("sec/deep")).unwrap();
+        std::fs::create_dir_all(dir.path().join("src")).unwrap();
+        for i in 0..5 {
+            std::fs::write(dir.path().join(format!("sec/deep/f{i}")), "x").unwrap();
+        }
+        let ws = Workspace::open(dir.path()).unwrap();
+        (dir, ws, WorkspaceRelPath::new("sec").unwrap())
+    }
+
+    #[test]
+    fn a_hard_link_below_a_hidden_directory_is_refused_by_name() {
+        let (dir, ws, rel) = hidden_sec();
+        let policy = ProjectPathPolicy::new::<[&str; 0], _>([], ["sec"]).unwrap();
+        policy.resolve(&ws).unwrap();
+        std::fs::hard_link(dir.path().join("sec/deep/f3"), dir.path().join("src/copy")).unwrap();
+        let err = policy.resolve(&ws).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(&err, PolicyError::HiddenHardLinked { file, other: Some(o), links: 2, .. }
+                if file == Path::new("sec/deep/f3") && o == Path::new("src/copy")),
+            "{text}"
+        );
+        assert!(text.contains("\"src/copy\", in the project"), "{text}");
+        // Read-only directories are not walked.
+        let read_only = ProjectPathPolicy::new(["sec"], [] as [&str; 0]).unwrap();
+        read_only.resolve(&ws).unwrap();
+        let _ = rel;
+    }
+
+    #[test]
+    fn a_hidden_directory_past_the_walk_bound_is_refused() {
+        let (dir, ws, rel) = hidden_sec();
+        let sec = dir.path().join("sec");
+        // sec/deep and its five files: six entries.
+        check_hidden_links_within(ws.root(), &rel, &sec, 6).unwrap();
+        let err = check_hidden_links_within(ws.root(), &rel, &sec, 5).unwrap_err();
+        assert!(
+            matches!(err, PolicyError::HiddenTooLarge { limit: 5, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("more than 5 entries"), "{err}");
+    }
 }
