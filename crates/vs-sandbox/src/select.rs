@@ -277,6 +277,7 @@ fn bwrap(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
         read_only_within: request.state.read_only_within,
         private_files: request.state.private_files,
         max_processes: request.max_processes,
+        proc_read_only: crate::proc_cover::read_only_entries(Path::new("/proc")),
         devices: request.devices,
     };
     Ok(Plan::Bwrap(HostSandbox::new(

@@ -175,6 +175,9 @@ fn bwrap_argv_snapshot() {
         read_only_within: Vec::new(),
         private_files: Vec::new(),
         max_processes: 4096,
+        proc_read_only: ["/proc/mtrr", "/proc/pressure", "/proc/sys"]
+            .map(Into::into)
+            .to_vec(),
         devices: Vec::new(),
     };
     let plan = BwrapPlan::new(&resolved, &resources(), &options);
@@ -235,6 +238,7 @@ fn bwrap_binds_a_private_copy_at_another_path() {
         read_only_within: Vec::new(),
         private_files: vec![copy, bad],
         max_processes: 4096,
+        proc_read_only: vec!["/proc/sys".into()],
         devices: Vec::new(),
     };
     let plan = BwrapPlan::new(&resolved, &resources(), &options);

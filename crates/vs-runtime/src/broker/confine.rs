@@ -100,6 +100,7 @@ mod tests {
             read_only_within: Vec::new(),
             private_files: Vec::new(),
             max_processes: 4096,
+            proc_read_only: vec!["/proc/sys".into()],
             devices: Vec::new(),
         };
         let sandbox =
