@@ -109,24 +109,10 @@ root_for() {
 }
 
 # The pinned wheel, downloaded once and checked against its sha256 before
-# every use; prints its path.
+# every use (scripts/claude-cli.sh, the one place that fetches it); prints
+# its path.
 wheel() {
-  local w=$cache/wheels/$CLAUDE_SDK_WHEEL got
-  if [[ ! -f "$w" ]]; then
-    say "downloading claude-agent-sdk==$CLAUDE_SDK_VERSION from PyPI (once, about 180 MB)"
-    local tmp
-    tmp=$(mktemp -d "$cache/wheels/.dl.XXXXXX")
-    python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_17_x86_64 \
-      --python-version 3.11 -d "$tmp" "claude-agent-sdk==$CLAUDE_SDK_VERSION" >&2 ||
-      die "pip download claude-agent-sdk==$CLAUDE_SDK_VERSION failed"
-    [[ -f "$tmp/$CLAUDE_SDK_WHEEL" ]] || die "PyPI gave no $CLAUDE_SDK_WHEEL: $(ls "$tmp")"
-    mv "$tmp/$CLAUDE_SDK_WHEEL" "$w"
-    rm -rf "$tmp"
-  fi
-  got=$(sha256sum "$w" | cut -d' ' -f1)
-  [[ "$got" == "$CLAUDE_SDK_SHA256" ]] ||
-    die "$w has sha256 $got, images/sources.conf pins $CLAUDE_SDK_SHA256: refusing it (delete the file to download again)"
-  echo "$w"
+  VIBESYS_SOURCES_CACHE=$cache "$here/scripts/claude-cli.sh" --wheel || die "no claude-agent-sdk wheel"
 }
 
 # The base root plus the CLI from the wheel, under /opt/claude-agent-sdk
