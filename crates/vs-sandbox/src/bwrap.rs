@@ -32,13 +32,11 @@ pub struct BwrapOptions {
     pub chdir: Option<PathBuf>,
     /// The executable that realises the plan's descriptors (`vibesys`).
     pub helper: PathBuf,
-    /// Host paths outside the project bound read-write (a provider's state
-    /// directory, for instance). Empty for `vibesys exec`.
+    /// Host paths outside the project bound read-write (the entries of a
+    /// provider's state directory its CLI must write), each from a
+    /// descriptor opened beneath its parent with no symlink on the way:
+    /// directories or single-link regular files. Empty for `vibesys exec`.
     pub writable: Vec<PathBuf>,
-    /// Paths inside a `writable` one bound read-only over it (a provider's
-    /// configuration files), each from a descriptor opened beneath its
-    /// writable directory with no symlink on the way.
-    pub read_only_within: Vec<PathBuf>,
     /// Private copies bound read-write at another path (a provider's
     /// home-level file, see [`PrivateFile`]), each from a descriptor opened
     /// beneath its vibesys-owned directory with no symlink on the way.
@@ -187,35 +185,31 @@ impl PlanBuilder {
         }
     }
 
-    /// The provider's state: its writable directories, the configuration
-    /// inside them read-only, and the private copies.
+    /// The provider's state: the entries its CLI must write, read-write
+    /// over the state directory (a read-only host resource), and the
+    /// private copies.
     fn provider_state(&mut self, options: &BwrapOptions) {
+        // Over the state directory, bound read-only as a host resource:
+        // each entry the CLI must write, from a descriptor opened beneath
+        // its parent with no symlink (a swap cannot redirect the bind).
         for w in &options.writable {
-            let w = w.display().to_string();
-            self.args(["--bind-try".to_owned(), w.clone(), w]);
-        }
-        for inner in &options.read_only_within {
-            let Some(root) = options
-                .writable
-                .iter()
-                .find(|w| inner.starts_with(w) && inner != *w)
-            else {
+            let (Some(parent), Some(name)) = (w.parent(), w.file_name()) else {
                 continue;
             };
-            let kind = if inner.is_dir() {
+            let kind = if w.is_dir() {
                 PathKind::Directory
             } else {
                 PathKind::File
             };
             let fd = self.slot(FdSlot::Bind {
-                root: root.clone(),
-                rel: inner.strip_prefix(root).unwrap_or(inner).to_path_buf(),
+                root: parent.to_path_buf(),
+                rel: PathBuf::from(name),
                 kind,
             });
             self.args([
-                "--ro-bind-fd".to_owned(),
+                "--bind-fd".to_owned(),
                 fd.to_string(),
-                inner.display().to_string(),
+                w.display().to_string(),
             ]);
         }
         // After the state directories: a copy that stands in for a file

@@ -172,7 +172,6 @@ fn bwrap_argv_snapshot() {
         chdir: None,
         helper: "/opt/vibesys/bin/vibesys".into(),
         writable: Vec::new(),
-        read_only_within: Vec::new(),
         private_files: Vec::new(),
         max_processes: 4096,
         proc_read_only: ["/proc/mtrr", "/proc/pressure", "/proc/sys"]
@@ -235,7 +234,6 @@ fn bwrap_binds_a_private_copy_at_another_path() {
         chdir: None,
         helper: "/opt/vibesys/bin/vibesys".into(),
         writable: vec!["/home/u/.claude".into()],
-        read_only_within: Vec::new(),
         private_files: vec![copy, bad],
         max_processes: 4096,
         proc_read_only: vec!["/proc/sys".into()],
