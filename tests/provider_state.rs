@@ -271,5 +271,42 @@ fn a_session_cannot_plant_what_the_operators_next_claude_runs() {
             !home.join("planted.log").exists() && !ran.contains("PLANTED"),
             "{who:?} {backend}: a planted command ran in the operator's turn"
         );
+
+        // Settings that name a command inside an entry the CLI writes
+        // (so writable in a session) refuse the session before it starts.
+        let local = home.join(".claude/settings.local.json");
+        std::fs::write(
+            &local,
+            r#"{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"sh ~/.claude/projects/x.sh"}]}]}}"#,
+        )
+        .unwrap();
+        let refused = command_as(
+            who,
+            &p.root,
+            &vibesys(),
+            &[
+                "session",
+                "--provider",
+                "claude",
+                "--confine",
+                backend,
+                "--",
+                "-p",
+                "attack",
+            ],
+        )
+        .env("PATH", &path)
+        .env("HOME", &home)
+        .env("ANTHROPIC_BASE_URL", &base_url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .output()
+        .unwrap();
+        assert_code(&refused, 125);
+        let err = stderr(&refused);
+        assert!(
+            err.contains("settings.local.json") && err.contains("projects/x.sh"),
+            "{who:?} {backend}: {err}"
+        );
+        std::fs::remove_file(&local).unwrap();
     }
 }

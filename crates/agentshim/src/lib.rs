@@ -635,6 +635,21 @@ impl Provider {
         }
     }
 
+    /// The files of this provider's state directory whose values may name
+    /// a command the CLI runs (hooks, a statusline, `notify`, MCP servers,
+    /// credential helpers): claude `settings.json` and
+    /// `settings.local.json`, codex `config.toml`, gemini `settings.json`.
+    /// vs-agent refuses a session when one names a path inside a
+    /// [`Provider::kept_entries`] entry (writable in the session).
+    pub fn settings_files(&self) -> &'static [&'static str] {
+        match self {
+            Self::Codex => &["config.toml"],
+            Self::Claude => &["settings.json", "settings.local.json"],
+            Self::Gemini => &["settings.json"],
+            Self::Custom(_) => &[],
+        }
+    }
+
     /// Variables that carry credentials or select the model endpoint. Pass
     /// them through to the agent; never log their values.
     pub fn auth_env_vars(&self) -> &'static [&'static str] {

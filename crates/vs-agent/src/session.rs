@@ -144,6 +144,13 @@ pub fn prepare_state_paths(
             }
             out.writable.push(path);
         }
+        let kept: Vec<PathBuf> = out
+            .writable
+            .iter()
+            .filter(|w| w.starts_with(&dir))
+            .cloned()
+            .collect();
+        crate::named_commands::check(provider, &dir, std::slice::from_ref(&sp.path), home, &kept)?;
         out.read_only.push(dir);
     }
     Ok(out)
