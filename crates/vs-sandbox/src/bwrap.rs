@@ -440,6 +440,17 @@ pub fn bwrap_report(
         ),
         "host secrets below a granted path (/etc/shadow, sudoers, ssl/private, ssh host keys, ...) are masked".into(),
     ];
+    if !options.writable.is_empty() {
+        let kept: Vec<String> = options
+            .writable
+            .iter()
+            .map(|w| w.display().to_string())
+            .collect();
+        report.hardening.push(format!(
+            "provider state: read-only but for what its CLI must write, bound read-write from descriptors: {}",
+            kept.join(", ")
+        ));
+    }
     for private in &options.private_files {
         report.hardening.push(format!(
             "{} is a private copy ({}) bound read-write: writes never reach the user's file",
