@@ -233,7 +233,7 @@ fn bwrap_binds_a_private_copy_at_another_path() {
         network: true,
         chdir: None,
         helper: "/opt/vibesys/bin/vibesys".into(),
-        writable: vec!["/home/u/.claude".into()],
+        writable: vec!["/home/u/.claude/projects".into()],
         private_files: vec![copy, bad],
         max_processes: 4096,
         proc_read_only: vec!["/proc/sys".into()],
@@ -251,20 +251,18 @@ fn bwrap_binds_a_private_copy_at_another_path() {
         .windows(3)
         .position(|w| w == ["--bind-fd", fd.as_str(), "/home/u/.claude.json"])
         .expect("the copy bound read-write at the target");
-    // After the writable state directory, so it covers a file inside one.
+    // After the writable state entries, so it covers a file inside one.
     let state = plan
         .args
         .iter()
-        .position(|a| a == "/home/u/.claude")
+        .position(|a| a == "/home/u/.claude/projects")
         .unwrap();
     assert!(state < at);
     // A malformed name is never bound.
-    assert_eq!(
+    assert!(
+        !plan.fds.iter().any(|s| s.describe().contains("escape")),
+        "{:?}",
         plan.fds
-            .iter()
-            .filter(|s| s.describe().starts_with("bind-file:"))
-            .count(),
-        1
     );
     assert!(matches!(
         &plan.fds[slot],
