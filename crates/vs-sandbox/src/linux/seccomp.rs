@@ -290,10 +290,10 @@ fn assemble(
     };
     blocks.sort_by_key(rank);
     let mut emitted: Vec<Block> = Vec::new();
-    for block in blocks
+    let verdicts = [Allow, Eperm, Eacces, Enosys, Kill]
         .into_iter()
-        .chain([Allow, Eperm, Eacces, Enosys, Kill])
-    {
+        .filter(|v| *v != Enosys || namespaces == Namespaces::Refused);
+    for block in blocks.into_iter().chain(verdicts) {
         if emitted.contains(&block) {
             continue;
         }
