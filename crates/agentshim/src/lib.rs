@@ -247,15 +247,16 @@ const fn kept_file(name: &'static str, create_empty: bool) -> KeptEntry {
 // out on purpose, because the CLI runs, sources or restores what they
 // hold: Claude's `shell-snapshots/` (sourced before every Bash tool call)
 // and `session-env/` (sourced for a session's commands, also when it is
-// resumed), `local/` and `downloads/` (its own executables), `plugins/`;
+// resumed), `local/` and `downloads/` (its own executables), `plugins/`,
+// `backups/` (copies of `.claude.json`, with its `mcpServers`, which the
+// CLI restores when that file is damaged) and `file-history/` (a rewind
+// writes what it holds to the paths the transcript names);
 // Gemini's `history/` (shadow git repositories whose hooks git would run
 // when it checkpoints); every configuration file and directory.
 const CLAUDE_KEPT: &[KeptEntry] = &[
     kept_dir("projects"),
     kept_dir("todos"),
     kept_dir("sessions"),
-    kept_dir("file-history"),
-    kept_dir("backups"),
     kept_dir("telemetry"),
     kept_dir("statsig"),
     kept_dir("debug"),
@@ -616,7 +617,7 @@ impl Provider {
     /// in a session ([`KeptEntry`]); everything else in it is read-only
     /// there:
     /// - claude: `projects/` (transcripts), `todos/`, `sessions/`,
-    ///   `file-history/`, `backups/` (of `.claude.json`), `telemetry/`,
+    ///   `telemetry/`,
     ///   `statsig/`, `debug/`, `plans/`, `paste-cache/`, `history.jsonl`,
     ///   `.credentials.json` (refreshed OAuth credentials, when present);
     /// - codex: `sessions/`, `archived_sessions/` (rollouts), `log/`,
@@ -870,6 +871,8 @@ mod tests {
             "local",
             "downloads",
             "history",
+            "backups",
+            "file-history",
             "statusline-command.sh",
         ];
         for p in Provider::known() {
