@@ -204,9 +204,10 @@ fn exec_confine_docker_runs_the_command_in_the_pinned_image() {
 /// A host file given as stdout reaches the container's command only
 /// through the Engine's attach stream, which vibesys copies: re-opened,
 /// `/proc/self/fd/1` is no host file, so the log is neither read back nor
-/// truncated (as for bwrap and Landlock in escapes.rs).
+/// truncated (as for bwrap and Landlock in escapes.rs). And a hidden
+/// directory's file hard-linked into the project is refused by name.
 #[test]
-fn a_host_file_as_stdout_is_neither_read_back_nor_truncated_in_docker() {
+fn stdout_as_a_host_file_and_hard_links_into_hidden_paths_in_docker() {
     let img = TestImage::new();
     let ws = workspace();
     let run_id = unique("stdio");
@@ -238,6 +239,21 @@ fn a_host_file_as_stdout_is_neither_read_back_nor_truncated_in_docker() {
         read == "READ:" && !read.contains("BEFORE-START"),
         "the pipe re-opened should hold nothing: {logged:?}"
     );
+
+    // A file of a hidden directory with a second name in the project is
+    // refused before any container starts, naming both.
+    std::fs::hard_link(ws.path().join("hid/h.txt"), ws.path().join("copy.txt")).unwrap();
+    let err = fails(
+        exec(&img, ws.path(), &run_id)
+            .args(["cat", "copy.txt"])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        err.contains("hidden directory \"hid\"") && err.contains("\"copy.txt\", in the project"),
+        "{err}"
+    );
+    assert!(containers_of_run(&run_id).is_empty());
     assert!(logged.ends_with("AFTER\n"), "{logged:?}");
 }
 
