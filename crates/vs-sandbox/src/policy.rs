@@ -373,7 +373,7 @@ fn resolve_one(
                 path: rel.as_path().to_path_buf(),
                 access: access.name(),
                 links: meta.nlink(),
-                other: other_link(&workspace.root, &host, meta.dev(), meta.ino()),
+                other: other_link(&workspace.root, None, &host, meta.dev(), meta.ino()),
             });
         }
         PathKind::File
@@ -414,6 +414,10 @@ fn check_hidden_links_within(
     limit: usize,
 ) -> Result<(), PolicyError> {
     let mut seen = 0usize;
+    // (dev, ino) of each file with more than one link: a name, the link
+    // count, the names found here.
+    let mut linked: std::collections::HashMap<(u64, u64), (PathBuf, u64, u64)> =
+        std::collections::HashMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(current) = stack.pop() {
         let entries = match std::fs::read_dir(&current) {
@@ -458,24 +462,36 @@ fn check_hidden_links_within(
                 continue;
             };
             if meta.nlink() > 1 {
-                let path = entry.path();
-                return Err(PolicyError::HiddenHardLinked {
-                    dir: rel.as_path().to_path_buf(),
-                    file: path.strip_prefix(root).unwrap_or(&path).to_path_buf(),
-                    links: meta.nlink(),
-                    other: other_link(root, &path, meta.dev(), meta.ino()),
-                });
+                let names = linked
+                    .entry((meta.dev(), meta.ino()))
+                    .or_insert_with(|| (entry.path(), meta.nlink(), 0));
+                names.2 += 1;
             }
         }
+    }
+    // A file all of whose names lie in the hidden directory (cargo's
+    // target/ links its outputs) hides as well as any other.
+    let mut escaping: Vec<_> = linked
+        .into_iter()
+        .filter(|(_, (_, links, found))| *found < *links)
+        .collect();
+    escaping.sort_by(|a, b| a.1.0.cmp(&b.1.0));
+    if let Some(((dev, ino), (path, links, _))) = escaping.into_iter().next() {
+        return Err(PolicyError::HiddenHardLinked {
+            dir: rel.as_path().to_path_buf(),
+            file: path.strip_prefix(root).unwrap_or(&path).to_path_buf(),
+            links,
+            other: other_link(root, Some(dir), &path, dev, ino),
+        });
     }
     Ok(())
 }
 
-/// Another name of the file `(dev, ino)` inside `root`, apart from `not`,
-/// relative to `root`. The walk stays on one file system, follows no
-/// symlink and gives up after a bounded number of entries (it only serves
-/// an error message).
-fn other_link(root: &Path, not: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
+/// Another name of the file `(dev, ino)` inside `root`, apart from `not`
+/// and anything below `skip`, relative to `root`. The walk stays on one
+/// file system, follows no symlink and gives up after a bounded number of
+/// entries (it only serves an error message).
+fn other_link(root: &Path, skip: Option<&Path>, not: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
     const MAX_ENTRIES: usize = 200_000;
     let mut seen = 0usize;
     let mut stack = vec![root.to_path_buf()];
@@ -496,7 +512,9 @@ fn other_link(root: &Path, not: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
                 continue;
             }
             if meta.is_dir() {
-                stack.push(path);
+                if skip != Some(path.as_path()) {
+                    stack.push(path);
+                }
             } else if meta.ino() == ino && path != not {
                 return path.strip_prefix(root).ok().map(Path::to_path_buf);
             }
@@ -697,6 +715,21 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("\"src/copy\", in the project"), "{text}");
+        // Names that all lie in the hidden directory hide together.
+        std::fs::remove_file(dir.path().join("src/copy")).unwrap();
+        std::fs::hard_link(
+            dir.path().join("sec/deep/f3"),
+            dir.path().join("sec/f3-again"),
+        )
+        .unwrap();
+        policy.resolve(&ws).unwrap();
+        std::fs::hard_link(dir.path().join("sec/deep/f3"), dir.path().join("src/third")).unwrap();
+        let err = policy.resolve(&ws).unwrap_err();
+        assert!(
+            matches!(&err, PolicyError::HiddenHardLinked { other: Some(o), links: 3, .. }
+                if o == Path::new("src/third")),
+            "{err}"
+        );
         // Read-only directories are not walked.
         let read_only = ProjectPathPolicy::new(["sec"], [] as [&str; 0]).unwrap();
         read_only.resolve(&ws).unwrap();
