@@ -17,6 +17,8 @@
 #   python3-venv     the venv of the modal and skypilot clients (scripts/remote-clients.sh,
 #                    which then installs skypilot and modal from PyPI, pinned, into
 #                    $VIBESYS_TOOLS/remote-clients; once per machine)
+#   python3-pip      scripts/claude-cli.sh downloads the pinned claude-agent-sdk wheel
+#                    once (the real Claude Code CLI of tests/provider_state.rs)
 #   musl-tools       musl-gcc for the C code of dependencies in the static vibesys
 #                    (scripts/build-static.sh: the docker and slurm tests' command server)
 #   python3-pip      the download of the pinned claude-agent-sdk and openai-codex-cli-bin
@@ -41,6 +43,7 @@ have slurmctld || need+=(slurm-wlm)
 have munged || need+=(munge)
 have debootstrap || need+=(debootstrap)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 have musl-gcc || need+=(musl-tools)
 python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 if [ ${#need[@]} -gt 0 ]; then

@@ -48,9 +48,9 @@ fn wrapped_bwrap_argv_confines() {
             chdir: None,
             helper: vibesys(),
             writable: Vec::new(),
-            read_only_within: Vec::new(),
             private_files: Vec::new(),
             max_processes: 4096,
+            proc_read_only: vs_sandbox::proc_cover::read_only_entries("/proc".as_ref()),
             devices: Vec::new(),
         },
     )

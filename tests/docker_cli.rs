@@ -311,6 +311,62 @@ fn exec_confine_docker_runs_the_command_in_the_pinned_image() {
     );
 }
 
+/// A host file given as stdout reaches the container's command only
+/// through the Engine's attach stream, which vibesys copies: re-opened,
+/// `/proc/self/fd/1` is no host file, so the log is neither read back nor
+/// truncated (as for bwrap and Landlock in escapes.rs). And a hidden
+/// directory's file hard-linked into the project is refused by name.
+#[test]
+fn stdout_as_a_host_file_and_hard_links_into_hidden_paths_in_docker() {
+    let img = TestImage::new();
+    let ws = workspace();
+    let run_id = unique("stdio");
+    let log_dir = tempfile::tempdir().unwrap();
+    let log = log_dir.path().join("run.log");
+    std::fs::write(&log, "BEFORE-START secret line\n").unwrap();
+    let out_file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    let out = exec(&img, ws.path(), &run_id)
+        .args([
+            "/bin/sh",
+            "-c",
+            "exec 3>&1; echo READ:$(timeout 1 cat /proc/self/fd/3 2>&1 | head -c 200); \
+             : > /proc/self/fd/1 2>/dev/null; echo AFTER",
+        ])
+        .stdout(out_file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.starts_with("BEFORE-START secret line\n"),
+        "{logged:?}"
+    );
+    let read = logged
+        .lines()
+        .find(|l| l.starts_with("READ:"))
+        .unwrap_or("");
+    assert!(
+        read == "READ:" && !read.contains("BEFORE-START"),
+        "the pipe re-opened should hold nothing: {logged:?}"
+    );
+
+    // A file of a hidden directory with a second name in the project is
+    // refused before any container starts, naming both.
+    std::fs::hard_link(ws.path().join("hid/h.txt"), ws.path().join("copy.txt")).unwrap();
+    let err = fails(
+        exec(&img, ws.path(), &run_id)
+            .args(["cat", "copy.txt"])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        err.contains("hidden directory \"hid\"") && err.contains("\"copy.txt\", in the project"),
+        "{err}"
+    );
+    assert!(containers_of_run(&run_id).is_empty());
+    assert!(logged.ends_with("AFTER\n"), "{logged:?}");
+}
+
 #[test]
 fn kill_9_of_vibesys_leaves_no_container_behind() {
     kill_9_leaves_no_container(None);

@@ -18,12 +18,17 @@ for a in "$@"; do printf 'arg:%s\n' "$a" >> "$out"; done
 env | sed 's/=.*//' | sort | sed 's/^/env:/' >> "$out"
 printf 'token:[%s]\n' "$(cat token.txt 2>/dev/null)" >> "$out"
 { echo state > "$HOME/state-probe"; } 2>/dev/null && echo 'home-root:writable' >> "$out"
-# The provider's configuration is read-only, its session data writable.
-for c in .codex/config.toml .codex/prompts/p.md .claude/settings.json .claude/hooks/h .gemini/settings.json; do
+# Only what the CLI must write is writable in its state directory: not
+# its configuration, nor any new file (a statusline or hook script the
+# settings could name), nor anything unknown.
+for c in .codex/config.toml .codex/prompts/p.md .codex/notify.sh .claude/settings.json \
+         .claude/hooks/h .claude/statusline-command.sh .claude/shell-snapshots/s.sh \
+         .gemini/settings.json .gemini/hook.sh .codex/history-probe .claude/history-probe; do
   { echo plant >> "$HOME/$c"; } 2>/dev/null && echo "config:writable:$c" >> "$out"
 done
-for d in .codex .claude .gemini; do
-  { [ -d "$HOME/$d" ] && echo history >> "$HOME/$d/history-probe"; } 2>/dev/null && echo "data:writable:$d" >> "$out"
+for f in .codex/history.jsonl .claude/history.jsonl .claude/projects/p.jsonl .gemini/tmp/chat.json; do
+  d=${f%%/*}
+  { [ -d "$HOME/$d" ] && echo history >> "$HOME/$f"; } 2>/dev/null && echo "data:writable:$d" >> "$out"
 done
 exit 0
 "#;
@@ -298,16 +303,15 @@ fn claude_json_is_read_only_under_landlock() {
             "{}",
             stderr(&out)
         );
-        // Inside a writable state directory Landlock cannot protect it:
-        // the session is refused.
+        // Inside CLAUDE_CONFIG_DIR too: the state directory is read-only
+        // but for the entries the CLI must write, and this is not one.
         let (out, record, after) = plant_claude_json(who, "landlock", true);
-        assert_code(&out, 125);
-        assert!(record.is_empty(), "{who:?}: the session ran: {record}");
-        assert_eq!(after, USER_JSON);
+        assert_code(&out, 0);
         assert!(
-            stderr(&out).contains("Landlock cannot make it read-only"),
-            "{}",
-            stderr(&out)
+            record.contains(&format!("seen:{}", USER_JSON.trim_end())),
+            "{who:?}: {record}"
         );
+        assert!(!record.contains("write:ok"), "{who:?}: {record}");
+        assert_eq!(after, USER_JSON, "{who:?}: the user's file was written");
     }
 }

@@ -208,6 +208,82 @@ const GEMINI_CONFIG: &[ConfigEntry] = &[
     config_dir("extensions"),
 ];
 
+/// An entry of a provider's state directory that the CLI itself must
+/// write in a session: transcripts, history, credentials refreshed by a
+/// login, caches. Only these are writable in a session; the rest of the
+/// state directory is read-only (see [`Provider::kept_entries`]). None of
+/// them is anything the provider's configuration can name as a command,
+/// nor a script or program the CLI runs or sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeptEntry {
+    /// The name inside the state directory.
+    pub name: &'static str,
+    /// A directory (created when missing, so the CLI can write below
+    /// it); else a file, writable only when it exists (`create_empty`:
+    /// created empty when missing, for a file whose empty form is valid).
+    pub is_dir: bool,
+    /// For a file: created empty when missing.
+    pub create_empty: bool,
+}
+
+const fn kept_dir(name: &'static str) -> KeptEntry {
+    KeptEntry {
+        name,
+        is_dir: true,
+        create_empty: false,
+    }
+}
+
+const fn kept_file(name: &'static str, create_empty: bool) -> KeptEntry {
+    KeptEntry {
+        name,
+        is_dir: false,
+        create_empty,
+    }
+}
+
+// Each list names what the CLI writes during a turn, from its
+// documentation and from watching the real CLI (Claude Code 2.x). Left
+// out on purpose, because the CLI runs, sources or restores what they
+// hold: Claude's `shell-snapshots/` (sourced before every Bash tool call)
+// and `session-env/` (sourced for a session's commands, also when it is
+// resumed), `local/` and `downloads/` (its own executables), `plugins/`,
+// `backups/` (copies of `.claude.json`, with its `mcpServers`, which the
+// CLI restores when that file is damaged) and `file-history/` (a rewind
+// writes what it holds to the paths the transcript names);
+// Gemini's `history/` (shadow git repositories whose hooks git would run
+// when it checkpoints); every configuration file and directory.
+const CLAUDE_KEPT: &[KeptEntry] = &[
+    kept_dir("projects"),
+    kept_dir("todos"),
+    kept_dir("sessions"),
+    kept_dir("telemetry"),
+    kept_dir("statsig"),
+    kept_dir("debug"),
+    kept_dir("plans"),
+    kept_dir("paste-cache"),
+    kept_file("history.jsonl", true),
+    kept_file(".credentials.json", false),
+];
+
+const CODEX_KEPT: &[KeptEntry] = &[
+    kept_dir("sessions"),
+    kept_dir("archived_sessions"),
+    kept_dir("log"),
+    kept_file("history.jsonl", true),
+    kept_file("session_index.jsonl", false),
+    kept_file("auth.json", false),
+];
+
+const GEMINI_KEPT: &[KeptEntry] = &[
+    kept_dir("tmp"),
+    kept_file("oauth_creds.json", false),
+    kept_file("google_accounts.json", false),
+    kept_file("mcp-oauth-tokens.json", false),
+    kept_file("installation_id", false),
+    kept_file("user_id", false),
+];
+
 /// What kind of state location a resolved path is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedStatePath {
@@ -537,6 +613,44 @@ impl Provider {
         }
     }
 
+    /// The entries of this provider's state directory the CLI must write
+    /// in a session ([`KeptEntry`]); everything else in it is read-only
+    /// there:
+    /// - claude: `projects/` (transcripts), `todos/`, `sessions/`,
+    ///   `telemetry/`,
+    ///   `statsig/`, `debug/`, `plans/`, `paste-cache/`, `history.jsonl`,
+    ///   `.credentials.json` (refreshed OAuth credentials, when present);
+    /// - codex: `sessions/`, `archived_sessions/` (rollouts), `log/`,
+    ///   `history.jsonl`, `session_index.jsonl` and `auth.json` (when
+    ///   present);
+    /// - gemini: `tmp/` (chats, logs, per-project state),
+    ///   `oauth_creds.json`, `google_accounts.json`,
+    ///   `mcp-oauth-tokens.json`, `installation_id`, `user_id` (when
+    ///   present).
+    pub fn kept_entries(&self) -> &'static [KeptEntry] {
+        match self {
+            Self::Codex => CODEX_KEPT,
+            Self::Claude => CLAUDE_KEPT,
+            Self::Gemini => GEMINI_KEPT,
+            Self::Custom(_) => &[],
+        }
+    }
+
+    /// The files of this provider's state directory whose values may name
+    /// a command the CLI runs (hooks, a statusline, `notify`, MCP servers,
+    /// credential helpers): claude `settings.json` and
+    /// `settings.local.json`, codex `config.toml`, gemini `settings.json`.
+    /// vs-agent refuses a session when one names a path inside a
+    /// [`Provider::kept_entries`] entry (writable in the session).
+    pub fn settings_files(&self) -> &'static [&'static str] {
+        match self {
+            Self::Codex => &["config.toml"],
+            Self::Claude => &["settings.json", "settings.local.json"],
+            Self::Gemini => &["settings.json"],
+            Self::Custom(_) => &[],
+        }
+    }
+
     /// Variables that carry credentials or select the model endpoint. Pass
     /// them through to the agent; never log their values.
     pub fn auth_env_vars(&self) -> &'static [&'static str] {
@@ -747,6 +861,32 @@ mod tests {
         assert_eq!(Provider::Claude.state_env_vars(), ["CLAUDE_CONFIG_DIR"]);
         assert_eq!(Provider::Codex.state_env_vars(), ["CODEX_HOME"]);
         assert!(Provider::Gemini.state_env_vars().is_empty());
+    }
+
+    #[test]
+    fn nothing_kept_is_configuration_or_runs() {
+        let never = [
+            "shell-snapshots",
+            "session-env",
+            "local",
+            "downloads",
+            "history",
+            "backups",
+            "file-history",
+            "statusline-command.sh",
+        ];
+        for p in Provider::known() {
+            for kept in p.kept_entries() {
+                assert!(
+                    !p.config_entries().iter().any(|c| c.name == kept.name),
+                    "{p}: {} is configuration",
+                    kept.name
+                );
+                assert!(!never.contains(&kept.name), "{p}: {}", kept.name);
+                assert!(!kept.name.contains('/') && !kept.name.starts_with(".."));
+                assert!(kept.is_dir || !kept.create_empty || kept.name.ends_with(".jsonl"));
+            }
+        }
     }
 
     #[test]

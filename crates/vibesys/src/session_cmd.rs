@@ -20,8 +20,9 @@ The provider runs with its own approvals and sandbox OFF (codex
 gemini --approval-mode=yolo --sandbox=false): vibesys's confinement is the only boundary.
 Only allow-listed variables reach the agent (PATH, HOME, USER, LANG, LC_*, TERM, TZ, TMPDIR,
 proxy and CA variables, the provider's auth and state variables, and --env NAME extras);
-dropped names are logged once, values never. The provider's state directory (e.g. ~/.codex)
-is the only writable path outside the project; its configuration files are read-only. Claude
+dropped names are logged once, values never. Outside the project only what the provider's
+CLI must write in its state directory (e.g. ~/.codex) is writable: transcripts, history,
+refreshed credentials, caches; the rest of it (settings, hooks, scripts) is read-only. Claude
 Code's ~/.claude.json is a private copy per session (seeded from yours, discarded at the end:
 your file is never written; read-only under --confine landlock).
 
@@ -184,7 +185,7 @@ const IMAGE_HOME: &str = "/home/agent";
 /// location below the host's HOME at the same place below [`IMAGE_HOME`],
 /// any other (an override variable such as `CLAUDE_CONFIG_DIR`, which
 /// crosses into the container) at its host path; state directories
-/// read-write, the configuration entries inside them read-only over them,
+/// read-only, the entries the CLI must write read-write over them,
 /// and each home-level file (`~/.claude.json`) as the session's private
 /// copy, read-write (the user's file is never written).
 fn state_mounts(
@@ -201,15 +202,10 @@ fn state_mounts(
         read_only,
     };
     state
-        .writable
+        .read_only
         .iter()
-        .map(|p| mount(p.clone(), p, false))
-        .chain(
-            state
-                .read_only_within
-                .iter()
-                .map(|p| mount(p.clone(), p, true)),
-        )
+        .map(|p| mount(p.clone(), p, true))
+        .chain(state.writable.iter().map(|p| mount(p.clone(), p, false)))
         .chain(
             state
                 .copies

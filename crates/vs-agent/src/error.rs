@@ -48,6 +48,27 @@ pub enum AgentError {
         /// Why.
         reason: String,
     },
+    /// The operator's provider settings name a command that lies where a
+    /// session may write.
+    #[error(
+        "refusing the session: {file:?} names {command:?}, which lies in {entry:?}, writable in a session (the provider's CLI writes there): the agent could rewrite what your next run of the CLI executes; move it elsewhere (outside the state directory, or anywhere in it but the entries the CLI writes)"
+    )]
+    NamedCommandWritable {
+        /// The settings file.
+        file: std::path::PathBuf,
+        /// The path it names.
+        command: std::path::PathBuf,
+        /// The writable entry it lies in.
+        entry: std::path::PathBuf,
+    },
+    /// A provider settings file cannot be read to check what it names.
+    #[error("cannot check {path:?} for the commands it names: {reason}")]
+    Settings {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// Preparing a provider state directory failed.
     #[error("cannot prepare provider state {path:?}: {source}")]
     State {

@@ -5,6 +5,7 @@
 
 pub mod env;
 pub mod error;
+pub mod named_commands;
 pub mod private_copy;
 pub mod session;
 

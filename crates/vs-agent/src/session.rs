@@ -11,18 +11,21 @@ use vs_sandbox::Confinement;
 use crate::env::SessionEnv;
 use crate::error::AgentError;
 
-/// The provider's state locations for `home`: its directories, created
-/// when missing (so they exist where they are bound read-write), the
-/// configuration entries inside them, created when missing too (so the
-/// agent cannot create one either) and bound read-only, and its
-/// home-level files (`~/.claude.json`), for which each session gets a
-/// private copy (see [`crate::private_copy`]).
+/// The provider's state locations for `home`: its directories, read-only
+/// as a whole; inside them only the entries the CLI must write
+/// ([`agentshim::Provider::kept_entries`]: transcripts, history,
+/// refreshed credentials, caches), read-write, each directory created
+/// when missing; and its home-level files (`~/.claude.json`), for which
+/// each session gets a private copy (see [`crate::private_copy`]). So
+/// nothing a provider's configuration can name as a command (a statusline
+/// script, hook scripts anywhere in the directory, Codex's `notify`
+/// target) is writable, whatever its name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StateBinds {
-    /// Bound read-write.
+    /// The state directories (canonical), read-only.
+    pub read_only: Vec<PathBuf>,
+    /// The kept entries inside them, bound read-write.
     pub writable: Vec<PathBuf>,
-    /// Inside a writable location, bound read-only over it.
-    pub read_only_within: Vec<PathBuf>,
     /// The user's files a private copy stands in for (never written by
     /// the session; read-only under Landlock, which cannot remap a path).
     pub private: Vec<PathBuf>,
@@ -33,8 +36,8 @@ pub struct StateBinds {
 impl From<StateBinds> for vs_sandbox::ProviderState {
     fn from(state: StateBinds) -> Self {
         Self {
+            read_only: state.read_only,
             writable: state.writable,
-            read_only_within: state.read_only_within,
             user_files: state.private,
             private_files: state.copies,
         }
@@ -52,7 +55,11 @@ impl StateBinds {
     ) -> Result<(), AgentError> {
         let inside = dir.path().starts_with(workspace)
             || workspace.starts_with(dir.path())
-            || self.writable.iter().any(|w| dir.path().starts_with(w));
+            || self
+                .writable
+                .iter()
+                .chain(&self.read_only)
+                .any(|w| dir.path().starts_with(w));
         if inside {
             return Err(AgentError::PrivateCopy {
                 path: dir.path().to_path_buf(),
@@ -103,22 +110,48 @@ pub fn prepare_state_paths(
             out.private.push(sp.path);
             continue;
         }
-        for entry in provider.config_entries() {
-            let path = sp.path.join(entry.name);
-            if std::fs::symlink_metadata(&path).is_err() {
-                match entry.empty_file {
-                    None => std::fs::create_dir(&path),
-                    Some(content) => std::fs::OpenOptions::new()
-                        .write(true)
-                        .create_new(true)
-                        .open(&path)
-                        .and_then(|mut f| std::io::Write::write_all(&mut f, content.as_bytes())),
+        // Bound from descriptors opened beneath it with no symlink on
+        // the way: its own path without symlinks.
+        let dir = vs_sandbox::realpath::canonicalize(&sp.path).map_err(state_err(&sp.path))?;
+        for kept in provider.kept_entries() {
+            let path = dir.join(kept.name);
+            match std::fs::symlink_metadata(&path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    if kept.is_dir {
+                        std::fs::create_dir(&path).map_err(state_err(&path))?;
+                    } else if kept.create_empty {
+                        std::fs::OpenOptions::new()
+                            .write(true)
+                            .create_new(true)
+                            .open(&path)
+                            .map_err(state_err(&path))?;
+                    } else {
+                        continue;
+                    }
                 }
-                .map_err(state_err(&path))?;
+                Err(e) => return Err(state_err(&path)(e)),
+                Ok(meta) if meta.is_dir() != kept.is_dir || meta.file_type().is_symlink() => {
+                    // Never made writable: it stays read-only with the
+                    // rest of the directory.
+                    tracing::warn!(
+                        path = %path.display(),
+                        "the provider's state entry is not a plain {}: it stays read-only in the session",
+                        if kept.is_dir { "directory" } else { "file" }
+                    );
+                    continue;
+                }
+                Ok(_) => {}
             }
-            out.read_only_within.push(path);
+            out.writable.push(path);
         }
-        out.writable.push(sp.path);
+        let kept: Vec<PathBuf> = out
+            .writable
+            .iter()
+            .filter(|w| w.starts_with(&dir))
+            .cloned()
+            .collect();
+        crate::named_commands::check(provider, &dir, std::slice::from_ref(&sp.path), home, &kept)?;
+        out.read_only.push(dir);
     }
     Ok(out)
 }

@@ -18,29 +18,7 @@ use crate::policy::{Access, PathKind, ResolvedPolicy, metadata_paths};
 use crate::private_file::PrivateFile;
 use crate::resources::HostResources;
 
-/// Global `/proc` knobs read-only in the sandbox's fresh `/proc`: those of
-/// [`PROC_COVERED_BY_BWRAP`] by bwrap itself, the others bound read-only
-/// by the plan.
-pub const PROC_READ_ONLY: &[&str] = &[
-    "/proc/sys",
-    "/proc/sysrq-trigger",
-    "/proc/irq",
-    "/proc/bus",
-    "/proc/fs",
-    "/proc/asound",
-];
-
-/// The knobs of [`PROC_READ_ONLY`] that bwrap itself (its fixed cover list,
-/// in every release; the plan needs 0.8 or later for `--disable-userns`)
-/// binds read-only right after mounting `/proc`, whenever the sandbox
-/// could write them: it skips one only when `access(W_OK)` fails with
-/// every capability of the new user namespace (EACCES, ENOENT or EROFS;
-/// any other error stops it), so the command, with none, cannot write it
-/// either (as for a caller that is not root: root's files are not its). The plan does not bind
-/// them a second time: each bind costs bwrap a mount and a read of the
-/// whole mount table. `/proc/sys` is not among them: a sysctl directory
-/// never passes that test, though uid 0 may write files below it.
-pub const PROC_COVERED_BY_BWRAP: &[&str] = &["/proc/sysrq-trigger", "/proc/irq", "/proc/bus"];
+pub use crate::proc_cover::PROC_COVERED_BY_BWRAP;
 
 /// Options of the bubblewrap backend.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -54,19 +32,22 @@ pub struct BwrapOptions {
     pub chdir: Option<PathBuf>,
     /// The executable that realises the plan's descriptors (`vibesys`).
     pub helper: PathBuf,
-    /// Host paths outside the project bound read-write (a provider's state
-    /// directory, for instance). Empty for `vibesys exec`.
+    /// Host paths outside the project bound read-write (the entries of a
+    /// provider's state directory its CLI must write), each from a
+    /// descriptor opened beneath its parent with no symlink on the way:
+    /// directories or single-link regular files. Empty for `vibesys exec`.
     pub writable: Vec<PathBuf>,
-    /// Paths inside a `writable` one bound read-only over it (a provider's
-    /// configuration files), each from a descriptor opened beneath its
-    /// writable directory with no symlink on the way.
-    pub read_only_within: Vec<PathBuf>,
     /// Private copies bound read-write at another path (a provider's
     /// home-level file, see [`PrivateFile`]), each from a descriptor opened
     /// beneath its vibesys-owned directory with no symlink on the way.
     pub private_files: Vec<PrivateFile>,
     /// `[sandbox] max_processes`: the most processes the tree may hold.
     pub max_processes: u64,
+    /// The entries of the sandbox's fresh `/proc` bound read-only over
+    /// themselves: [`crate::proc_cover::read_only_entries`] of the host's
+    /// `/proc` (the rule, not a list; bwrap covers
+    /// [`PROC_COVERED_BY_BWRAP`] itself).
+    pub proc_read_only: Vec<PathBuf>,
     /// Host device nodes bound over bwrap's minimal `/dev` (an
     /// accelerator's nodes), each checked by
     /// [`crate::config::check_device_node`]: a path that fails the check is
@@ -189,14 +170,13 @@ impl PlanBuilder {
     /// device nodes asked for.
     fn system(&mut self, options: &BwrapOptions) {
         self.args(["--proc", "/proc"]);
-        // Root inside is never root outside: the global knobs of /proc are
-        // read-only whoever runs bwrap (its own cover never binds
-        // /proc/sys, nor fs and asound; see PROC_COVERED_BY_BWRAP).
-        for knob in PROC_READ_ONLY
-            .iter()
-            .filter(|k| !PROC_COVERED_BY_BWRAP.contains(k))
-        {
-            self.args(["--ro-bind-try", knob, knob]);
+        // Root inside is never root outside: every global entry of /proc
+        // a write bit makes writable for root is read-only, whoever runs
+        // bwrap (its own cover never binds /proc/sys and knows only
+        // PROC_COVERED_BY_BWRAP).
+        for knob in &options.proc_read_only {
+            let knob = knob.display().to_string();
+            self.args(["--ro-bind-try".to_owned(), knob.clone(), knob]);
         }
         self.args(["--dev", "/dev"]);
         for dev in &options.devices {
@@ -205,35 +185,31 @@ impl PlanBuilder {
         }
     }
 
-    /// The provider's state: its writable directories, the configuration
-    /// inside them read-only, and the private copies.
+    /// The provider's state: the entries its CLI must write, read-write
+    /// over the state directory (a read-only host resource), and the
+    /// private copies.
     fn provider_state(&mut self, options: &BwrapOptions) {
+        // Over the state directory, bound read-only as a host resource:
+        // each entry the CLI must write, from a descriptor opened beneath
+        // its parent with no symlink (a swap cannot redirect the bind).
         for w in &options.writable {
-            let w = w.display().to_string();
-            self.args(["--bind-try".to_owned(), w.clone(), w]);
-        }
-        for inner in &options.read_only_within {
-            let Some(root) = options
-                .writable
-                .iter()
-                .find(|w| inner.starts_with(w) && inner != *w)
-            else {
+            let (Some(parent), Some(name)) = (w.parent(), w.file_name()) else {
                 continue;
             };
-            let kind = if inner.is_dir() {
+            let kind = if w.is_dir() {
                 PathKind::Directory
             } else {
                 PathKind::File
             };
             let fd = self.slot(FdSlot::Bind {
-                root: root.clone(),
-                rel: inner.strip_prefix(root).unwrap_or(inner).to_path_buf(),
+                root: parent.to_path_buf(),
+                rel: PathBuf::from(name),
                 kind,
             });
             self.args([
-                "--ro-bind-fd".to_owned(),
+                "--bind-fd".to_owned(),
                 fd.to_string(),
-                inner.display().to_string(),
+                w.display().to_string(),
             ]);
         }
         // After the state directories: a copy that stands in for a file
@@ -448,9 +424,33 @@ pub fn bwrap_report(
         "metadata directories (.git, .hg, .svn, .jj) are mount points: they cannot be renamed away".into(),
         "workspace paths are bound from descriptors opened beneath the workspace with no symlink on the way (--bind-fd): a swap cannot redirect a bind".into(),
         "the directories above protected paths are mount points: renaming one cannot move a protected path away".into(),
-        "/proc/sys, /proc/sysrq-trigger, /proc/irq, /proc/bus, /proc/fs and /proc/asound are read-only (root inside is not root outside)".into(),
+        format!(
+            "/proc: every entry outside the per-process ones that a write bit in its mode makes writable for root is read-only (root inside is not root outside): {} by bwrap, {} by the plan",
+            PROC_COVERED_BY_BWRAP.join(", "),
+            if options.proc_read_only.is_empty() {
+                "none".to_owned()
+            } else {
+                options
+                    .proc_read_only
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        ),
         "host secrets below a granted path (/etc/shadow, sudoers, ssl/private, ssh host keys, ...) are masked".into(),
     ];
+    if !options.writable.is_empty() {
+        let kept: Vec<String> = options
+            .writable
+            .iter()
+            .map(|w| w.display().to_string())
+            .collect();
+        report.hardening.push(format!(
+            "provider state: read-only but for what its CLI must write, bound read-write from descriptors: {}",
+            kept.join(", ")
+        ));
+    }
     for private in &options.private_files {
         report.hardening.push(format!(
             "{} is a private copy ({}) bound read-write: writes never reach the user's file",

@@ -105,6 +105,32 @@ pub enum PolicyError {
         /// Another name of the file inside the workspace, when one was found.
         other: Option<PathBuf>,
     },
+    /// A file inside a hidden directory has a second hard link: its content
+    /// could be read through the other name.
+    #[error(
+        "hidden directory {dir:?} holds {file:?}, a file with {links} hard links{}; its content would stay readable through the other name: remove the extra link or copy the file (cp --remove-destination)",
+        other.as_ref().map(|o| format!(" (another is {o:?}, in the project)")).unwrap_or_else(|| " (no other name was found in the project)".into())
+    )]
+    HiddenHardLinked {
+        /// The hidden directory, as written in the policy.
+        dir: PathBuf,
+        /// The file, relative to the workspace.
+        file: PathBuf,
+        /// The link count.
+        links: u64,
+        /// Another name of the file inside the workspace, when one was found.
+        other: Option<PathBuf>,
+    },
+    /// A hidden directory holds more entries than the hard-link check walks.
+    #[error(
+        "hidden directory {dir:?} holds more than {limit} entries, more than vibesys checks for hard-linked files: move what it holds out of the project, or hide smaller directories"
+    )]
+    HiddenTooLarge {
+        /// The hidden directory, as written in the policy.
+        dir: PathBuf,
+        /// The bound on the walk.
+        limit: usize,
+    },
     /// The path is neither a regular file nor a directory.
     #[error(
         "policy path {path:?} (resolving to {resolved:?}) is a {found}, not a regular file or directory"

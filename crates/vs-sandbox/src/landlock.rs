@@ -172,6 +172,7 @@ pub fn landlock_report(
         "every capability dropped before exec: effective, permitted, inheritable, ambient and the bounding set; securebits locked (uid 0 regains nothing through execve); no_new_privs".into(),
         "a new session: no controlling terminal to inject into".into(),
         format!("seccomp (the bwrap program): {}", crate::bwrap::SECCOMP_SUMMARY),
+        format!("seccomp: {NAMESPACE_SUMMARY}"),
         "Unix sockets: socket(AF_UNIX) refused by seccomp, so no named socket (the Docker socket, the D-Bus system bus) is reachable; socketpair allowed".into(),
         if abi >= 6 {
             "Landlock scoping: signals to, and abstract unix sockets of, processes outside the sandbox denied".into()
@@ -208,6 +209,12 @@ pub fn landlock_report(
     }
     report
 }
+
+/// What the Landlock program refuses beyond bwrap's: namespace creation
+/// ([`crate::syscall_rules::NAMESPACE_DENIED`],
+/// [`crate::syscall_rules::CLONE_NAMESPACE_FLAGS`],
+/// [`crate::syscall_rules::CLONE3`]).
+pub const NAMESPACE_SUMMARY: &str = "no new namespaces: unshare, setns and clone with a namespace flag (CLONE_NEWUSER, NEWNET, NEWNS, ...) refused (EPERM); clone3 refused with ENOSYS (its flags are out of seccomp's reach; the C library falls back to clone)";
 
 /// What [`crate::linux::seccomp::SocketRules::deny_network`] refuses.
 pub const UNGOVERNED_NETWORK: &str = "UDP, MPTCP, SCTP, raw and every other non-TCP IPv4/IPv6 socket, every other address family (netlink, packet, vsock, ...), listen() and TCP Fast Open sends";

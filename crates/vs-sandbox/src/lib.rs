@@ -28,6 +28,7 @@ pub mod limits;
 mod linux;
 pub mod policy;
 pub mod private_file;
+pub mod proc_cover;
 mod program_lookup;
 pub mod realpath;
 pub mod resources;

@@ -363,6 +363,9 @@ fn resolve_one(
     })?;
     let ft = meta.file_type();
     let kind = if ft.is_dir() {
+        if access == Access::Hidden {
+            check_hidden_links(&workspace.root, rel, &host)?;
+        }
         PathKind::Directory
     } else if ft.is_file() {
         if meta.nlink() > 1 {
@@ -370,7 +373,7 @@ fn resolve_one(
                 path: rel.as_path().to_path_buf(),
                 access: access.name(),
                 links: meta.nlink(),
-                other: other_link(&workspace.root, &host, meta.dev(), meta.ino()),
+                other: other_link(&workspace.root, None, &host, meta.dev(), meta.ino()),
             });
         }
         PathKind::File
@@ -391,11 +394,104 @@ fn resolve_one(
     })
 }
 
-/// Another name of the file `(dev, ino)` inside `root`, apart from `not`,
-/// relative to `root`. The walk stays on one file system, follows no
-/// symlink and gives up after a bounded number of entries (it only serves
-/// an error message).
-fn other_link(root: &Path, not: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
+/// The most entries [`check_hidden_links`] walks below the hidden
+/// directories of one policy path; a larger one is refused.
+pub const HIDDEN_WALK_LIMIT: usize = 100_000;
+
+/// Refuses a hidden directory that holds a regular file with more than
+/// one hard link (its content would stay readable through the other
+/// name), naming the other name when it lies in the workspace. The walk
+/// follows no symlink and stops with an error past [`HIDDEN_WALK_LIMIT`]
+/// entries: a directory it cannot check is not hidden on trust.
+fn check_hidden_links(root: &Path, rel: &WorkspaceRelPath, dir: &Path) -> Result<(), PolicyError> {
+    check_hidden_links_within(root, rel, dir, HIDDEN_WALK_LIMIT)
+}
+
+fn check_hidden_links_within(
+    root: &Path,
+    rel: &WorkspaceRelPath,
+    dir: &Path,
+    limit: usize,
+) -> Result<(), PolicyError> {
+    let mut seen = 0usize;
+    // (dev, ino) of each file with more than one link: a name, the link
+    // count, the names found here.
+    let mut linked: std::collections::HashMap<(u64, u64), (PathBuf, u64, u64)> =
+        std::collections::HashMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        let entries = match std::fs::read_dir(&current) {
+            Ok(entries) => entries,
+            // A subdirectory the caller cannot list hides nothing from
+            // the agent, who runs as the caller.
+            Err(e) if current != dir && e.kind() == std::io::ErrorKind::PermissionDenied => {
+                continue;
+            }
+            Err(source) => {
+                return Err(PolicyError::Io {
+                    path: current.strip_prefix(root).unwrap_or(&current).to_path_buf(),
+                    source,
+                });
+            }
+        };
+        for entry in entries {
+            let entry = entry.map_err(|source| PolicyError::Io {
+                path: current.strip_prefix(root).unwrap_or(&current).to_path_buf(),
+                source,
+            })?;
+            seen += 1;
+            if seen > limit {
+                return Err(PolicyError::HiddenTooLarge {
+                    dir: rel.as_path().to_path_buf(),
+                    limit,
+                });
+            }
+            let ft = match entry.file_type() {
+                Ok(ft) => ft,
+                Err(_) => continue,
+            };
+            if ft.is_dir() {
+                stack.push(entry.path());
+                continue;
+            }
+            if !ft.is_file() {
+                continue;
+            }
+            // Not followed: the entry itself (a symlink is not a file here).
+            let Ok(meta) = entry.metadata() else {
+                continue;
+            };
+            if meta.nlink() > 1 {
+                let names = linked
+                    .entry((meta.dev(), meta.ino()))
+                    .or_insert_with(|| (entry.path(), meta.nlink(), 0));
+                names.2 += 1;
+            }
+        }
+    }
+    // A file all of whose names lie in the hidden directory (cargo's
+    // target/ links its outputs) hides as well as any other.
+    let mut escaping: Vec<_> = linked
+        .into_iter()
+        .filter(|(_, (_, links, found))| *found < *links)
+        .collect();
+    escaping.sort_by(|a, b| a.1.0.cmp(&b.1.0));
+    if let Some(((dev, ino), (path, links, _))) = escaping.into_iter().next() {
+        return Err(PolicyError::HiddenHardLinked {
+            dir: rel.as_path().to_path_buf(),
+            file: path.strip_prefix(root).unwrap_or(&path).to_path_buf(),
+            links,
+            other: other_link(root, Some(dir), &path, dev, ino),
+        });
+    }
+    Ok(())
+}
+
+/// Another name of the file `(dev, ino)` inside `root`, apart from `not`
+/// and anything below `skip`, relative to `root`. The walk stays on one
+/// file system, follows no symlink and gives up after a bounded number of
+/// entries (it only serves an error message).
+fn other_link(root: &Path, skip: Option<&Path>, not: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
     const MAX_ENTRIES: usize = 200_000;
     let mut seen = 0usize;
     let mut stack = vec![root.to_path_buf()];
@@ -416,7 +512,9 @@ fn other_link(root: &Path, not: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
                 continue;
             }
             if meta.is_dir() {
-                stack.push(path);
+                if skip != Some(path.as_path()) {
+                    stack.push(path);
+                }
             } else if meta.ino() == ino && path != not {
                 return path.strip_prefix(root).ok().map(Path::to_path_buf);
             }
@@ -585,4 +683,70 @@ pub fn metadata_paths(workspace: &Workspace) -> Vec<PathBuf> {
                 .unwrap_or(false)
         })
         .collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn hidden_sec() -> (tempfile::TempDir, Workspace, WorkspaceRelPath) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("sec/deep")).unwrap();
+        std::fs::create_dir_all(dir.path().join("src")).unwrap();
+        for i in 0..5 {
+            std::fs::write(dir.path().join(format!("sec/deep/f{i}")), "x").unwrap();
+        }
+        let ws = Workspace::open(dir.path()).unwrap();
+        (dir, ws, WorkspaceRelPath::new("sec").unwrap())
+    }
+
+    #[test]
+    fn a_hard_link_below_a_hidden_directory_is_refused_by_name() {
+        let (dir, ws, rel) = hidden_sec();
+        let policy = ProjectPathPolicy::new::<[&str; 0], _>([], ["sec"]).unwrap();
+        policy.resolve(&ws).unwrap();
+        std::fs::hard_link(dir.path().join("sec/deep/f3"), dir.path().join("src/copy")).unwrap();
+        let err = policy.resolve(&ws).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(&err, PolicyError::HiddenHardLinked { file, other: Some(o), links: 2, .. }
+                if file == Path::new("sec/deep/f3") && o == Path::new("src/copy")),
+            "{text}"
+        );
+        assert!(text.contains("\"src/copy\", in the project"), "{text}");
+        // Names that all lie in the hidden directory hide together.
+        std::fs::remove_file(dir.path().join("src/copy")).unwrap();
+        std::fs::hard_link(
+            dir.path().join("sec/deep/f3"),
+            dir.path().join("sec/f3-again"),
+        )
+        .unwrap();
+        policy.resolve(&ws).unwrap();
+        std::fs::hard_link(dir.path().join("sec/deep/f3"), dir.path().join("src/third")).unwrap();
+        let err = policy.resolve(&ws).unwrap_err();
+        assert!(
+            matches!(&err, PolicyError::HiddenHardLinked { other: Some(o), links: 3, .. }
+                if o == Path::new("src/third")),
+            "{err}"
+        );
+        // Read-only directories are not walked.
+        let read_only = ProjectPathPolicy::new(["sec"], [] as [&str; 0]).unwrap();
+        read_only.resolve(&ws).unwrap();
+        let _ = rel;
+    }
+
+    #[test]
+    fn a_hidden_directory_past_the_walk_bound_is_refused() {
+        let (dir, ws, rel) = hidden_sec();
+        let sec = dir.path().join("sec");
+        // sec/deep and its five files: six entries.
+        check_hidden_links_within(ws.root(), &rel, &sec, 6).unwrap();
+        let err = check_hidden_links_within(ws.root(), &rel, &sec, 5).unwrap_err();
+        assert!(
+            matches!(err, PolicyError::HiddenTooLarge { limit: 5, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("more than 5 entries"), "{err}");
+    }
 }

@@ -30,10 +30,12 @@ use crate::seatbelt::SeatbeltSandbox;
 /// the only host paths besides the project a session may write.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProviderState {
-    /// Directories bound read-write.
+    /// State directories, read-only as a whole (host resources of origin
+    /// `ProviderState`).
+    pub read_only: Vec<PathBuf>,
+    /// Entries inside them bound read-write (directories or files, each
+    /// from a descriptor opened beneath its parent with no symlink).
     pub writable: Vec<PathBuf>,
-    /// Paths inside a writable one bound read-only over it.
-    pub read_only_within: Vec<PathBuf>,
     /// The user's home-level files a private copy stands in for.
     pub user_files: Vec<PathBuf>,
     /// The private copies, bound read-write at the user files' paths.
@@ -275,14 +277,18 @@ fn bwrap(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
         chdir: request.chdir,
         helper: request.helper,
         writable: request.state.writable,
-        read_only_within: request.state.read_only_within,
         private_files: request.state.private_files,
         max_processes: request.max_processes,
+        proc_read_only: crate::proc_cover::read_only_entries(Path::new("/proc")),
         devices: request.devices,
     };
+    let mut resources = request.resources;
+    for dir in &request.state.read_only {
+        resources.add(dir, ResourceOrigin::ProviderState);
+    }
     Ok(Plan::Bwrap(HostSandbox::new(
         request.policy,
-        &request.resources,
+        &resources,
         &options,
     )?))
 }
@@ -299,16 +305,13 @@ fn landlock(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
         )));
     }
     let state = request.state;
-    if !state.read_only_within.is_empty() {
-        tracing::warn!(
-            paths = ?state.read_only_within,
-            "landlock: the provider's configuration files inside its state directory are NOT read-only (Landlock cannot take back a right below a writable directory)"
-        );
-    }
     // Landlock cannot bind a private copy at another path: the user's file
     // is readable and NOT writable (the CLI may then fail to save its
     // state; it cannot plant configuration).
     let mut resources = request.resources;
+    for dir in &state.read_only {
+        resources.add(dir, ResourceOrigin::ProviderState);
+    }
     for user_file in &state.user_files {
         if state.writable.iter().any(|w| user_file.starts_with(w)) {
             return Err(unsupported(format!(

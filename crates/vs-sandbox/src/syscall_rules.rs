@@ -134,19 +134,32 @@ pub const DOCKER_EXTRA_DENIED: &[&str] = &[
     "pivot_root",
     "quotactl",
     "reboot",
-    "setns",
     "settimeofday",
     "swapoff",
     "swapon",
     "syslog",
     "umount2",
-    "unshare",
     "vhangup",
 ];
 
-/// `CLONE_NEWUSER` and the other namespace flags of `clone(2)`, refused in
-/// the Docker profile (bwrap already disables nested user namespaces).
+/// Syscalls that create or enter namespaces, refused outright (`EPERM`)
+/// by the Landlock program and the Docker profile, as Docker's default
+/// profile does: a new user namespace gives back every capability inside
+/// it, and with them raw, packet and `NETLINK_NETFILTER` sockets in a new
+/// network namespace, the usual first step of kernel exploits (nf_tables
+/// and its kin). bwrap disables nested user namespaces itself
+/// (`--disable-userns`) and holds no capability for the others.
+pub const NAMESPACE_DENIED: &[&str] = &["unshare", "setns"];
+
+/// `CLONE_NEWUSER` and the other namespace flags of `clone(2)`: a `clone`
+/// with any of them is refused (`EPERM`) where [`NAMESPACE_DENIED`] is.
 pub const CLONE_NAMESPACE_FLAGS: u64 = 0x7E02_0000;
+
+/// `clone3` takes its flags inside a structure seccomp cannot read, so it
+/// is refused whole with `ENOSYS`, as Docker and Podman do: the C
+/// libraries (glibc 2.34+, musl) and Go then fall back to `clone(2)`,
+/// whose flags the filter does read.
+pub const CLONE3: &str = "clone3";
 
 const EPERM: u64 = 1;
 const ENOSYS: u64 = 38;
@@ -169,13 +182,16 @@ fn errno_rule(names: &[&str], errno: u64, args: Vec<Value>) -> Value {
 /// print it and tests can compare it.
 pub fn docker_seccomp_profile() -> String {
     let mut syscalls = Vec::new();
-    let mut denied: Vec<&str> = DENIED.iter().chain(DOCKER_EXTRA_DENIED).copied().collect();
+    let mut denied: Vec<&str> = DENIED
+        .iter()
+        .chain(DOCKER_EXTRA_DENIED)
+        .chain(NAMESPACE_DENIED)
+        .copied()
+        .collect();
     denied.push(OPENAT2);
     denied.sort_unstable();
     syscalls.push(errno_rule(&denied, EPERM, Vec::new()));
-    // glibc falls back to clone(2) when clone3 is refused with ENOSYS;
-    // clone3's flags sit in a structure seccomp cannot read.
-    syscalls.push(errno_rule(&["clone3"], ENOSYS, Vec::new()));
+    syscalls.push(errno_rule(&[CLONE3], ENOSYS, Vec::new()));
     // One rule per namespace flag: refused when that bit is set.
     let mut flag = 1u64;
     while flag <= CLONE_NAMESPACE_FLAGS {
@@ -236,7 +252,11 @@ mod tests {
             assert_eq!(n, expected, "{}", rule.name);
         }
         let denied = rules[0]["names"].as_array().unwrap();
-        for name in DENIED.iter().chain([&OPENAT2, &"unshare", &"mount"]) {
+        for name in DENIED
+            .iter()
+            .chain(NAMESPACE_DENIED)
+            .chain([&OPENAT2, &"mount"])
+        {
             assert!(denied.iter().any(|d| d == name), "{name}");
         }
     }

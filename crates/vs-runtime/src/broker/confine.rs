@@ -97,9 +97,9 @@ mod tests {
             chdir: None,
             helper: "/bin/sh".into(),
             writable: Vec::new(),
-            read_only_within: Vec::new(),
             private_files: Vec::new(),
             max_processes: 4096,
+            proc_read_only: vec!["/proc/sys".into()],
             devices: Vec::new(),
         };
         let sandbox =

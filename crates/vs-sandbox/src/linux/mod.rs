@@ -9,4 +9,5 @@ pub mod probe;
 pub mod reap;
 pub mod seccomp;
 pub mod spawn;
+pub mod stdio_relay;
 pub mod supervise;

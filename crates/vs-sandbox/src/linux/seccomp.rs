@@ -1,7 +1,8 @@
 //! The seccomp filter of both host backends, built from the shared rules
 //! in [`crate::syscall_rules`]: deny the syscalls that let a confined
 //! process reach into others or the terminal, every mode with a set-id
-//! bit, and (Landlock only) the sockets its rules cannot govern.
+//! bit, and (Landlock only) namespace creation and the sockets its rules
+//! cannot govern.
 //!
 //! The program is assembled here, not by a generic rule compiler: the
 //! kernel checks, translates and JIT-compiles every instruction when a
@@ -15,7 +16,8 @@
 
 use crate::error::SandboxError;
 use crate::syscall_rules::{
-    DENIED, DENIED_IOCTLS, O_CREAT, O_TMPFILE, OPENAT2, SETID_BITS, SETID_RULES,
+    CLONE_NAMESPACE_FLAGS, CLONE3, DENIED, DENIED_IOCTLS, NAMESPACE_DENIED, O_CREAT, O_TMPFILE,
+    OPENAT2, SETID_BITS, SETID_RULES,
 };
 
 /// The syscall number of a rule's name on this architecture; `None` for
@@ -40,6 +42,10 @@ fn syscall_number(name: &str) -> Option<libc::c_long> {
         "mknodat" => libc::SYS_mknodat,
         "openat" => libc::SYS_openat,
         "openat2" => libc::SYS_openat2,
+        "unshare" => libc::SYS_unshare,
+        "setns" => libc::SYS_setns,
+        "clone" => libc::SYS_clone,
+        "clone3" => libc::SYS_clone3,
         #[cfg(target_arch = "x86_64")]
         "chmod" => libc::SYS_chmod,
         #[cfg(target_arch = "x86_64")]
@@ -113,13 +119,24 @@ pub fn program_bytes() -> Result<Vec<u8>, SandboxError> {
 
 /// The shared program, to install in this process.
 pub fn program() -> Result<Vec<libc::sock_filter>, SandboxError> {
-    assemble(SocketRules::NONE)
+    assemble(SocketRules::NONE, Namespaces::Allowed)
 }
 
 /// The Landlock launcher's filters, in installation order: one program,
-/// the shared rules and its socket rules.
+/// the shared rules, the namespace rules and its socket rules. bwrap's
+/// program has no namespace rules: bwrap disables nested user namespaces
+/// itself and the command holds no capability for any other.
 pub fn landlock_programs(r: SocketRules) -> Result<Vec<Vec<libc::sock_filter>>, SandboxError> {
-    Ok(vec![assemble(r)?])
+    Ok(vec![assemble(r, Namespaces::Refused)?])
+}
+
+/// Whether a program refuses namespace creation ([`NAMESPACE_DENIED`],
+/// `clone` with a flag of [`CLONE_NAMESPACE_FLAGS`], and [`CLONE3`] with
+/// `ENOSYS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Namespaces {
+    Allowed,
+    Refused,
 }
 
 fn to_bytes(program: &[libc::sock_filter]) -> Vec<u8> {
@@ -150,7 +167,10 @@ enum Block {
     Allow,
     Eperm,
     Eacces,
+    Enosys,
     Kill,
+    /// `clone` with a namespace flag refused.
+    Clone,
     /// `mode & SETID_BITS` of argument N refused.
     Mode(u8),
     /// A creating `open` (flags argument, mode argument).
@@ -199,8 +219,11 @@ fn errno(e: libc::c_int) -> u32 {
     libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA)
 }
 
-/// The program for the shared rules plus `sockets`.
-fn assemble(sockets: SocketRules) -> Result<Vec<libc::sock_filter>, SandboxError> {
+/// The program for the shared rules plus `sockets` and `namespaces`.
+fn assemble(
+    sockets: SocketRules,
+    namespaces: Namespaces,
+) -> Result<Vec<libc::sock_filter>, SandboxError> {
     use Block::*;
     use To::{Block as B, Next};
     let mut ops = vec![ARCH, Op::Jeq(audit_arch()?, Next, B(Kill)), NR];
@@ -212,6 +235,14 @@ fn assemble(sockets: SocketRules) -> Result<Vec<libc::sock_filter>, SandboxError
         ops.push(Op::Jeq(number(name)?, B(Eperm), Next));
     }
     let mut blocks: Vec<Block> = Vec::new();
+    if namespaces == Namespaces::Refused {
+        for name in NAMESPACE_DENIED {
+            ops.push(Op::Jeq(number(name)?, B(Eperm), Next));
+        }
+        ops.push(Op::Jeq(number(CLONE3)?, B(Enosys), Next));
+        ops.push(Op::Jeq(number("clone")?, B(Clone), Next));
+        blocks.push(Clone);
+    }
     for rule in SETID_RULES.iter().filter(|r| r.applies_here()) {
         let block = match rule.flags_arg {
             None => Mode(rule.mode_arg),
@@ -259,7 +290,10 @@ fn assemble(sockets: SocketRules) -> Result<Vec<libc::sock_filter>, SandboxError
     };
     blocks.sort_by_key(rank);
     let mut emitted: Vec<Block> = Vec::new();
-    for block in blocks.into_iter().chain([Allow, Eperm, Eacces, Kill]) {
+    let verdicts = [Allow, Eperm, Eacces, Enosys, Kill]
+        .into_iter()
+        .filter(|v| *v != Enosys || namespaces == Namespaces::Refused);
+    for block in blocks.into_iter().chain(verdicts) {
         if emitted.contains(&block) {
             continue;
         }
@@ -280,7 +314,13 @@ fn block_ops(block: Block, sockets: SocketRules) -> Vec<Op> {
         Allow => vec![Op::Ret(libc::SECCOMP_RET_ALLOW)],
         Eperm => vec![Op::Ret(errno(libc::EPERM))],
         Eacces => vec![Op::Ret(errno(libc::EACCES))],
+        Enosys => vec![Op::Ret(errno(libc::ENOSYS))],
         Kill => vec![Op::Ret(libc::SECCOMP_RET_KILL_PROCESS)],
+        // Every namespace flag lies in the low 32 bits of the flags.
+        Clone => vec![
+            arg(0),
+            Op::Jset(CLONE_NAMESPACE_FLAGS as u32, B(Eperm), B(Allow)),
+        ],
         Mode(n) => vec![arg(n), Op::Jset(setid, B(Eperm), B(Allow))],
         // Creating: O_CREAT, or every bit of O_TMPFILE (which includes
         // O_DIRECTORY); then the mode decides.
@@ -573,29 +613,55 @@ mod tests {
             .collect()
     }
 
-    /// The reference for `r`: the shared rules and the socket rules,
-    /// compiled by seccompiler, run as the kernel runs two stacked filters.
+    /// The namespace rules refused with `EPERM`: unshare, setns, and
+    /// clone with any namespace flag (one rule per flag).
+    fn namespace_rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, SandboxError> {
+        let mut rules = BTreeMap::new();
+        for name in NAMESPACE_DENIED {
+            rules.insert(number(name)?, Vec::new());
+        }
+        let clone = (0..64)
+            .map(|b| 1u64 << b)
+            .filter(|bit| CLONE_NAMESPACE_FLAGS & bit != 0)
+            .map(|bit| rule(vec![masked(0, bit, bit)?]))
+            .collect::<Result<Vec<_>, _>>()?;
+        rules.insert(libc::SYS_clone, clone);
+        Ok(rules)
+    }
+
+    /// The reference for `r` (and the namespace rules, when refused): the
+    /// shared rules, the namespace rules, clone3's `ENOSYS` and the socket
+    /// rules compiled by seccompiler, run as the kernel runs stacked
+    /// filters.
     struct Reference {
-        shared: Vec<libc::sock_filter>,
-        sockets: Option<Vec<libc::sock_filter>>,
+        filters: Vec<Vec<libc::sock_filter>>,
     }
 
     impl Reference {
-        fn new(r: SocketRules) -> Self {
-            let sockets = socket_rules(r).unwrap();
-            Self {
-                shared: to_libc(compile(shared_rules().unwrap(), libc::EPERM).unwrap()),
-                sockets: (!sockets.is_empty())
-                    .then(|| to_libc(compile(sockets, libc::EACCES).unwrap())),
+        fn new(r: SocketRules, namespaces: Namespaces) -> Self {
+            let mut filters = vec![to_libc(
+                compile(shared_rules().unwrap(), libc::EPERM).unwrap(),
+            )];
+            if namespaces == Namespaces::Refused {
+                filters.push(to_libc(
+                    compile(namespace_rules().unwrap(), libc::EPERM).unwrap(),
+                ));
+                let clone3 = BTreeMap::from([(libc::SYS_clone3, Vec::new())]);
+                filters.push(to_libc(compile(clone3, libc::ENOSYS).unwrap()));
             }
+            let sockets = socket_rules(r).unwrap();
+            if !sockets.is_empty() {
+                filters.push(to_libc(compile(sockets, libc::EACCES).unwrap()));
+            }
+            Self { filters }
         }
 
         fn verdict(&self, nr: i64, args: [u64; 6]) -> u32 {
-            let shared = run(&self.shared, nr, args);
-            match &self.sockets {
-                Some(s) => stacked(shared, run(s, nr, args)),
-                None => shared,
-            }
+            self.filters
+                .iter()
+                .map(|f| run(f, nr, args))
+                .reduce(stacked)
+                .unwrap_or(libc::SECCOMP_RET_ALLOW)
         }
     }
 
@@ -678,6 +744,10 @@ mod tests {
             libc::SYS_sendmsg,
             libc::SYS_sendmmsg,
             libc::SYS_connect,
+            libc::SYS_clone,
+            libc::SYS_clone3,
+            libc::SYS_unshare,
+            libc::SYS_setns,
         ]);
         let values: [u64; 14] = [
             0,
@@ -695,7 +765,21 @@ mod tests {
             libc::O_CREAT as u64 | libc::O_RDWR as u64,
             0o20_200_000 | libc::MSG_FASTOPEN as u64,
         ];
-        let extra: [u64; 6] = [0x5412, 0x541c, 0x1_0000_5412, 0o100, 0o20_200_000, 6];
+        // ioctls, open flags, TCP, then clone flags: fork's, a thread's,
+        // CLONE_NEWUSER | CLONE_NEWNET, CLONE_NEWNS, a flag above 32 bits.
+        let extra: [u64; 11] = [
+            0x5412,
+            0x541c,
+            0x1_0000_5412,
+            0o100,
+            0o20_200_000,
+            6,
+            0x0120_0011,
+            0x003d_0f00,
+            0x5000_0000,
+            0x0002_0000,
+            0x1_0000_0000,
+        ];
         let mut out = Vec::new();
         for nr in nrs {
             for a in values.iter().chain(&extra) {
@@ -729,14 +813,17 @@ mod tests {
     #[test]
     fn the_assembled_programs_give_seccompilers_verdicts() {
         let samples = samples();
-        for r in ALL_RULES {
-            let ours = assemble(r).unwrap();
-            let reference = Reference::new(r);
+        for (r, ns) in ALL_RULES
+            .into_iter()
+            .flat_map(|r| [(r, Namespaces::Allowed), (r, Namespaces::Refused)])
+        {
+            let ours = assemble(r, ns).unwrap();
+            let reference = Reference::new(r, ns);
             for (nr, args) in &samples {
                 assert_eq!(
                     run(&ours, *nr, *args),
                     reference.verdict(*nr, *args),
-                    "{r:?} nr {nr} args {args:?}"
+                    "{r:?} {ns:?} nr {nr} args {args:?}"
                 );
             }
             // Every other system call number gets the same verdict too.
@@ -745,7 +832,7 @@ mod tests {
                     assert_eq!(
                         run(&ours, nr, args),
                         reference.verdict(nr, args),
-                        "{r:?} nr {nr}"
+                        "{r:?} {ns:?} nr {nr}"
                     );
                 }
             }
@@ -796,7 +883,23 @@ mod tests {
             run(&p, libc::SYS_socket, [libc::AF_UNIX as u64, 1, 0, 0, 0, 0]),
             allow
         );
+        // bwrap's program leaves namespaces to bwrap.
+        assert_eq!(
+            run(&p, libc::SYS_unshare, [0x5000_0000, 0, 0, 0, 0, 0]),
+            allow
+        );
         let l = &landlock_programs(ALL_RULES[3]).unwrap()[0];
+        let enosys = errno(libc::ENOSYS);
+        assert_eq!(
+            run(l, libc::SYS_unshare, [0x5000_0000, 0, 0, 0, 0, 0]),
+            eperm
+        );
+        assert_eq!(run(l, libc::SYS_setns, [3, 0, 0, 0, 0, 0]), eperm);
+        assert_eq!(run(l, libc::SYS_clone3, [0; 6]), enosys);
+        let newuser = [0x1000_0000 | libc::SIGCHLD as u64, 0, 0, 0, 0, 0];
+        assert_eq!(run(l, libc::SYS_clone, newuser), eperm);
+        let fork = [0x0120_0011, 0, 0, 0, 0, 0];
+        assert_eq!(run(l, libc::SYS_clone, fork), allow);
         assert_eq!(
             run(l, libc::SYS_socket, [libc::AF_UNIX as u64, 1, 0, 0, 0, 0]),
             eacces
@@ -831,7 +934,7 @@ mod tests {
     #[test]
     fn x32_system_calls_are_refused() {
         for r in ALL_RULES {
-            let p = assemble(r).unwrap();
+            let p = assemble(r, Namespaces::Refused).unwrap();
             for nr in [libc::SYS_ptrace, libc::SYS_getpid, 521, 0x3fff_ffff] {
                 let x32 = nr | i64::from(X32_SYSCALL_BIT);
                 assert_eq!(run(&p, x32, [0; 6]), errno(libc::EPERM), "{nr:#x}");

@@ -19,6 +19,7 @@ use super::pids::PidsCgroup;
 use super::reap::reap_exited;
 pub use super::spawn::Exec;
 use super::spawn::ExecImage;
+use super::stdio_relay::{Relay, StdioSwap};
 
 /// Makes this process the subreaper of its descendants: orphans of the
 /// confined tree are reparented to it instead of to init.
@@ -303,6 +304,8 @@ pub struct Prepared {
     report: (std::io::PipeReader, Option<std::io::PipeWriter>),
     /// Kills the run's cgroup if vibesys dies (runs without a supervisor).
     watchdog: Option<Watchdog>,
+    /// Copies between the command's standard pipes and host files.
+    relay: Relay,
 }
 
 /// Moves `fd` to a number of at least 256 (close-on-exec), clear of the
@@ -389,6 +392,7 @@ impl Prepared {
             report: (reader, Some(writer)),
             cgroup_paths,
             watchdog,
+            relay: Relay::none(),
         })
     }
 
@@ -464,10 +468,22 @@ impl Prepared {
     /// child shares vibesys's memory until it executes the command
     /// ([`super::spawn`]: no copy of vibesys's address space); with one,
     /// a `fork` (the supervisor outlives the launch as its own process).
+    ///
+    /// A standard descriptor of vibesys that is a host file reaches the
+    /// command as a pipe vibesys copies ([`super::stdio_relay`]).
     pub fn spawn(&mut self, exec: Exec<'_>) -> Result<Launched, SpawnFailure> {
-        if self.setup.supervise {
-            return self.spawn_forked(exec);
-        }
+        let swap = StdioSwap::begin().map_err(SpawnFailure::Confine)?;
+        let launched = if self.setup.supervise {
+            self.spawn_forked(exec)
+        } else {
+            self.spawn_shared(exec)
+        };
+        self.relay = swap.end();
+        launched
+    }
+
+    /// [`Prepared::spawn`] from a process sharing vibesys's memory.
+    fn spawn_shared(&mut self, exec: Exec<'_>) -> Result<Launched, SpawnFailure> {
         let image = ExecImage::new(exec).map_err(SpawnFailure::Confine)?;
         let writer = self.report.1.take();
         let err_fd = writer.as_ref().map_or(-1, AsRawFd::as_raw_fd);
@@ -585,8 +601,13 @@ impl Prepared {
             cg.kill_and_remove();
         }
         kill_leftovers();
+        std::mem::replace(&mut self.relay, Relay::none()).finish(RELAY_DRAIN_LIMIT);
     }
 }
+
+/// How long [`Prepared::finish`] waits for the standard pipes to drain
+/// once the tree is gone.
+const RELAY_DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The child's plan: plain data and raw pointers only.
 struct ChildPlan {

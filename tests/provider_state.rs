@@ -1,0 +1,312 @@
+//! The provider-state attack, end to end with the real Claude Code CLI
+//! (the one bundled in the pinned claude-agent-sdk wheel,
+//! `scripts/claude-cli.sh`) against a scripted model endpoint on loopback
+//! (`scripts/model-endpoint.py`): a confined session's tool call rewrites
+//! every script and hook the operator's settings name (and the settings
+//! themselves), then the operator's next unconfined `claude -p` turn
+//! runs, and no marker the agent planted appears, while the operator's
+//! own hooks still run. As root and as an unprivileged user, under bwrap
+//! and Landlock.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// The scripts the operator's settings name, relative to `~/.claude`: a
+/// statusline script (what `/statusline` writes), a hook in `hooks/`, one
+/// outside it and one at the top.
+const NAMED: [&str; 4] = [
+    "statusline-command.sh",
+    "hooks/on-start.sh",
+    "scripts/on-prompt.sh",
+    "on-stop.sh",
+];
+
+const SETTINGS: &str = r#"{
+  "statusLine": {"type": "command", "command": "bash ~/.claude/statusline-command.sh"},
+  "hooks": {
+    "SessionStart": [{"hooks": [{"type": "command", "command": "bash ~/.claude/hooks/on-start.sh"}]}],
+    "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "bash $HOME/.claude/scripts/on-prompt.sh"}]}],
+    "Stop": [{"hooks": [{"type": "command", "command": "sh ~/.claude/on-stop.sh"}]}]
+  }
+}
+"#;
+
+/// The confined turn: one Bash tool call that tries every way to plant a
+/// command (rewrite, remove and recreate each named script, rewrite the
+/// settings to name a script in a writable directory, move `hooks/`),
+/// then ends.
+const ATTACK: &str = r#"[{"tool": "Bash", "input": {"command": "cd ~/.claude; for f in statusline-command.sh hooks/on-start.sh scripts/on-prompt.sh on-stop.sh; do printf '#!/bin/sh\\necho PLANTED >> \"$HOME/planted.log\"\\n' > $f && echo WROTE $f; rm -f $f && echo REMOVED $f; printf 'echo PLANTED >> $HOME/planted.log' > $f && echo RECREATED $f; done; printf '{\"hooks\":{\"Stop\":[{\"hooks\":[{\"type\":\"command\",\"command\":\"sh ~/.claude/projects/x.sh\"}]}]}}' > settings.json && echo WROTE settings; printf '{\"hooks\":{}}' > settings.local.json && echo WROTE local; printf 'echo PLANTED >> $HOME/planted.log' > projects/x.sh; mv hooks hooks2 && echo MOVED; echo ATTACK-END"}}, {"text": "done"}]"#;
+
+const HELLO: &str = r#"[{"text": "hello back"}]"#;
+
+/// The real CLI's path, from the pinned wheel (downloaded once).
+fn claude_cli() -> PathBuf {
+    require_tool("python3", "apt-get install python3 python3-pip");
+    let out = Command::new("bash")
+        .arg(repo_root().join("scripts/claude-cli.sh"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "scripts/claude-cli.sh could not give the Claude Code CLI: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// The scripted endpoint, killed on drop.
+struct Endpoint {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn endpoint(dir: &Path) -> Endpoint {
+    std::fs::write(dir.join("attack.json"), ATTACK).unwrap();
+    std::fs::write(dir.join("hello.json"), HELLO).unwrap();
+    let port_file = dir.join("port");
+    let log = dir.join("requests.jsonl");
+    let child = Command::new("python3")
+        .arg(repo_root().join("scripts/model-endpoint.py"))
+        .args(["--port", "0", "--port-file"])
+        .arg(&port_file)
+        .arg("--script")
+        .arg(format!("attack={}", dir.join("attack.json").display()))
+        .arg("--script")
+        .arg(dir.join("hello.json"))
+        .arg("--log")
+        .arg(&log)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let port = loop {
+        if let Some(port) = std::fs::read_to_string(&port_file)
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+        {
+            break port;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the model endpoint did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Endpoint { child, port, log }
+}
+
+/// The text of every tool result the CLI sent back to the endpoint.
+fn tool_results(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut out = String::new();
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let messages = v["body"]["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for m in messages {
+            for block in m["content"].as_array().cloned().unwrap_or_default() {
+                if block["type"] == "tool_result" {
+                    out.push_str(&block["content"].to_string());
+                    out.push('\n');
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The operator's `~/.claude`: the settings and the scripts they name,
+/// each appending its name to `~/ran.log` when it runs.
+fn operator_home(home: &Path) {
+    let claude = home.join(".claude");
+    for dir in ["hooks", "scripts"] {
+        std::fs::create_dir_all(claude.join(dir)).unwrap();
+    }
+    std::fs::write(claude.join("settings.json"), SETTINGS).unwrap();
+    for f in NAMED {
+        let name = Path::new(f).file_name().unwrap().to_string_lossy();
+        let p = claude.join(f);
+        std::fs::write(
+            &p,
+            format!("#!/bin/sh\necho RAN-{name} >> \"$HOME/ran.log\"\n"),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+/// The contents of the settings and every named script.
+fn named_contents(home: &Path) -> Vec<(String, Option<String>)> {
+    NAMED
+        .iter()
+        .chain(&["settings.json", "settings.local.json"])
+        .map(|f| {
+            (
+                f.to_string(),
+                std::fs::read_to_string(home.join(".claude").join(f)).ok(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_session_cannot_plant_what_the_operators_next_claude_runs() {
+    require_tool("bwrap", "apt-get install bubblewrap");
+    let cli = claude_cli();
+    for (who, backend) in users()
+        .into_iter()
+        .flat_map(|w| [(w, "bwrap"), (w, "landlock")])
+    {
+        let p = project(who);
+        let home = p.outside.join("home");
+        let bin = p.outside.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::os::unix::fs::symlink(&cli, bin.join("claude")).unwrap();
+        operator_home(&home);
+        if who == As::User {
+            let (uid, gid) = test_user();
+            let status = Command::new("chown")
+                .args(["-R", "-h", &format!("{uid}:{gid}")])
+                .arg(&home)
+                .arg(&bin)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        let ep = endpoint(&p.outside);
+        let base_url = format!("http://127.0.0.1:{}", ep.port);
+        let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+        let before = named_contents(&home);
+
+        // The confined session: its one tool call is the attack.
+        let session = command_as(
+            who,
+            &p.root,
+            &vibesys(),
+            &[
+                "session",
+                "--provider",
+                "claude",
+                "--confine",
+                backend,
+                "--",
+                "-p",
+                "attack",
+            ],
+        )
+        .env("PATH", &path)
+        .env("HOME", &home)
+        .env("ANTHROPIC_BASE_URL", &base_url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .output()
+        .unwrap();
+        assert_code(&session, 0);
+        let result = tool_results(&ep.log);
+        assert!(
+            result.contains("ATTACK-END"),
+            "{who:?} {backend}: the attack's tool call never ran: {}\n{result}",
+            stderr(&session)
+        );
+        for planted in ["WROTE", "REMOVED", "RECREATED", "MOVED"] {
+            assert!(
+                !result.contains(planted),
+                "{who:?} {backend}: the attack got through ({planted}): {result}"
+            );
+        }
+        assert_eq!(
+            named_contents(&home),
+            before,
+            "{who:?} {backend}: a named script or the settings changed"
+        );
+        // The session's own transcript was written (the CLI works).
+        let projects = home.join(".claude/projects");
+        assert!(
+            std::fs::read_dir(&projects)
+                .unwrap()
+                .flatten()
+                .any(|d| d.path().is_dir()),
+            "{who:?} {backend}: no transcript in {}",
+            projects.display()
+        );
+
+        // The operator's next turn, unconfined: its hooks run, nothing
+        // the agent planted does.
+        let _ = std::fs::remove_file(home.join("ran.log"));
+        let turn = command_as(who, &p.root, &bin.join("claude"), &["-p", "hello"])
+            .env("PATH", &path)
+            .env("HOME", &home)
+            .env("ANTHROPIC_BASE_URL", &base_url)
+            .env("ANTHROPIC_API_KEY", "test-key")
+            .output()
+            .unwrap();
+        assert_code(&turn, 0);
+        let ran = std::fs::read_to_string(home.join("ran.log")).unwrap_or_default();
+        for hook in ["RAN-on-start.sh", "RAN-on-prompt.sh", "RAN-on-stop.sh"] {
+            assert!(
+                ran.contains(hook),
+                "{who:?} {backend}: the operator's hook did not run, so the test proves nothing: {ran:?}"
+            );
+        }
+        assert!(
+            !home.join("planted.log").exists() && !ran.contains("PLANTED"),
+            "{who:?} {backend}: a planted command ran in the operator's turn"
+        );
+
+        // Settings that name a command inside an entry the CLI writes
+        // (so writable in a session) refuse the session before it starts.
+        let local = home.join(".claude/settings.local.json");
+        std::fs::write(
+            &local,
+            r#"{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"sh ~/.claude/projects/x.sh"}]}]}}"#,
+        )
+        .unwrap();
+        let refused = command_as(
+            who,
+            &p.root,
+            &vibesys(),
+            &[
+                "session",
+                "--provider",
+                "claude",
+                "--confine",
+                backend,
+                "--",
+                "-p",
+                "attack",
+            ],
+        )
+        .env("PATH", &path)
+        .env("HOME", &home)
+        .env("ANTHROPIC_BASE_URL", &base_url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .output()
+        .unwrap();
+        assert_code(&refused, 125);
+        let err = stderr(&refused);
+        assert!(
+            err.contains("settings.local.json") && err.contains("projects/x.sh"),
+            "{who:?} {backend}: {err}"
+        );
+        std::fs::remove_file(&local).unwrap();
+    }
+}
