@@ -10,10 +10,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use vs_agent::{prepare_state_paths, session_env_allowlist};
-use vs_runtime::build_confine::{BuildConfinement, build_confinement};
+use vs_runtime::build_confine::{
+    BuildConfinement, EvalConfineRequest, build_confinement, evaluation_confinement,
+    protected_paths,
+};
 use vs_runtime::run::{
-    AgentOutcome, CandidateContext, CandidateState, Evaluator, HostError, ImageRecord, PhaseRecord,
-    PhaseStatus, RunHost, RunRecord, RunState, StartRequest,
+    AgentOutcome, CandidateContext, CandidateState, EvalCommand, EvalPlace, Evaluator, HostError,
+    ImageRecord, PhaseRecord, PhaseStatus, RunHost, RunRecord, RunState, StartRequest,
     status::{RunStatus, metric_value, run_status},
 };
 use vs_runtime::{RunEnvironment, RunId, StateLayout};
@@ -762,9 +765,11 @@ impl RunHost for CliHost {
                 }
             };
             let program = spec.argv().first().map(OsString::from).unwrap_or_default();
+            let protected = protected_paths(&layout, &c.run.run_id)?;
             Ok(Box::new(build_confinement(
                 checkout,
                 config,
+                &protected,
                 &program,
                 how,
                 &host_env(),
@@ -774,17 +779,36 @@ impl RunHost for CliHost {
         .map_err(host_err)
     }
 
-    fn evaluator(&self, c: &CandidateContext<'_>) -> Result<Evaluator, HostError> {
+    fn evaluator(
+        &self,
+        c: &CandidateContext<'_>,
+        place: EvalPlace<'_>,
+        command: &EvalCommand,
+    ) -> Result<Evaluator, HostError> {
         (|| -> anyhow::Result<Evaluator> {
+            let layout = StateLayout::open(&self.project)?;
+            let config = vs_sandbox::config::PolicyConfig::load(&self.project)?;
+            let protected = protected_paths(&layout, &c.run.run_id)?;
             match self.environment {
                 RunEnvironment::Docker => {
-                    // A fresh container: nothing the agent left running
-                    // survives into the evaluation.
-                    let project = self.policy(c.worktree)?;
+                    // A fresh container on the evaluation's checkout:
+                    // nothing the agent left running or wrote outside its
+                    // commit reaches it.
+                    let settings = vs_runtime::ProjectSettings::for_checkout(
+                        Workspace::open(place.checkout)?,
+                        config,
+                        &protected,
+                    )?;
                     let mut options =
                         self.docker_options(format!("{}-{}-eval", c.run.run_id, c.number))?;
-                    options.network = project.network;
-                    let sandbox = DockerSandbox::start(&project.resolved, &options)?;
+                    options.network = command.network;
+                    options.devices = docker_devices(&self.accelerators);
+                    options.extra_mounts.push(vs_sandbox::docker::ExtraMount {
+                        source: place.home.to_path_buf(),
+                        target: place.home.to_path_buf(),
+                        read_only: false,
+                    });
+                    let sandbox = DockerSandbox::start(&settings.resolved, &options)?;
                     let location = format!(
                         "container {} via {}",
                         sandbox.container_id(),
@@ -815,12 +839,28 @@ impl RunHost for CliHost {
                         self.environment
                     )
                 }
-                RunEnvironment::Host => Ok(Evaluator {
-                    runner: Box::new(LocalShellRunner::default()),
-                    location: "host".to_owned(),
-                    path_var: std::env::var_os("PATH")
-                        .unwrap_or_else(|| vs_sandbox::runner::DEFAULT_SEARCH_PATH.into()),
-                }),
+                RunEnvironment::Host => {
+                    let mode = self.mode.context("no host confinement mechanism")?;
+                    let program = command.argv.first().map(OsString::from).unwrap_or_default();
+                    let sandbox = evaluation_confinement(EvalConfineRequest {
+                        place,
+                        config,
+                        protected: &protected,
+                        program: &program,
+                        mode,
+                        env: &host_env(),
+                        helper: helper_exe()?,
+                        network: command.network,
+                        devices: self.accelerators.device_nodes.clone(),
+                    })?;
+                    let location = format!("host, confined by {}", sandbox.backend());
+                    Ok(Evaluator {
+                        runner: Box::new(ConfinedRunner(sandbox)),
+                        location,
+                        path_var: std::env::var_os("PATH")
+                            .unwrap_or_else(|| vs_sandbox::runner::DEFAULT_SEARCH_PATH.into()),
+                    })
+                }
             }
         })()
         .map_err(host_err)
@@ -836,6 +876,28 @@ impl RunHost for CliHost {
 
     fn candidate_finished(&self, record: &vs_runtime::run::CandidateRecord) {
         self.progress.candidate_finished(record);
+    }
+}
+
+/// `check` and `measure` on the host: the command wrapped by the host
+/// backend, run (bounded, its tree killed at the timeout) by the local
+/// runner.
+struct ConfinedRunner(vs_sandbox::AnySandbox);
+
+impl CommandRunner for ConfinedRunner {
+    fn run(
+        &self,
+        command: &CommandSpec,
+    ) -> Result<vs_sandbox::CommandResult, vs_sandbox::RunnerError> {
+        let mut wrapped = command.clone();
+        wrapped.argv =
+            self.0
+                .wrap(&command.argv)
+                .map_err(|e| vs_sandbox::RunnerError::Dispatched {
+                    place: format!("the {} confinement", self.0.backend()),
+                    message: e.to_string(),
+                })?;
+        LocalShellRunner::default().run(&wrapped)
     }
 }
 
