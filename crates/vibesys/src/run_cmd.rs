@@ -461,6 +461,8 @@ struct CliHost {
     /// slurm: the run's broker (stopped, its jobs cancelled, when the run
     /// ends).
     broker: Option<crate::slurm_env::BrokerChild>,
+    /// How many candidates the run has (one broker socket each).
+    candidates: u32,
     run_id: String,
     progress: crate::run_progress::RunProgress,
 }
@@ -483,6 +485,7 @@ impl CliHost {
             protected: record.task.protected.clone(),
             accelerators: record.accelerators.clone(),
             broker: None,
+            candidates: record.candidates,
             run_id: record.run_id.to_string(),
             progress: crate::run_progress::RunProgress::for_stderr(),
         })
@@ -499,10 +502,13 @@ impl CliHost {
         {
             bail!("the slurm run environment is not available here: {reason}");
         }
+        // One agent socket per candidate, each bound to its worktree: a
+        // candidate's jobs never run in another's worktree or the project.
         self.broker = Some(crate::slurm_env::BrokerChild::start(
             &self.project,
             &self.run_id,
             false,
+            self.candidates,
         )?);
         Ok(())
     }
@@ -596,14 +602,20 @@ impl CliHost {
         if self.environment == RunEnvironment::Docker {
             options.devices = docker_devices(&self.accelerators);
         }
-        // slurm: the editor container with the broker's agent socket (the
-        // framework socket stays on the host).
+        // slurm: the editor container with the candidate's own agent
+        // socket (the framework socket stays on the host).
         if self.environment == RunEnvironment::Slurm {
             let broker = self
                 .broker
                 .as_ref()
                 .context("the slurm run environment's broker is not running")?;
-            crate::slurm_env::editor_options(&mut options, broker)?;
+            let socket = broker.candidate_socket(c.number).with_context(|| {
+                format!(
+                    "the run's broker serves no socket for candidate {}",
+                    c.number
+                )
+            })?;
+            crate::slurm_env::editor_options(&mut options, socket)?;
         }
         let program = self
             .launch
@@ -828,6 +840,7 @@ impl RunHost for CliHost {
                     Ok(Evaluator {
                         runner: Box::new(crate::slurm_env::BrokerJobRunner {
                             socket: broker.framework_socket().to_path_buf(),
+                            network: command.network,
                         }),
                         location: "slurm job via the run's broker".to_owned(),
                         path_var: vs_sandbox::runner::DEFAULT_SEARCH_PATH.into(),

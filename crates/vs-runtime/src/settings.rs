@@ -240,12 +240,24 @@ impl ProjectSettings {
         request
     }
 }
+/// What the task of the project at `root` protects: `[task] protected`
+/// and `[gate] protect` of its own `vibesys.toml`.
+pub fn task_protected_paths(root: &Path) -> Result<Vec<PathBuf>> {
+    let mut paths = crate::gate::configured_paths(root, "task", "protected")?;
+    for p in crate::gate::configured_paths(root, "gate", "protect")? {
+        if !paths.contains(&p) {
+            paths.push(p);
+        }
+    }
+    Ok(paths)
+}
+
 /// Adds `protected` (`[task] protected`: read-only to the agent in every
 /// entry point, not only in a run) to the read-only paths: each one the
 /// workspace holds, unless a hidden or read-only path already covers it;
 /// a read-only path below it gives way to it. The run state keeps its own
 /// rules.
-fn add_protected(
+pub fn add_protected(
     root: &Path,
     config: &mut PolicyConfig,
     flags: &mut PolicyFlags,

@@ -2,8 +2,11 @@
 //!
 //! It is the `HostSandbox` plan of the run's `ProjectPathPolicy` (the same
 //! lowering, nothing re-implemented) plus what a batch job needs: the
-//! plan's private tmpfs `/tmp` named by `TMPDIR`, `TMP` and `TEMP`, the
-//! device nodes of the GPUs Slurm allocated to the job, and the request's
+//! plan's private tmpfs `/tmp` named by `TMPDIR`, `TMP` and `TEMP`, a
+//! fresh empty `HOME` in it ([`JOB_HOME`], outside every workspace), the
+//! device nodes of the GPUs Slurm allocated to the job, and a minimal
+//! environment: nothing of the job step's (Slurm's variables, the
+//! operator's `HOME`) but `PATH`, a fixed locale and the request's
 //! (filtered) variables, set inside the sandbox only.
 
 use std::path::PathBuf;
@@ -14,6 +17,9 @@ use super::BrokerError;
 
 /// The variables that point scratch tools at the private `/tmp`.
 pub const TMP_VARS: [&str; 3] = ["TMPDIR", "TMP", "TEMP"];
+
+/// Every job's `HOME`: a fresh, empty directory in its private `/tmp`.
+pub const JOB_HOME: &str = "/tmp/home";
 
 /// The bwrap plan of one agent job.
 #[derive(Debug, Clone)]
@@ -42,6 +48,13 @@ impl HostJobConfinement {
             let d = dev.display().to_string();
             plan.args.extend(["--dev-bind".to_owned(), d.clone(), d]);
         }
+        // Nothing of the job step's environment but PATH.
+        let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+        plan.args.push("--clearenv".to_owned());
+        for (k, v) in [("PATH", path.as_str()), ("LANG", "C.UTF-8")] {
+            plan.args
+                .extend(["--setenv".to_owned(), k.to_owned(), v.to_owned()]);
+        }
         for (k, v) in env {
             if !super::env_allowed(k) {
                 continue;
@@ -53,6 +66,15 @@ impl HostJobConfinement {
             plan.args
                 .extend(["--setenv".to_owned(), var.to_owned(), "/tmp".to_owned()]);
         }
+        plan.args.extend([
+            "--perms".to_owned(),
+            "0700".to_owned(),
+            "--dir".to_owned(),
+            JOB_HOME.to_owned(),
+            "--setenv".to_owned(),
+            "HOME".to_owned(),
+            JOB_HOME.to_owned(),
+        ]);
         Ok(Self { plan })
     }
 

@@ -24,6 +24,23 @@ use crate::worktree::CandidateWorktree;
 /// Copy buffer.
 const BUF_SIZE: usize = 1024 * 1024;
 
+/// How the directory of an evaluation checkout is named below the run's
+/// candidate worktrees (`eval-<n>-<nonce>`).
+pub const EVAL_CHECKOUT_PREFIX: &str = "eval-";
+
+/// Whether `workspace` is an evaluation checkout of a run of `project`
+/// (a directory `eval-*` below its candidate worktrees).
+pub fn is_eval_checkout(project: &Path, workspace: &Path) -> bool {
+    let candidates = project
+        .join(crate::state::STATE_DIR)
+        .join("local/candidates");
+    workspace.parent().and_then(Path::parent) == Some(candidates.as_path())
+        && workspace
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(EVAL_CHECKOUT_PREFIX))
+}
+
 /// A candidate's evaluation checkout and its `HOME`; both removed when
 /// dropped.
 #[derive(Debug)]
@@ -53,7 +70,7 @@ impl EvalCheckout {
     ) -> Result<Self> {
         let mut nonce = [0u8; 6];
         random_bytes(&mut nonce)?;
-        let id = CandidateId::new(&format!("eval-{n}-{}", hex::encode(nonce)))?;
+        let id = CandidateId::new(&format!("{EVAL_CHECKOUT_PREFIX}{n}-{}", hex::encode(nonce)))?;
         let worktree = CandidateWorktree::create_at_commit(layout, run, &id, commit)?;
         let root = fs::canonicalize(worktree.path())
             .map_err(|e| RuntimeError::io("resolve", worktree.path(), e))?;

@@ -672,7 +672,9 @@ fn candidate_phases(
     let t = p.start("measure");
     let result = evaluate(p.host, &ctx, &checkout, &measure.command, cancel);
     let metrics = match result {
-        Ok((r, _)) => {
+        Ok((r, location)) => {
+            // Where the measured number came from.
+            p.rec.evaluated_in = Some(location);
             let _ = p.store.save_log(n, "measure", &log_bytes(&r));
             if r.cancelled {
                 p.cancelled = true;
