@@ -340,7 +340,7 @@ fi
 }
 
 #[test]
-fn protected_paths_are_read_only_in_exec() {
+fn protected_paths_are_read_only_in_exec_and_session() {
     for who in everyone() {
         let (_d, p) = project_for(who, TASK);
         let out = vibesys_as(
@@ -362,6 +362,28 @@ fn protected_paths_are_read_only_in_exec() {
             "{who:?}"
         );
         assert!(!p.join("evaluator/new").exists());
+        let out = vibesys_as(
+            who,
+            &p,
+            &[
+                "session",
+                "--provider",
+                "custom",
+                "--confine",
+                "bwrap",
+                "--",
+                "sh",
+                "-c",
+                "echo PWNED-LINE >> evaluator/check.sh",
+            ],
+        );
+        assert_ne!(out.status.code(), Some(0), "{who:?}");
+        assert!(
+            !std::fs::read_to_string(p.join("evaluator/check.sh"))
+                .unwrap()
+                .contains("PWNED-LINE"),
+            "{who:?}"
+        );
         // The rest of the project stays writable.
         ok(vibesys_as(
             who,

@@ -107,7 +107,7 @@ fn a_slurm_run_without_a_static_vibesys_records_nothing() {
 fn ctrl_c_and_kill_9_mid_job_leave_nothing_and_resume_finishes_in_slurm() {
     slurm();
     let img = TestImage::new();
-    // The check marks its start in the candidate's worktree, then works
+    // The check marks its start in the evaluation's checkout, then works
     // long enough to be interrupted.
     let task = TASK.replace(
         "argv = [\"sh\", \"evaluator/check.sh\"]",
@@ -140,11 +140,19 @@ fn ctrl_c_and_kill_9_mid_job_leave_nothing_and_resume_finishes_in_slurm() {
         .spawn()
         .unwrap();
     let run = started_run(&p, 60);
-    let marker = p.join(format!(
-        ".vibesys/state/local/candidates/{run}/1/check-started"
-    ));
+    // Check and measure run in a fresh checkout of the commit
+    // (`eval-1-*`), never the agent's worktree.
+    let candidates = p.join(format!(".vibesys/state/local/candidates/{run}"));
+    let marker_exists = || {
+        std::fs::read_dir(&candidates).is_ok_and(|d| {
+            d.flatten().any(|e| {
+                e.file_name().to_string_lossy().starts_with("eval-1-")
+                    && e.path().join("check-started").exists()
+            })
+        })
+    };
     let job_running = |what: &str| {
-        wait_for(120, what, || marker.exists() && !live_jobs(&run).is_empty());
+        wait_for(120, what, || marker_exists() && !live_jobs(&run).is_empty());
     };
 
     // Ctrl-C while the check job runs.
@@ -174,8 +182,8 @@ fn ctrl_c_and_kill_9_mid_job_leave_nothing_and_resume_finishes_in_slurm() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    wait_for(60, "the resumed candidate's fresh worktree", || {
-        !marker.exists()
+    wait_for(60, "the interrupted evaluation's checkout removed", || {
+        !marker_exists()
     });
     job_running("the resumed check job");
     child.kill().unwrap(); // SIGKILL: the broker gets SIGTERM from the kernel

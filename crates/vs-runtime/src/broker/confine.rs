@@ -18,6 +18,16 @@ use super::BrokerError;
 /// The variables that point scratch tools at the private `/tmp`.
 pub const TMP_VARS: [&str; 3] = ["TMPDIR", "TMP", "TEMP"];
 
+/// What the job step's environment passes into the sandbox besides
+/// `PATH`: the accelerators Slurm allocated.
+pub const STEP_VARS: [&str; 5] = [
+    "CUDA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+    "ZE_AFFINITY_MASK",
+];
+
 /// Every job's `HOME`: a fresh, empty directory in its private `/tmp`.
 pub const JOB_HOME: &str = "/tmp/home";
 
@@ -48,12 +58,18 @@ impl HostJobConfinement {
             let d = dev.display().to_string();
             plan.args.extend(["--dev-bind".to_owned(), d.clone(), d]);
         }
-        // Nothing of the job step's environment but PATH.
+        // Nothing of the job step's environment but PATH and the
+        // accelerators Slurm allocated.
         let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
         plan.args.push("--clearenv".to_owned());
         for (k, v) in [("PATH", path.as_str()), ("LANG", "C.UTF-8")] {
             plan.args
                 .extend(["--setenv".to_owned(), k.to_owned(), v.to_owned()]);
+        }
+        for k in STEP_VARS {
+            if let Ok(v) = std::env::var(k) {
+                plan.args.extend(["--setenv".to_owned(), k.to_owned(), v]);
+            }
         }
         for (k, v) in env {
             if !super::env_allowed(k) {

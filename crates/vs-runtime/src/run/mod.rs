@@ -725,7 +725,12 @@ fn evaluation_left_protected(
     if run.protected.is_empty() {
         return Ok(());
     }
-    let differences = gate_differences(layout, run, checkout).map_err(|e| e.to_string())?;
+    let mut differences = gate_differences(layout, run, checkout).map_err(|e| e.to_string())?;
+    // The build's outputs (and the directories holding them) were placed
+    // there by vibesys.
+    if let Ok(spec) = BuildSpec::load(layout) {
+        differences.retain(|d| !(d.change == gate::Change::Added && spec.makes(&d.path)));
+    }
     if differences.is_empty() {
         Ok(())
     } else {
