@@ -309,12 +309,7 @@ fn a_candidates_socket_reaches_only_its_own_worktree() {
         );
         assert_code(&out, 0);
         let so = stdout(&out);
-        for bad in [
-            "CANDIDATE-2",
-            "WROTE-OTHER",
-            "SECRET",
-            "WROTE-PROTECTED",
-        ] {
+        for bad in ["CANDIDATE-2", "WROTE-OTHER", "SECRET", "WROTE-PROTECTED"] {
             assert!(!so.contains(bad), "{who:?} {bad}: {so}");
         }
         assert!(so.contains("WROTE-OWN"), "{so}");

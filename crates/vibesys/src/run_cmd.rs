@@ -106,12 +106,15 @@ candidates/N.json, logs/); the agent reads the objective at
 VIBESYS_CANDIDATE are set too). Each candidate works in its own worktree;
 the agent is confined with enforcement required (docker, modal, skypilot, slurm: a
 container from the pinned editor image, never with devices for modal, skypilot and slurm;
-slurm also mounts the run's Slurm broker's agent socket; host: bubblewrap or Landlock).
-Then, outside confinement, vibesys commits its changes (hardened git; kept as
-refs/vibesys/runs/ID/N), checks the protected paths against the baseline, runs [build]
-confined, and runs check and measure in a fresh container through the command server
-(docker), on the host (host), as Slurm jobs in the candidate's worktree through the run's
-broker (slurm: VIBESYS_COMMAND_SERVER names a static vibesys), or on the service with the
+slurm also mounts the candidate's own agent socket of the run's Slurm broker; host:
+bubblewrap or Landlock). Then, outside confinement, vibesys commits its changes (hardened
+git, bounded by [task] commit_timeout_secs, commit_max_file_bytes, commit_max_total_bytes;
+kept as refs/vibesys/runs/ID/N), checks the protected paths against the baseline, runs
+[build] confined, and runs check and measure confined in a fresh checkout of the commit
+holding the build's verified outputs, with a fresh empty HOME and no network unless
+[check]/[measure] network = true: in a fresh container through the command server
+(docker), under bubblewrap or Landlock (host), as Slurm jobs through the run's broker
+(slurm: VIBESYS_COMMAND_SERVER names a static vibesys), or on the service with the
 candidate's commit (modal, skypilot: the client from scripts/remote-clients.sh,
 [modal]/[skypilot] of vibesys.toml, [measure] required; its record in runs/ID/remote/N/;
 a refusal such as a missing login fails that candidate, naming it). Progress goes to
