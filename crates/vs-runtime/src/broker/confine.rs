@@ -125,7 +125,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_plan_is_the_host_sandbox_plan_plus_devices_and_scratch_variables() {
+    fn the_plan_is_the_host_sandbox_plan_plus_devices_a_minimal_env_and_a_fresh_home() {
         let dir = tempfile::tempdir().unwrap();
         let ws = vs_sandbox::Workspace::open(dir.path()).unwrap();
         let policy = vs_sandbox::ProjectPathPolicy::empty().resolve(&ws).unwrap();
@@ -159,10 +159,22 @@ mod tests {
             &base[..],
             "the HostSandbox plan, unchanged"
         );
-        assert_eq!(
-            args[base.len()..].join(" "),
-            "--dev-bind /dev/nvidia1 /dev/nvidia1 --setenv GREETING hi \
-             --setenv TMPDIR /tmp --setenv TMP /tmp --setenv TEMP /tmp"
+        let tail = args[base.len()..].join(" ");
+        assert!(
+            tail.starts_with("--dev-bind /dev/nvidia1 /dev/nvidia1 --clearenv --setenv PATH "),
+            "{tail}"
+        );
+        assert!(
+            tail.contains(" --setenv LANG C.UTF-8 ") && tail.contains(" --setenv GREETING hi "),
+            "{tail}"
+        );
+        assert!(!tail.contains("SLURM_JOB_ID") && !tail.contains("/elsewhere"));
+        assert!(
+            tail.ends_with(
+                "--setenv TMPDIR /tmp --setenv TMP /tmp --setenv TEMP /tmp \
+                 --perms 0700 --dir /tmp/home --setenv HOME /tmp/home"
+            ),
+            "{tail}"
         );
         assert_eq!(job.plan().fds, sandbox.plan().fds);
     }
