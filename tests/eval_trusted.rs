@@ -397,20 +397,77 @@ fn protected_paths_are_read_only_in_exec_and_session() {
 fn vibesys_build_refuses_a_build_that_changes_a_protected_path() {
     for who in everyone() {
         let task = format!(
-            "{TASK}\n[build]\nargv = [\"sh\", \"-c\", \"echo PWNED-LINE >> evaluator/check.sh; cp bench/run.sh out.sh\"]\noutputs = [\"out.sh\"]\n"
+            "{TASK}\n[build]\nargv = [\"sh\", \"-c\", \"echo PWNED-LINE >> evaluator/check.sh && cp bench/run.sh out.sh\"]\noutputs = [\"out.sh\"]\n"
         );
         let (_d, p) = project_for(who, &task);
         let out = vibesys_as(
             who,
             &p,
-            &["build", "--run", "build-check", "--commit", "HEAD"],
+            &[
+                "build",
+                "--run",
+                "build-check",
+                "--commit",
+                "HEAD",
+                "--run-environment",
+                "host",
+            ],
         );
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert_ne!(out.status.code(), Some(0), "{who:?} {err}");
+        assert_eq!(out.status.code(), Some(1), "{who:?} {err}");
+        assert!(
+            err.contains("evaluator/check.sh: Read-only file system"),
+            "{who:?} {err}"
+        );
         assert!(
             !std::fs::read_to_string(p.join("evaluator/check.sh"))
                 .unwrap()
                 .contains("PWNED-LINE")
         );
     }
+}
+
+/// Landlock cannot keep a path read-only inside the checkout: the
+/// comparison of the protected paths before and after the build refuses
+/// what it lets through, naming the file.
+#[test]
+fn a_landlock_build_that_changes_a_protected_path_is_refused_naming_it() {
+    let task = format!(
+        "{TASK}\n[build]\nargv = [\"sh\", \"-c\", \"echo PWNED-LINE >> evaluator/check.sh && cp bench/run.sh out.sh\"]\noutputs = [\"out.sh\"]\n"
+    );
+    let (_d, p) = project(&task);
+    // Landlock refuses a project below /tmp.
+    let base = docker_support::common::landlock_safe_dir().join("eval-trusted");
+    std::fs::create_dir_all(&base).unwrap();
+    let dir = tempfile::tempdir_in(&base).unwrap();
+    let q = dir.path().join("project");
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(&p)
+        .arg(&q)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = vibesys_as(
+        Who::Root,
+        &q,
+        &[
+            "build",
+            "--run",
+            "build-check",
+            "--commit",
+            "HEAD",
+            "--run-environment",
+            "host",
+            "--confine",
+            "landlock",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the build changed protected paths")
+            && err.contains("changed evaluator/check.sh"),
+        "{err}"
+    );
 }
