@@ -9,13 +9,17 @@
 //!
 //! 1. the agent's turn, confined by the run environment ([`RunHost`]);
 //! 2. outside confinement, the framework commits the candidate's changes
-//!    with the hardened git ([`crate::git`]) and keeps the commit as
+//!    with the hardened git ([`crate::git`]), within the task's
+//!    [`CommitLimits`], and keeps the commit as
 //!    `refs/vibesys/runs/<run>/<n>`;
 //! 3. the accuracy gate: a changed, added or removed protected path fails
 //!    the candidate, naming each;
 //! 4. the trusted build (`[build]`, when the task has one);
-//! 5. `check` and `measure` through the environment's trusted command
-//!    runner.
+//! 5. `check` and `measure` in a fresh checkout of the commit holding the
+//!    build's verified outputs, with a fresh `HOME` ([`EvalCheckout`]),
+//!    each through the confined runner the environment opens for it
+//!    ([`RunHost::evaluator`]); the checkout's protected paths are
+//!    compared with the baseline afterwards.
 //!
 //! Every phase is recorded in `runs/<id>/candidates/<n>.json` as it ends.
 //! One candidate's failure never stops another; a cancelled run (Ctrl-C)
@@ -107,7 +111,8 @@ pub struct Evaluator {
     /// The runner (`DockerSandbox::execute` in the evaluation's container,
     /// the host backend on the host, a confined Slurm job).
     pub runner: Box<dyn CommandRunner + Send>,
-    /// Where it runs, for the record (a container ID, `host`).
+    /// Where it runs, for the record (a container ID, `host, confined by
+    /// bwrap`).
     pub location: String,
     /// `PATH` of the commands.
     pub path_var: OsString,
