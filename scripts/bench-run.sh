@@ -7,7 +7,8 @@
 # `git add -A` + `git commit`, `sha256sum` of the protected paths against a
 # baseline, a fresh checkout of the commit for the evaluation (`git
 # worktree add`) and a fresh container for each of check and measure
-# (`docker run -d` + `docker exec`), `docker rm -f`, `git worktree remove`.
+# (`docker run -d` + `docker exec`), `docker rm -f`, `git worktree remove`
+# (worktree changes one at a time under `flock`, as vibesys makes them).
 # Then the host run environment, where check and measure are confined by
 # bubblewrap: `vibesys run --run-environment host` against the same steps
 # by hand (bwrap for the agent's turn), once with check and measure
@@ -90,7 +91,7 @@ cd "\$proj"
 one() {
   c=\$1
   wt=$work/wt-\$c-\$\$
-  git worktree add -q --detach "\$wt" HEAD
+  flock "$work/wt.lock" git worktree add -q --detach "\$wt" HEAD
   a=\$(docker run -d --rm -i --label vibesys-bench-run=$$ --network none --cap-drop ALL --user "\$(id -u):\$(id -g)" -v "\$wt:\$wt" -w "\$wt" "\$img" sh -c 'read _')
   docker exec "\$a" sh -c true
   docker rm -f "\$a" >/dev/null
@@ -98,14 +99,14 @@ one() {
   git -C "\$wt" -c user.name=b -c user.email=b@example.invalid commit -q --allow-empty -m "candidate \$c"
   (cd "\$wt" && find evaluator -type f -print0 | sort -z | xargs -0 sha256sum) | cmp -s - "$work/baseline.sha"
   ev=$work/ev-\$c-\$\$
-  git worktree add -q --detach "\$ev" "\$(git -C "\$wt" rev-parse HEAD)"
+  flock "$work/wt.lock" git worktree add -q --detach "\$ev" "\$(git -C "\$wt" rev-parse HEAD)"
   for cmd in true 'echo {}'; do
     e=\$(docker run -d --rm -i --label vibesys-bench-run=$$ --network none --cap-drop ALL --user "\$(id -u):\$(id -g)" -v "\$ev:\$ev" -w "\$ev" "\$img" sh -c 'read _')
     docker exec "\$e" sh -c "\$cmd" >/dev/null
     docker rm -f "\$e" >/dev/null
   done
-  git worktree remove --force "\$ev"
-  git worktree remove --force "\$wt"
+  flock "$work/wt.lock" git worktree remove --force "\$ev"
+  flock "$work/wt.lock" git worktree remove --force "\$wt"
 }
 one 1 & p1=\$!
 one 2 & p2=\$!
@@ -127,13 +128,13 @@ box() { dir=\$1; shift; bwrap --ro-bind /usr /usr --ro-bind /etc /etc --symlink 
 one() {
   c=\$1
   wt=$work/hwt-\$c-\$\$
-  git worktree add -q --detach "\$wt" HEAD
+  flock "$work/wt.lock" git worktree add -q --detach "\$wt" HEAD
   box "\$wt" sh -c true
   git -C "\$wt" add -A
   git -C "\$wt" -c user.name=b -c user.email=b@example.invalid commit -q --allow-empty -m "candidate \$c"
   (cd "\$wt" && find evaluator -type f -print0 | sort -z | xargs -0 sha256sum) | cmp -s - "$work/baseline.sha"
   ev=$work/hev-\$c-\$\$
-  git worktree add -q --detach "\$ev" "\$(git -C "\$wt" rev-parse HEAD)"
+  flock "$work/wt.lock" git worktree add -q --detach "\$ev" "\$(git -C "\$wt" rev-parse HEAD)"
   home=\$(mktemp -d)
   for cmd in true 'echo {}'; do
     if [ "\$EVAL" = bwrap ]; then
@@ -143,8 +144,8 @@ one() {
     fi
   done
   rm -rf "\$home"
-  git worktree remove --force "\$ev"
-  git worktree remove --force "\$wt"
+  flock "$work/wt.lock" git worktree remove --force "\$ev"
+  flock "$work/wt.lock" git worktree remove --force "\$wt"
 }
 one 1 & p1=\$!
 one 2 & p2=\$!

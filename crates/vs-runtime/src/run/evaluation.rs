@@ -102,6 +102,28 @@ impl EvalCheckout {
     }
 }
 
+/// Removes what an earlier, killed attempt of candidate `n` left of its
+/// evaluation checkouts (`eval-<n>-*`), before the candidate starts over.
+pub fn discard_stale(layout: &StateLayout, run: &RunId, n: u32) -> Result<()> {
+    let dir = layout
+        .project()
+        .join(crate::state::StateLayout::candidates_rel(run));
+    let Ok(entries) = fs::read_dir(&dir) else {
+        return Ok(());
+    };
+    let prefix = format!("{EVAL_CHECKOUT_PREFIX}{n}-");
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.starts_with(&prefix) {
+            continue;
+        }
+        let _ = make_removable(&entry.path());
+        CandidateWorktree::discard(layout, run, &CandidateId::new(name)?)?;
+    }
+    Ok(())
+}
+
 impl Drop for EvalCheckout {
     fn drop(&mut self) {
         let _ = make_removable(&self.home);

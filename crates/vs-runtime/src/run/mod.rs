@@ -754,6 +754,9 @@ fn prepare_worktree(
     id: &CandidateId,
 ) -> std::result::Result<(CandidateWorktree, PathBuf), String> {
     CandidateWorktree::discard(layout, &run.run_id, id).map_err(|e| e.to_string())?;
+    if let Ok(n) = id.as_str().parse::<u32>() {
+        evaluation::discard_stale(layout, &run.run_id, n).map_err(|e| e.to_string())?;
+    }
     let wt = CandidateWorktree::create_at_commit(layout, &run.run_id, id, &run.base_commit)
         .map_err(|e| e.to_string())?;
     if !run.protected.is_empty() {
