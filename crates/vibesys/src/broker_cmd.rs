@@ -39,10 +39,10 @@ enum BrokerCommand {
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Prints `candidate N: PATH` for each of --candidates, `agent: PATH` and `framework: PATH`,
-then serves in the foreground. On SIGTERM or
-SIGINT it cancels every job it submitted. At start it cancels the run's leftover jobs (an
-earlier broker killed with SIGKILL) and probes every compute node: where bubblewrap or user
-namespaces are missing it refuses to start (exit 125).
+then serves in the foreground. On SIGTERM or SIGINT it cancels every job it submitted. At
+start it cancels the run's leftover jobs (an earlier broker killed with SIGKILL) and probes
+every compute node: where bubblewrap or user namespaces are missing it refuses to start
+(exit 125).
 
 Trusted settings come from the project's vibesys.toml: [vibesys.agent_gpu] enabled, max_gpus,
 max_time_minutes; [vibesys.broker] bwrap, gpu_devices, partition; [gates.NAME] argv.")]

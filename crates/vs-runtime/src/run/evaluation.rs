@@ -263,3 +263,24 @@ fn place_output(root: &Path, build: &TrustedBuild, out: &BuildOutput) -> Result<
         .map_err(|e| reject(format!("cannot set its mode: {e}")))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_eval_checkout_is_named_below_the_candidates_of_a_run() {
+        let project = Path::new("/p");
+        let candidates = Path::new("/p/.vibesys/state/local/candidates/run-1");
+        assert!(is_eval_checkout(project, &candidates.join("eval-2-ab12")));
+        for other in [
+            candidates.join("2"),
+            candidates.join("build-ab12"),
+            candidates.join("eval-2-ab12/sub"),
+            PathBuf::from("/p/eval-2-ab12"),
+            PathBuf::from("/q/.vibesys/state/local/candidates/run-1/eval-2-ab12"),
+        ] {
+            assert!(!is_eval_checkout(project, &other), "{}", other.display());
+        }
+    }
+}
