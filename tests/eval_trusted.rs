@@ -471,3 +471,77 @@ fn a_landlock_build_that_changes_a_protected_path_is_refused_naming_it() {
         "{err}"
     );
 }
+
+/// Under Landlock (which cannot keep a path read-only inside the
+/// checkout) the evaluation still loads the build's output, and a
+/// candidate program that appends `exit 0` to the running evaluator (so
+/// that its wrong answer exits 0) fails the candidate, naming the file:
+/// the protected paths are compared after each command.
+#[test]
+fn under_landlock_the_evaluation_loads_the_build_and_a_changed_evaluator_fails_it() {
+    let task = format!(
+        "{}\n[build]\nargv = [\"sh\", \"-c\", \"cp bench/value.txt out.txt\"]\noutputs = [\"out.txt\"]\n",
+        TASK.replace(
+            "argv = [\"sh\", \"evaluator/measure.sh\"]",
+            "argv = [\"sh\", \"-c\", \"printf '{\\\"time_ms\\\": %s}' $(cat out.txt)\"]"
+        )
+    );
+    let (_d, p) = project(&task);
+    // Landlock refuses a project below /tmp.
+    let base = docker_support::common::landlock_safe_dir().join("eval-trusted");
+    std::fs::create_dir_all(&base).unwrap();
+    let dir = tempfile::tempdir_in(&base).unwrap();
+    let q = dir.path().join("project");
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(&p)
+        .arg(&q)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let agent = r#"
+echo 99 > out.txt
+if [ "$VIBESYS_CANDIDATE" = 1 ]; then
+  echo 7 > bench/value.txt
+else
+  echo 8 > bench/value.txt
+  printf 'echo "exit 0 # PWNED-LINE" >> evaluator/check.sh\necho 41\n' > bench/run.sh
+fi
+"#;
+    let out = Command::new(vibesys_bin())
+        .args(["run", "start", "--run-environment", "host"])
+        .args(["--provider", "custom", "--candidates", "2", "--jobs", "1"])
+        .args(["--", "sh", "-c", agent])
+        .current_dir(&q)
+        .env("VIBESYS_AGENT_SANDBOX", "landlock")
+        .output()
+        .unwrap();
+    ok(out);
+    let run = only_run(&q);
+    let status = status_json(&q, &run, &[]);
+    let honest = candidate(&status, 1);
+    assert_eq!(honest["state"], "passed", "{honest:#}");
+    assert_eq!(honest["metrics"]["time_ms"], 7, "{honest:#}");
+    assert!(
+        honest["evaluated_in"]
+            .as_str()
+            .unwrap()
+            .contains("landlock"),
+        "{honest:#}"
+    );
+    let cheat = candidate(&status, 2);
+    assert_eq!(cheat["state"], "failed", "{cheat:#}");
+    assert_eq!(cheat["phases"]["check"]["status"], "failed", "{cheat:#}");
+    let err = cheat["error"].as_str().unwrap();
+    assert!(
+        err.contains("protected paths changed while check ran")
+            && err.contains("changed evaluator/check.sh"),
+        "{err}"
+    );
+    // The project's evaluator is untouched.
+    assert!(
+        !std::fs::read_to_string(q.join("evaluator/check.sh"))
+            .unwrap()
+            .contains("PWNED-LINE")
+    );
+}
