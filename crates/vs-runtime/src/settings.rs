@@ -144,7 +144,12 @@ impl ProjectSettings {
             .chain(config.read_only.iter().cloned())
             .filter(|p| exists(p) && !hidden.contains(p))
             .collect();
-        for p in protected.iter().filter(|p| exists(p)) {
+        let plain = |p: &&PathBuf| {
+            !p.as_os_str().is_empty()
+                && p.components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)))
+        };
+        for p in protected.iter().filter(plain).filter(|p| exists(p)) {
             // Already hidden or already read-only: covered.
             if hidden.iter().any(|h| p.starts_with(h)) || read_only.iter().any(|r| p.starts_with(r))
             {
@@ -240,6 +245,7 @@ impl ProjectSettings {
         request
     }
 }
+
 /// What the task of the project at `root` protects: `[task] protected`
 /// and `[gate] protect` of its own `vibesys.toml`.
 pub fn task_protected_paths(root: &Path) -> Result<Vec<PathBuf>> {
