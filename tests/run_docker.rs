@@ -277,3 +277,51 @@ fn metal_selects_docker_on_linux_and_fails_at_container_start() {
         .unwrap_or(0);
     assert_eq!(recorded, 0, "a run was recorded");
 }
+
+/// In docker, check and measure run in a fresh container on a fresh
+/// checkout of the commit: measure reads what the trusted build made (not
+/// the stale file the agent committed), HOME is fresh and empty and not
+/// the checkout, the run state is hidden and the evaluator read-only.
+#[test]
+fn docker_evaluation_loads_the_build_in_a_fresh_checkout() {
+    let img = TestImage::new();
+    let task = r#"[task]
+objective = "pick a value"
+protected = ["evaluator"]
+
+[check]
+argv = ["sh", "-c", '''
+set -e
+[ -z "$(ls -A "$HOME")" ] || exit 2
+case "$HOME" in "$PWD"*) exit 3 ;; esac
+if ls .vibesys/state/runs | grep -q .; then exit 4; fi
+if (echo x >> evaluator/check.sh) 2>/dev/null; then exit 5; fi
+test -f out/v.txt
+''']
+
+[measure]
+argv = ["sh", "-c", "printf '{\"value\": %s}' \"$(cat out/v.txt)\""]
+metric = "value"
+
+[build]
+argv = ["sh", "-c", "mkdir -p out && cp bench/value.txt out/v.txt"]
+outputs = ["out/v.txt"]
+"#;
+    let (_d, p) = project(task);
+    let agent = "mkdir -p out; echo 99 > out/v.txt; echo 17 > bench/value.txt";
+    ok(docker_run(&p, &img)
+        .args(["--provider", "custom", "--"])
+        .args(["sh", "-c", agent])
+        .output()
+        .unwrap());
+    let run = only_run(&p);
+    let env: Vec<(String, String)> = env_of(&img);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let status = status_json(&p, &run, &env);
+    let c = candidate(&status, 1);
+    assert_eq!(c["state"], "passed", "{c:#}");
+    assert_eq!(c["metrics"]["value"], 17, "{c:#}");
+    for suffix in ["1", "1-eval", "1-build"] {
+        assert!(containers_of_run(&format!("{run}-{suffix}")).is_empty());
+    }
+}

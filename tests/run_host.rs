@@ -41,7 +41,10 @@ fn two_candidates_on_the_host_the_cheater_fails_the_gate() {
         status["run"]["protected"],
         serde_json::json!(["evaluator", "tests/golden"])
     );
-    assert_eq!(candidate(&status, 1)["evaluated_in"], "host");
+    assert_eq!(
+        candidate(&status, 1)["evaluated_in"],
+        "host, confined by bwrap"
+    );
     assert_eq!(candidate(&status, 1)["phases"]["build"]["status"], "passed");
     let commit = candidate(&status, 1)["commit"].as_str().unwrap().to_owned();
     assert!(

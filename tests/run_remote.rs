@@ -262,7 +262,22 @@ fn missing_client_or_measure_is_refused_before_anything_is_recorded() {
             .unwrap(),
     );
     assert!(err.contains("[measure]"), "{err}");
-    for p in [&p, &p2] {
+    // A [build] whose outputs could not reach the service's check and
+    // measure (it would build here) is refused before anything starts.
+    let (_d3, p3) = project(&format!(
+        "{TASK}\n[build]\nargv = [\"sh\", \"-c\", \"echo built > app\"]\noutputs = [\"app\"]\n"
+    ));
+    let err = fails(
+        remote_run(&p3, &img, "skypilot", &real_tools(), home.path())
+            .args(["--provider", "custom", "--", "true"])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        err.contains("set [skypilot] build = true") && err.contains("do not reach the service"),
+        "{err}"
+    );
+    for p in [&p, &p2, &p3] {
         let runs = p.join(".vibesys/state/runs");
         assert_eq!(
             std::fs::read_dir(&runs).unwrap().count(),

@@ -63,8 +63,9 @@ fn two_candidates_in_slurm_evaluated_as_broker_jobs() {
     // Candidate 1's check and measure (the cheater stops at the gate).
     assert_eq!(jobs.len(), 2, "check and measure as jobs: {stderr}");
     assert!(
-        jobs.iter().all(|l| l.contains("/candidates/")),
-        "a job outside a candidate worktree: {jobs:?}"
+        jobs.iter()
+            .all(|l| l.contains("/candidates/") && l.contains("/eval-1-")),
+        "a job outside the evaluation's checkout: {jobs:?}"
     );
     let log =
         std::fs::read_to_string(p.join(format!(".vibesys/state/runs/{run}/logs/1-agent.log")))
@@ -154,7 +155,7 @@ fn a_slurm_run_without_a_static_vibesys_records_nothing() {
 fn ctrl_c_and_kill_9_mid_job_leave_nothing_and_resume_finishes_in_slurm() {
     slurm();
     let img = TestImage::new();
-    // The check marks its start in the candidate's worktree, then works
+    // The check marks its start in the evaluation's checkout, then works
     // long enough to be interrupted.
     let task = TASK.replace(
         "argv = [\"sh\", \"evaluator/check.sh\"]",
@@ -187,11 +188,19 @@ fn ctrl_c_and_kill_9_mid_job_leave_nothing_and_resume_finishes_in_slurm() {
         .spawn()
         .unwrap();
     let run = started_run(&p, 60);
-    let marker = p.join(format!(
-        ".vibesys/state/local/candidates/{run}/1/check-started"
-    ));
+    // Check and measure run in a fresh checkout of the commit
+    // (`eval-1-*`), never the agent's worktree.
+    let candidates = p.join(format!(".vibesys/state/local/candidates/{run}"));
+    let marker_exists = || {
+        std::fs::read_dir(&candidates).is_ok_and(|d| {
+            d.flatten().any(|e| {
+                e.file_name().to_string_lossy().starts_with("eval-1-")
+                    && e.path().join("check-started").exists()
+            })
+        })
+    };
     let job_running = |what: &str| {
-        wait_for(120, what, || marker.exists() && !live_jobs(&run).is_empty());
+        wait_for(120, what, || marker_exists() && !live_jobs(&run).is_empty());
     };
 
     // Ctrl-C while the check job runs.
@@ -221,8 +230,8 @@ fn ctrl_c_and_kill_9_mid_job_leave_nothing_and_resume_finishes_in_slurm() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    wait_for(60, "the resumed candidate's fresh worktree", || {
-        !marker.exists()
+    wait_for(60, "the interrupted evaluation's checkout removed", || {
+        !marker_exists()
     });
     job_running("the resumed check job");
     child.kill().unwrap(); // SIGKILL: the broker gets SIGTERM from the kernel
@@ -252,5 +261,62 @@ fn ctrl_c_and_kill_9_mid_job_leave_nothing_and_resume_finishes_in_slurm() {
         stderr.contains(&format!("job vibesys-{run}-")),
         "the check went to Slurm: {stderr}"
     );
+    assert_nothing_left(&run, "the run", 60, containers_of_run);
+}
+
+/// In slurm, check and measure are jobs in a fresh checkout of the commit:
+/// measure reads what the trusted build made (not the agent's stale
+/// file), HOME is the job's fresh `/tmp/home`, the run state is hidden,
+/// the evaluator read-only and the network gone.
+#[test]
+fn slurm_evaluation_loads_the_build_in_a_fresh_checkout() {
+    slurm();
+    let img = TestImage::new();
+    let task = r#"[task]
+objective = "pick a value"
+protected = ["evaluator"]
+
+[check]
+argv = ["sh", "-c", '''
+set -e
+[ "$HOME" = /tmp/home ] || exit 2
+[ -z "$(ls -A "$HOME")" ] || exit 3
+if ls .vibesys/state/runs | grep -q .; then exit 4; fi
+if (echo x >> evaluator/check.sh) 2>/dev/null; then exit 5; fi
+[ "$(grep -c : /proc/net/dev)" = 1 ] || exit 6
+test -f out/v.txt
+''']
+
+[measure]
+argv = ["sh", "-c", "printf '{\"value\": %s}' \"$(cat out/v.txt)\""]
+metric = "value"
+
+[build]
+argv = ["sh", "-c", "mkdir -p out && cp bench/value.txt out/v.txt"]
+outputs = ["out/v.txt"]
+"#;
+    let (_d, p) = project(task);
+    let agent = "mkdir -p out; echo 99 > out/v.txt; echo 17 > bench/value.txt";
+    let out = vibesys_in(&p)
+        .env("VIBESYS_IMAGES_LOCK", &img.lock)
+        .env("VIBESYS_DOCKER_IMAGE", &img.name)
+        .env("VIBESYS_COMMAND_SERVER", static_vibesys())
+        .args(["run", "start", "--run-environment", "slurm"])
+        .args(["--provider", "custom", "--", "sh", "-c", agent])
+        .output()
+        .unwrap();
+    ok(out);
+    let run = only_run(&p);
+    let env = [
+        ("VIBESYS_IMAGES_LOCK", img.lock.to_str().unwrap()),
+        ("VIBESYS_DOCKER_IMAGE", img.name.as_str()),
+    ];
+    let status = status_json(&p, &run, &env);
+    let c = candidate(&status, 1);
+    let check =
+        std::fs::read_to_string(p.join(format!(".vibesys/state/runs/{run}/logs/1-check.log")))
+            .unwrap_or_default();
+    assert_eq!(c["state"], "passed", "{c:#}\n{check}");
+    assert_eq!(c["metrics"]["value"], 17, "{c:#}");
     assert_nothing_left(&run, "the run", 60, containers_of_run);
 }

@@ -61,6 +61,8 @@ struct Broker {
     child: Option<Child>,
     agent: PathBuf,
     framework: PathBuf,
+    /// `--candidates N`: candidate n's socket at n - 1.
+    candidates: Vec<PathBuf>,
     stderr: std::sync::Arc<std::sync::Mutex<String>>,
     who: As,
     root: PathBuf,
@@ -97,10 +99,16 @@ impl Broker {
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let mut agent = None;
         let mut framework = None;
+        let mut candidates = Vec::new();
         while agent.is_none() || framework.is_none() {
             match lines.next() {
                 Some(Ok(l)) => {
-                    if let Some(a) = l.strip_prefix("agent: ") {
+                    if let Some((_, c)) = l
+                        .strip_prefix("candidate ")
+                        .and_then(|r| r.split_once(": "))
+                    {
+                        candidates.push(PathBuf::from(c));
+                    } else if let Some(a) = l.strip_prefix("agent: ") {
                         agent = Some(PathBuf::from(a));
                     } else if let Some(f) = l.strip_prefix("framework: ") {
                         framework = Some(PathBuf::from(f));
@@ -119,6 +127,7 @@ impl Broker {
             child: Some(child),
             agent: agent.unwrap(),
             framework: framework.unwrap(),
+            candidates,
             stderr,
             who,
             root: p.root.clone(),
@@ -139,6 +148,17 @@ impl Broker {
         args.extend_from_slice(extra);
         args.extend_from_slice(&["--", "sh", "-c", script]);
         self.client(&args).output().unwrap()
+    }
+
+    /// A job through candidate `n`'s socket, in `cwd`.
+    fn candidate_job(&self, n: usize, cwd: &Path, script: &str) -> Output {
+        let sock = self.candidates[n - 1].to_str().unwrap().to_owned();
+        let cwd = cwd.to_str().unwrap().to_owned();
+        self.client(&[
+            "job", "--socket", &sock, "--cwd", &cwd, "--", "sh", "-c", script,
+        ])
+        .output()
+        .unwrap()
     }
 
     fn signal(&mut self, sig: &str) -> std::process::ExitStatus {
@@ -227,6 +247,88 @@ fn gate_runs_through_the_framework_socket_only() {
         "peer credentials logged: {}",
         b.log()
     );
+}
+
+/// In a run each candidate's container gets its own agent socket: a job
+/// through it runs only in that candidate's worktree (never the project,
+/// never another candidate's), cannot read or write the other worktree or
+/// the project, finds `[task] protected` read-only and a fresh, empty HOME.
+#[test]
+fn a_candidates_socket_reaches_only_its_own_worktree() {
+    for who in users() {
+        let p = broker_project(
+            who,
+            &format!("{AGENT_GPU}\n[task]\nobjective = \"x\"\nprotected = [\"eval\"]\n"),
+        );
+        let run = unique("cand");
+        let base = p
+            .root
+            .join(format!(".vibesys/state/local/candidates/{run}"));
+        for n in ["1", "2"] {
+            std::fs::create_dir_all(base.join(n).join("eval")).unwrap();
+            std::fs::write(base.join(n).join("eval/check.sh"), "exit 1\n").unwrap();
+            std::fs::write(base.join(n).join("mine.txt"), format!("CANDIDATE-{n}\n")).unwrap();
+        }
+        if who == As::User {
+            let (uid, gid) = test_user();
+            let st = Command::new("chown")
+                .args(["-R", &format!("{uid}:{gid}")])
+                .arg(p.root.join(".vibesys"))
+                .status()
+                .unwrap();
+            assert!(st.success());
+        }
+        let b = Broker::start(who, &p, &run, &["--candidates", "2"]);
+        assert_eq!(b.candidates.len(), 2, "{}", b.log());
+        // Another candidate's worktree and the project are refused.
+        for cwd in [base.join("2"), p.root.clone(), base.clone()] {
+            let out = b.candidate_job(1, &cwd, "echo RAN");
+            assert_code(&out, 125);
+            assert!(!stdout(&out).contains("RAN"));
+            assert!(
+                stderr(&out).contains("candidate 1's socket runs jobs only in its own worktree"),
+                "{who:?} {}: {}",
+                cwd.display(),
+                stderr(&out)
+            );
+        }
+        let other = base.join("2/mine.txt");
+        let out = b.candidate_job(
+            1,
+            &base.join("1"),
+            &format!(
+                "cat {other} 2>/dev/null; echo x > {other} 2>/dev/null && echo WROTE-OTHER; \
+                 echo PWNED-LINE >> {root}/vibesys.toml 2>/dev/null; \
+                 cat {root}/secret/key 2>/dev/null; \
+                 echo 'exit 0' > eval/check.sh 2>/dev/null && echo WROTE-PROTECTED; \
+                 echo ok > mine.txt && echo WROTE-OWN; \
+                 echo home=$HOME; ls -A $HOME | wc -l",
+                other = other.display(),
+                root = p.root.display()
+            ),
+        );
+        assert_code(&out, 0);
+        let so = stdout(&out);
+        for bad in ["CANDIDATE-2", "WROTE-OTHER", "SECRET", "WROTE-PROTECTED"] {
+            assert!(!so.contains(bad), "{who:?} {bad}: {so}");
+        }
+        assert!(so.contains("WROTE-OWN"), "{so}");
+        assert!(so.contains("home=/tmp/home\n0"), "{so}");
+        assert_eq!(std::fs::read_to_string(&other).unwrap(), "CANDIDATE-2\n");
+        assert_eq!(
+            std::fs::read_to_string(base.join("1/eval/check.sh")).unwrap(),
+            "exit 1\n"
+        );
+        // The project is not mounted: what the job wrote there stayed in
+        // its own private root.
+        assert!(
+            !std::fs::read_to_string(p.root.join("vibesys.toml"))
+                .unwrap()
+                .contains("PWNED-LINE")
+        );
+        // The shared agent socket still serves the project.
+        assert_code(&b.job(&[], "true"), 0);
+    }
 }
 
 #[test]

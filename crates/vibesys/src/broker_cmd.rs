@@ -38,10 +38,11 @@ enum BrokerCommand {
 /// Arguments of `vibesys broker serve`.
 #[derive(Debug, Args)]
 #[command(after_help = "\
-Prints `agent: PATH` and `framework: PATH`, then serves in the foreground. On SIGTERM or
-SIGINT it cancels every job it submitted. At start it cancels the run's leftover jobs (an
-earlier broker killed with SIGKILL) and probes every compute node: where bubblewrap or user
-namespaces are missing it refuses to start (exit 125).
+Prints `candidate N: PATH` for each of --candidates, `agent: PATH` and `framework: PATH`,
+then serves in the foreground. On SIGTERM or SIGINT it cancels every job it submitted. At
+start it cancels the run's leftover jobs (an earlier broker killed with SIGKILL) and probes
+every compute node: where bubblewrap or user namespaces are missing it refuses to start
+(exit 125).
 
 Trusted settings come from the project's vibesys.toml: [vibesys.agent_gpu] enabled, max_gpus,
 max_time_minutes; [vibesys.broker] bwrap, gpu_devices, partition; [gates.NAME] argv.")]
@@ -61,6 +62,9 @@ pub struct ServeArgs {
     /// Longest time limit one job may ask for, in minutes.
     #[arg(long = "max-time", value_name = "MIN")]
     max_time: Option<u32>,
+    /// Also serve one agent socket per candidate 1..=N, each running jobs only in that candidate's worktree (printed as `candidate N: PATH`).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    candidates: u32,
 }
 
 /// Arguments of `vibesys broker job`.
@@ -116,6 +120,7 @@ fn serve(a: ServeArgs) -> anyhow::Result<u8> {
         agent_gpu: a.agent_gpu,
         max_gpus: a.max_gpus,
         max_time_minutes: a.max_time,
+        candidates: a.candidates,
     };
     let settings = BrokerSettings::load(&a.project, run, &flags, helper_exe()?)?;
     let runtime = std::env::var_os("XDG_RUNTIME_DIR")
@@ -137,6 +142,11 @@ fn serve(a: ServeArgs) -> anyhow::Result<u8> {
     .context("cannot install the SIGTERM/SIGINT handler")?;
     {
         let mut out = std::io::stdout().lock();
+        for n in 1..=a.candidates {
+            if let Some(socket) = broker.candidate_socket(n) {
+                writeln!(out, "candidate {n}: {}", socket.display())?;
+            }
+        }
         writeln!(out, "agent: {}", broker.agent_socket().display())?;
         writeln!(out, "framework: {}", broker.framework_socket().display())?;
         out.flush()?;
@@ -193,6 +203,7 @@ fn job(a: JobArgs) -> anyhow::Result<u8> {
         gpus: a.gpus,
         time_minutes: a.time,
         env,
+        network: None,
     };
     call(&a.socket, &request)
 }
@@ -228,6 +239,9 @@ pub struct HostJobArgs {
     /// Variables set inside the sandbox.
     #[arg(long = "env")]
     env: Vec<String>,
+    /// Take the network away (an evaluation without `network = true`).
+    #[arg(long = "no-network")]
+    no_network: bool,
     /// The command.
     #[arg(required = true, trailing_var_arg = true)]
     command: Vec<OsString>,
@@ -246,24 +260,36 @@ pub fn internal_host_job(a: HostJobArgs) -> u8 {
 }
 
 fn host_job(a: HostJobArgs) -> anyhow::Result<u8> {
-    let policy_args = PolicyArgs {
-        project: Some(a.workspace.clone()),
-        read_only: Vec::new(),
-        hidden: Vec::new(),
-        allow: Vec::new(),
-        no_network: false,
-    };
     let mut config = vs_sandbox::config::PolicyConfig::load(&a.project)?;
-    if a.workspace != a.project {
-        // A run's candidate worktree (`vibesys run --run-environment
-        // slurm` evaluates there): a [sandbox] path its checkout does not
-        // hold (an untracked secret of the project) has nothing to protect
-        // there, as when `vibesys run` confines the candidate's agent.
-        let exists = |p: &PathBuf| a.workspace.join(p).symlink_metadata().is_ok();
-        config.read_only.retain(exists);
-        config.hidden.retain(exists);
-    }
-    let project = policy_args.resolve_in(vs_sandbox::Workspace::open(&a.workspace)?, config)?;
+    // The task's protected paths are read-only in every job.
+    let protected = vs_runtime::settings::task_protected_paths(&a.project)?;
+    let workspace = vs_sandbox::Workspace::open(&a.workspace)?;
+    let project = if vs_runtime::run::evaluation::is_eval_checkout(&a.project, workspace.root()) {
+        // A candidate's evaluation (check, measure) in its fresh checkout:
+        // the same policy as on the host.
+        vs_runtime::ProjectSettings::for_checkout(workspace, config, &protected)?
+    } else {
+        let mut policy_args = PolicyArgs {
+            project: Some(a.workspace.clone()),
+            read_only: Vec::new(),
+            hidden: Vec::new(),
+            allow: Vec::new(),
+            no_network: false,
+        };
+        if a.workspace != a.project {
+            // A run's candidate worktree: a [sandbox] path its checkout
+            // does not hold (an untracked secret of the project) has
+            // nothing to protect there, as when `vibesys run` confines the
+            // candidate's agent.
+            let exists = |p: &PathBuf| a.workspace.join(p).symlink_metadata().is_ok();
+            config.read_only.retain(exists);
+            config.hidden.retain(exists);
+        }
+        let mut flags = policy_args.flags();
+        vs_runtime::settings::add_protected(workspace.root(), &mut config, &mut flags, &protected);
+        policy_args.read_only = flags.read_only;
+        policy_args.resolve_in(workspace, config)?
+    };
     let mut request = project.sandbox_request(
         &a.command[0],
         &crate::project::host_env(),
@@ -272,6 +298,9 @@ fn host_job(a: HostJobArgs) -> anyhow::Result<u8> {
     );
     request.devices = Vec::new();
     request.bwrap_program = a.bwrap.clone();
+    if a.no_network {
+        request.network = false;
+    }
     let Some(AnySandbox::Host(sandbox)) =
         select(request, ConfineMode::Bwrap, Enforcement::Required)?
     else {

@@ -127,8 +127,9 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
                 layout.project(),
                 run.as_str(),
                 args.env.slurm_gpu_alias(),
+                0,
             )?;
-            crate::slurm_env::editor_options(options, &broker)?;
+            crate::slurm_env::editor_options(options, broker.agent_socket())?;
             Some(broker)
         }
         _ => None,

@@ -10,11 +10,14 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use vs_agent::{prepare_state_paths, session_env_allowlist};
-use vs_runtime::build_confine::{BuildConfinement, build_confinement};
+use vs_runtime::build_confine::{
+    BuildConfinement, EvalConfineRequest, build_confinement, evaluation_confinement,
+    protected_paths,
+};
 use vs_runtime::run::accelerator::AcceleratorBackend;
 use vs_runtime::run::{
-    AgentOutcome, CandidateContext, CandidateState, Evaluator, HostError, ImageRecord, PhaseRecord,
-    PhaseStatus, RunHost, RunRecord, RunState, StartRequest,
+    AgentOutcome, CandidateContext, CandidateState, EvalCommand, EvalPlace, Evaluator, HostError,
+    ImageRecord, PhaseRecord, PhaseStatus, RunHost, RunRecord, RunState, StartRequest,
     status::{RunStatus, metric_value, run_status},
 };
 use vs_runtime::{RunEnvironment, RunId, StateLayout};
@@ -106,16 +109,19 @@ candidates/N.json, logs/); the agent reads the objective at
 VIBESYS_CANDIDATE are set too). Each candidate works in its own worktree;
 the agent is confined with enforcement required (docker, modal, skypilot, slurm: a
 container from the pinned editor image, never with devices for modal, skypilot and slurm;
-slurm also mounts the run's Slurm broker's agent socket; host: bubblewrap or Landlock).
-Then, outside confinement, vibesys commits its changes (hardened git; kept as
-refs/vibesys/runs/ID/N), checks the protected paths against the baseline, runs [build]
-confined, and runs check and measure in a fresh container through the command server
-(docker), on the host (host), as Slurm jobs in the candidate's worktree through the run's
-broker (slurm: needs a static vibesys, vibesys-static beside this one or
-VIBESYS_COMMAND_SERVER), or on the service with the candidate's commit (modal, skypilot:
-the client from scripts/remote-clients.sh, [modal]/[skypilot] of vibesys.toml, [measure]
-required; its record in runs/ID/remote/N/; a refusal such as a missing login fails that
-candidate, naming it). Progress goes to
+slurm also mounts the candidate's own agent socket of the run's Slurm broker; host:
+bubblewrap or Landlock). Then, outside confinement, vibesys commits its changes (hardened
+git, bounded by [task] commit_timeout_secs, commit_max_file_bytes, commit_max_total_bytes;
+kept as refs/vibesys/runs/ID/N), checks the protected paths against the baseline, runs
+[build] confined, and runs check and measure confined in a fresh checkout of the commit
+holding the build's verified outputs, with a fresh empty HOME and no network unless
+[check]/[measure] network = true: in a fresh container through the command server
+(docker), under bubblewrap or Landlock (host), as Slurm jobs through the run's broker
+(slurm: needs a static vibesys, vibesys-static beside this one or
+VIBESYS_COMMAND_SERVER), or on the service with the
+candidate's commit (modal, skypilot: the client from scripts/remote-clients.sh,
+[modal]/[skypilot] of vibesys.toml, [measure] required; its record in runs/ID/remote/N/;
+a refusal such as a missing login fails that candidate, naming it). Progress goes to
 stderr: a live line per candidate on a terminal, a plain line per phase when piped.
 Ctrl-C stops every candidate; `vibesys run resume ID` continues.
 [vibesys] accelerator_backend = \"metal\" (Metal exists only on a macOS host): on macOS the
@@ -517,6 +523,8 @@ struct CliHost {
     /// slurm: the run's broker (stopped, its jobs cancelled, when the run
     /// ends).
     broker: Option<crate::slurm_env::BrokerChild>,
+    /// How many candidates the run has (one broker socket each).
+    candidates: u32,
     run_id: String,
     progress: crate::run_progress::RunProgress,
 }
@@ -539,6 +547,7 @@ impl CliHost {
             protected: record.task.protected.clone(),
             accelerators: record.accelerators.clone(),
             broker: None,
+            candidates: record.candidates,
             run_id: record.run_id.to_string(),
             progress: crate::run_progress::RunProgress::for_stderr(),
         })
@@ -555,10 +564,13 @@ impl CliHost {
         {
             bail!("the slurm run environment is not available here: {reason}");
         }
+        // One agent socket per candidate, each bound to its worktree: a
+        // candidate's jobs never run in another's worktree or the project.
         self.broker = Some(crate::slurm_env::BrokerChild::start(
             &self.project,
             &self.run_id,
             false,
+            self.candidates,
         )?);
         Ok(())
     }
@@ -657,14 +669,20 @@ impl CliHost {
         if self.environment == RunEnvironment::Docker {
             options.devices = docker_devices(&self.accelerators);
         }
-        // slurm: the editor container with the broker's agent socket (the
-        // framework socket stays on the host).
+        // slurm: the editor container with the candidate's own agent
+        // socket (the framework socket stays on the host).
         if self.environment == RunEnvironment::Slurm {
             let broker = self
                 .broker
                 .as_ref()
                 .context("the slurm run environment's broker is not running")?;
-            crate::slurm_env::editor_options(&mut options, broker)?;
+            let socket = broker.candidate_socket(c.number).with_context(|| {
+                format!(
+                    "the run's broker serves no socket for candidate {}",
+                    c.number
+                )
+            })?;
+            crate::slurm_env::editor_options(&mut options, socket)?;
         }
         let program = self
             .launch
@@ -826,9 +844,11 @@ impl RunHost for CliHost {
                 }
             };
             let program = spec.argv().first().map(OsString::from).unwrap_or_default();
+            let protected = protected_paths(&layout, &c.run.run_id)?;
             Ok(Box::new(build_confinement(
                 checkout,
                 config,
+                &protected,
                 &program,
                 how,
                 &host_env(),
@@ -838,17 +858,36 @@ impl RunHost for CliHost {
         .map_err(host_err)
     }
 
-    fn evaluator(&self, c: &CandidateContext<'_>) -> Result<Evaluator, HostError> {
+    fn evaluator(
+        &self,
+        c: &CandidateContext<'_>,
+        place: EvalPlace<'_>,
+        command: &EvalCommand,
+    ) -> Result<Evaluator, HostError> {
         (|| -> anyhow::Result<Evaluator> {
+            let layout = StateLayout::open(&self.project)?;
+            let config = vs_sandbox::config::PolicyConfig::load(&self.project)?;
+            let protected = protected_paths(&layout, &c.run.run_id)?;
             match self.environment {
                 RunEnvironment::Docker => {
-                    // A fresh container: nothing the agent left running
-                    // survives into the evaluation.
-                    let project = self.policy(c.worktree)?;
+                    // A fresh container on the evaluation's checkout:
+                    // nothing the agent left running or wrote outside its
+                    // commit reaches it.
+                    let settings = vs_runtime::ProjectSettings::for_checkout(
+                        Workspace::open(place.checkout)?,
+                        config,
+                        &protected,
+                    )?;
                     let mut options =
                         self.docker_options(format!("{}-{}-eval", c.run.run_id, c.number))?;
-                    options.network = project.network;
-                    let sandbox = DockerSandbox::start(&project.resolved, &options)?;
+                    options.network = command.network;
+                    options.devices = docker_devices(&self.accelerators);
+                    options.extra_mounts.push(vs_sandbox::docker::ExtraMount {
+                        source: place.home.to_path_buf(),
+                        target: place.home.to_path_buf(),
+                        read_only: false,
+                    });
+                    let sandbox = DockerSandbox::start(&settings.resolved, &options)?;
                     let location = format!(
                         "container {} via {}",
                         sandbox.container_id(),
@@ -868,6 +907,7 @@ impl RunHost for CliHost {
                     Ok(Evaluator {
                         runner: Box::new(crate::slurm_env::BrokerJobRunner {
                             socket: broker.framework_socket().to_path_buf(),
+                            network: command.network,
                         }),
                         location: "slurm job via the run's broker".to_owned(),
                         path_var: vs_sandbox::runner::DEFAULT_SEARCH_PATH.into(),
@@ -879,12 +919,28 @@ impl RunHost for CliHost {
                         self.environment
                     )
                 }
-                RunEnvironment::Host => Ok(Evaluator {
-                    runner: Box::new(LocalShellRunner::default()),
-                    location: "host".to_owned(),
-                    path_var: std::env::var_os("PATH")
-                        .unwrap_or_else(|| vs_sandbox::runner::DEFAULT_SEARCH_PATH.into()),
-                }),
+                RunEnvironment::Host => {
+                    let mode = self.mode.context("no host confinement mechanism")?;
+                    let program = command.argv.first().map(OsString::from).unwrap_or_default();
+                    let sandbox = evaluation_confinement(EvalConfineRequest {
+                        place,
+                        config,
+                        protected: &protected,
+                        program: &program,
+                        mode,
+                        env: &host_env(),
+                        helper: helper_exe()?,
+                        network: command.network,
+                        devices: self.accelerators.device_nodes.clone(),
+                    })?;
+                    let location = format!("host, confined by {}", sandbox.backend());
+                    Ok(Evaluator {
+                        runner: Box::new(ConfinedRunner(sandbox)),
+                        location,
+                        path_var: std::env::var_os("PATH")
+                            .unwrap_or_else(|| vs_sandbox::runner::DEFAULT_SEARCH_PATH.into()),
+                    })
+                }
             }
         })()
         .map_err(host_err)
@@ -900,6 +956,28 @@ impl RunHost for CliHost {
 
     fn candidate_finished(&self, record: &vs_runtime::run::CandidateRecord) {
         self.progress.candidate_finished(record);
+    }
+}
+
+/// `check` and `measure` on the host: the command wrapped by the host
+/// backend, run (bounded, its tree killed at the timeout) by the local
+/// runner.
+struct ConfinedRunner(vs_sandbox::AnySandbox);
+
+impl CommandRunner for ConfinedRunner {
+    fn run(
+        &self,
+        command: &CommandSpec,
+    ) -> Result<vs_sandbox::CommandResult, vs_sandbox::RunnerError> {
+        let mut wrapped = command.clone();
+        wrapped.argv =
+            self.0
+                .wrap(&command.argv)
+                .map_err(|e| vs_sandbox::RunnerError::Dispatched {
+                    place: format!("the {} confinement", self.0.backend()),
+                    message: e.to_string(),
+                })?;
+        LocalShellRunner::default().run(&wrapped)
     }
 }
 

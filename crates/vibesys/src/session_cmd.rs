@@ -238,7 +238,7 @@ fn run_in_docker(
     )?;
     options.extra_mounts.extend(state);
     if let Some(broker) = broker {
-        crate::slurm_env::editor_options(&mut options, broker)?;
+        crate::slurm_env::editor_options(&mut options, broker.agent_socket())?;
     }
     let names: Vec<String> = env
         .vars
@@ -288,7 +288,8 @@ fn run_in_slurm(
         bail!("the slurm run environment is not available here: {reason}");
     }
     let run = crate::docker_cmd::run_id();
-    let broker = crate::slurm_env::BrokerChild::start(project.workspace.root(), &run, agent_gpu)?;
+    let broker =
+        crate::slurm_env::BrokerChild::start(project.workspace.root(), &run, agent_gpu, 0)?;
     env.vars.push((
         crate::slurm_env::BROKER_SOCKET_ENV.into(),
         crate::slurm_env::AGENT_SOCKET_IN_CONTAINER.into(),

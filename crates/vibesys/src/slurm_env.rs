@@ -33,15 +33,22 @@ pub struct BrokerChild {
     child: Option<Child>,
     agent: PathBuf,
     framework: PathBuf,
+    candidates: Vec<PathBuf>,
     _stdout: BufReader<ChildStdout>,
 }
 
 impl BrokerChild {
     /// Starts the broker of run `run` for `project` and waits for its two
     /// socket lines; `agent_gpu` adds `--agent-gpu` (the deprecated
-    /// `slurm-gpu`). Fails, naming the broker's status, when it exits
-    /// first (its own messages are on stderr).
-    pub fn start(project: &Path, run: &str, agent_gpu: bool) -> anyhow::Result<Self> {
+    /// `slurm-gpu`); `candidates` asks for one agent socket per candidate
+    /// of a run, each bound to its worktree. Fails, naming the broker's
+    /// status, when it exits first (its own messages are on stderr).
+    pub fn start(
+        project: &Path,
+        run: &str,
+        agent_gpu: bool,
+        candidates: u32,
+    ) -> anyhow::Result<Self> {
         let mut cmd = Command::new(crate::project::helper_exe()?);
         cmd.arg("broker")
             .arg("serve")
@@ -50,6 +57,9 @@ impl BrokerChild {
             .args(["--run", run]);
         if agent_gpu {
             cmd.arg("--agent-gpu");
+        }
+        if candidates > 0 {
+            cmd.arg("--candidates").arg(candidates.to_string());
         }
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -67,6 +77,7 @@ impl BrokerChild {
         let mut reader = BufReader::new(stdout);
         let mut agent = None;
         let mut framework = None;
+        let mut sockets = Vec::new();
         let mut line = String::new();
         while agent.is_none() || framework.is_none() {
             line.clear();
@@ -74,7 +85,12 @@ impl BrokerChild {
             match read {
                 Ok(n) if n > 0 => {
                     let l = line.trim_end();
-                    if let Some(a) = l.strip_prefix("agent: ") {
+                    if let Some(rest) = l.strip_prefix("candidate ")
+                        && let Some((n, path)) = rest.split_once(": ")
+                        && n.parse::<u32>().ok() == u32::try_from(sockets.len() + 1).ok()
+                    {
+                        sockets.push(PathBuf::from(path));
+                    } else if let Some(a) = l.strip_prefix("agent: ") {
                         agent = Some(PathBuf::from(a));
                     } else if let Some(f) = l.strip_prefix("framework: ") {
                         framework = Some(PathBuf::from(f));
@@ -92,11 +108,18 @@ impl BrokerChild {
         let (Some(agent), Some(framework)) = (agent, framework) else {
             bail!("the broker named no sockets");
         };
+        if sockets.len() != candidates as usize {
+            bail!(
+                "the broker named {} candidate socket(s), not {candidates}",
+                sockets.len()
+            );
+        }
         tracing::info!(agent = %agent.display(), framework = %framework.display(), "slurm: broker started");
         Ok(Self {
             child: Some(child),
             agent,
             framework,
+            candidates: sockets,
             _stdout: reader,
         })
     }
@@ -104,6 +127,13 @@ impl BrokerChild {
     /// The agent socket on the host.
     pub fn agent_socket(&self) -> &Path {
         &self.agent
+    }
+
+    /// Candidate `n`'s agent socket on the host (1-based), when the broker
+    /// serves one.
+    pub fn candidate_socket(&self, n: u32) -> Option<&Path> {
+        let i = usize::try_from(n).ok()?.checked_sub(1)?;
+        self.candidates.get(i).map(PathBuf::as_path)
     }
 
     /// The framework socket on the host (never mounted in a container:
@@ -148,17 +178,18 @@ impl Drop for BrokerChild {
 /// Why the slurm run environment cannot start without a static vibesys.
 pub const NO_STATIC_VIBESYS: &str = "the slurm run environment needs a static vibesys in the editor container (the broker client): this vibesys is not static, there is no vibesys-static beside it and VIBESYS_COMMAND_SERVER is not set; build one beside it with scripts/build-static.sh --beside DIR (DIR: this vibesys's directory), or set VIBESYS_COMMAND_SERVER to one";
 
-/// Turns Docker options into the editor container's: the agent socket
-/// mounted at [`AGENT_SOCKET_IN_CONTAINER`], and a static vibesys to serve
-/// as the client (refused without one: the agent would have no way to
-/// reach the broker).
-pub fn editor_options(options: &mut DockerOptions, broker: &BrokerChild) -> anyhow::Result<()> {
+/// Turns Docker options into the editor container's: `socket` (the
+/// broker's agent socket, or a run candidate's own) mounted at
+/// [`AGENT_SOCKET_IN_CONTAINER`], and a static vibesys to serve as the
+/// client (refused without one: the agent would have no way to reach the
+/// broker).
+pub fn editor_options(options: &mut DockerOptions, socket: &Path) -> anyhow::Result<()> {
     if options.command_server.is_none() {
         bail!(NO_STATIC_VIBESYS);
     }
     options.env = std::mem::take(&mut options.env).with([BROKER_SOCKET_ENV]);
     options.extra_mounts.push(ExtraMount {
-        source: broker.agent_socket().to_path_buf(),
+        source: socket.to_path_buf(),
         target: PathBuf::from(AGENT_SOCKET_IN_CONTAINER),
         read_only: false,
     });
@@ -167,12 +198,16 @@ pub fn editor_options(options: &mut DockerOptions, broker: &BrokerChild) -> anyh
 
 /// A candidate's `check` and `measure` as Slurm jobs: each command goes
 /// to the run's broker over its framework socket as a `Request::Job`
-/// whose working directory is the candidate's worktree (the broker runs
-/// it confined on a compute node, that worktree writable, the evaluator
-/// read-only as the policy says). Output is bounded as a local runner's.
+/// whose working directory is the evaluation's fresh checkout (the broker
+/// runs it under `HostJobConfinement` on a compute node: that checkout
+/// writable, the protected paths read-only, the run state hidden, a fresh
+/// `HOME`, no network unless the command asks for it). Output is bounded
+/// as a local runner's.
 pub struct BrokerJobRunner {
     /// The broker's framework socket.
     pub socket: PathBuf,
+    /// Whether the job keeps the network (`[check]`/`[measure]` network).
+    pub network: bool,
 }
 
 /// Bytes kept of each stream of an evaluation job (as the local runner).
@@ -213,6 +248,7 @@ impl vs_sandbox::CommandRunner for BrokerJobRunner {
             gpus: 0,
             time_minutes,
             env,
+            network: Some(self.network),
         };
         let start = Instant::now();
         // The call blocks until the job ends: it runs on its own thread so

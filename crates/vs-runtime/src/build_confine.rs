@@ -13,6 +13,7 @@ use vs_sandbox::{AnySandbox, ConfineMode, DockerOptions, Enforcement, Workspace,
 use crate::build::{BuildCheckout, BuildSpec, TrustedBuild};
 use crate::error::{Result, RuntimeError};
 use crate::id::RunId;
+use crate::run::EvalPlace;
 use crate::settings::ProjectSettings;
 use crate::state::StateLayout;
 
@@ -26,18 +27,20 @@ pub enum BuildConfinement {
 }
 
 /// The confinement of a build of `program` in `checkout`, under the
-/// project's `config`: enforcement required, no devices, the checkout's
-/// root as the working directory. `env` is the caller's environment (bwrap
-/// and the program's host resources are found through its `PATH`).
+/// project's `config` with `protected` read-only: enforcement required, no
+/// devices, the checkout's root as the working directory. `env` is the
+/// caller's environment (bwrap and the program's host resources are found
+/// through its `PATH`).
 pub fn build_confinement(
     checkout: &Path,
     config: PolicyConfig,
+    protected: &[PathBuf],
     program: &OsStr,
     how: BuildConfinement,
     env: &[(OsString, OsString)],
     helper: PathBuf,
 ) -> Result<AnySandbox> {
-    let settings = ProjectSettings::for_checkout(Workspace::open(checkout)?, config)?;
+    let settings = ProjectSettings::for_checkout(Workspace::open(checkout)?, config, protected)?;
     let mut request = settings.sandbox_request(program, env, None, helper);
     request.devices = Vec::new();
     let mode = match how {
@@ -59,6 +62,81 @@ pub fn build_confinement(
                 "build confinement",
                 "no confinement was set up",
                 "a candidate build never runs unconfined",
+            )
+            .into(),
+        )
+    })
+}
+
+/// What a build or an evaluation of `run` keeps read-only: `[task]
+/// protected`, `[gate] protect` and the run's baseline roots.
+pub fn protected_paths(layout: &StateLayout, run: &RunId) -> Result<Vec<PathBuf>> {
+    Ok(crate::gate::ProtectedSet::for_build(layout, run)?
+        .map(|set| set.roots().iter().map(PathBuf::from).collect())
+        .unwrap_or_default())
+}
+
+/// What confines one evaluation command on the host.
+#[derive(Debug)]
+pub struct EvalConfineRequest<'a> {
+    /// The evaluation's checkout and `HOME`.
+    pub place: EvalPlace<'a>,
+    /// The project's `[sandbox]`, from the operator's project.
+    pub config: PolicyConfig,
+    /// Kept read-only ([`protected_paths`]).
+    pub protected: &'a [PathBuf],
+    /// The command's program.
+    pub program: &'a OsStr,
+    /// bwrap (`Auto`, `Bwrap`) or Landlock.
+    pub mode: ConfineMode,
+    /// The caller's environment (for `PATH` and the host resources).
+    pub env: &'a [(OsString, OsString)],
+    /// The launch helper (the vibesys executable).
+    pub helper: PathBuf,
+    /// Keep the network (`[check] network` / `[measure] network`).
+    pub network: bool,
+    /// The run's accelerator device nodes.
+    pub devices: Vec<PathBuf>,
+}
+
+/// The confinement of one evaluation command on the host: the checkout as
+/// the workspace (writable), the protected paths and the project's
+/// `[sandbox]` paths read-only, the run state hidden (everything outside
+/// the checkout is, but host resources: the project and its run state are
+/// not bound), the fresh `HOME` the only other writable path, no network
+/// unless asked for, the run's devices; enforcement required.
+pub fn evaluation_confinement(request: EvalConfineRequest<'_>) -> Result<AnySandbox> {
+    let settings = ProjectSettings::for_checkout(
+        Workspace::open(request.place.checkout)?,
+        request.config,
+        request.protected,
+    )?;
+    let mut confine = settings.sandbox_request(request.program, request.env, None, request.helper);
+    confine.network = request.network;
+    confine.devices = request.devices;
+    confine.state = vs_sandbox::ProviderState {
+        writable: vec![request.place.home.to_path_buf()],
+        ..Default::default()
+    };
+    let mode = match request.mode {
+        ConfineMode::Auto | ConfineMode::Bwrap | ConfineMode::Landlock => request.mode,
+        other => {
+            return Err(RuntimeError::Sandbox(
+                vs_sandbox::SandboxError::Unsupported {
+                    backend: "evaluation",
+                    reason: format!(
+                        "an evaluation on the host is confined by bwrap or Landlock, not {other:?}"
+                    ),
+                },
+            ));
+        }
+    };
+    select(confine, mode, Enforcement::Required)?.ok_or_else(|| {
+        RuntimeError::Sandbox(
+            vs_sandbox::SandboxUnavailableError::new(
+                "evaluation confinement",
+                "no confinement was set up",
+                "check and measure never run candidate code unconfined",
             )
             .into(),
         )
@@ -121,9 +199,11 @@ pub fn run_build(request: BuildRequest<'_>) -> (Option<String>, Result<TrustedBu
         let checkout = BuildCheckout::create(request.layout, request.run, request.commit)?;
         commit = Some(checkout.commit().to_owned());
         let program = spec.argv().first().map(OsString::from).unwrap_or_default();
+        let protected = protected_paths(request.layout, request.run)?;
         let sandbox = build_confinement(
             checkout.path(),
             request.config,
+            &protected,
             &program,
             request.confinement,
             request.env,

@@ -270,6 +270,38 @@ pub enum RuntimeError {
         /// The limit in seconds.
         secs: u64,
     },
+    /// A file of a candidate's worktree is larger than the commit phase
+    /// reads (`[task] commit_max_file_bytes`).
+    #[error(
+        "{path} is {size} bytes, more than the commit phase reads ({limit} bytes, [task] commit_max_file_bytes); nothing was committed"
+    )]
+    CommitFileTooLarge {
+        /// The file, relative to the worktree.
+        path: String,
+        /// Its apparent size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The files of a candidate's worktree are larger together than the
+    /// commit phase reads (`[task] commit_max_total_bytes`).
+    #[error(
+        "the candidate's files are more than {limit} bytes together ([task] commit_max_total_bytes; {path} passed it); nothing was committed"
+    )]
+    CommitTotalTooLarge {
+        /// The file that took the total over the limit.
+        path: String,
+        /// The limit.
+        limit: u64,
+    },
+    /// The commit phase ran longer than `[task] commit_timeout_secs`.
+    #[error(
+        "the commit phase ran longer than {secs} s ([task] commit_timeout_secs) and was stopped; nothing was committed"
+    )]
+    CommitTimedOut {
+        /// The limit in seconds.
+        secs: u64,
+    },
     /// The build changed, added or removed evaluator-owned (protected) paths.
     #[error(
         "the build changed protected paths: {}; nothing was recorded",

@@ -163,46 +163,28 @@ impl ProtectedSet {
     /// The paths listed in `vibesys.toml` under `[gate] protect`, relative
     /// to the project. Empty when the file or the key is absent.
     pub fn configured(layout: &StateLayout) -> Result<Vec<PathBuf>> {
-        let path = layout.project().join(CONFIG_FILE);
-        let Some(bytes) = read_bounded(&path, CONFIG_LIMIT)? else {
-            return Ok(Vec::new());
-        };
-        let invalid = |reason: String| RuntimeError::InvalidConfig {
-            path: path.clone(),
-            reason,
-        };
-        let text = String::from_utf8(bytes).map_err(|_| invalid("not UTF-8".to_owned()))?;
-        let value: toml::Table = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
-        let Some(gate) = value.get("gate") else {
-            return Ok(Vec::new());
-        };
-        let gate = gate
-            .as_table()
-            .ok_or_else(|| invalid("[gate] must be a table".to_owned()))?;
-        let Some(protect) = gate.get("protect") else {
-            return Ok(Vec::new());
-        };
-        let list = protect
-            .as_array()
-            .ok_or_else(|| invalid("gate.protect must be an array of strings".to_owned()))?;
-        list.iter()
-            .map(|v| {
-                v.as_str()
-                    .map(PathBuf::from)
-                    .ok_or_else(|| invalid("gate.protect must be an array of strings".to_owned()))
-            })
-            .collect()
+        configured_list(layout, "gate", "protect")
+    }
+
+    /// The paths listed in `vibesys.toml` under `[task] protected`
+    /// (read-only to the agent and gated), relative to the project. Empty
+    /// when the file or the key is absent.
+    pub fn task_protected(layout: &StateLayout) -> Result<Vec<PathBuf>> {
+        configured_list(layout, "task", "protected")
     }
 
     /// The protected set a candidate build is checked against: the paths of
-    /// `[gate] protect` in the project's own `vibesys.toml`, plus the roots
+    /// `[gate] protect` and `[task] protected` in the project's own
+    /// `vibesys.toml`, plus the roots
     /// of the run's baseline when one was recorded (from the real run
     /// record). Paths are project-relative keys and need not exist; `None`
     /// when nothing is protected.
     pub fn for_build(layout: &StateLayout, run: &RunId) -> Result<Option<Self>> {
         let project = layout.project();
         let mut roots = Vec::new();
-        for p in Self::configured(layout)? {
+        let mut listed = Self::configured(layout)?;
+        listed.extend(Self::task_protected(layout)?);
+        for p in listed {
             if p.as_os_str().is_empty() {
                 return Err(RuntimeError::EmptyProtectedPath);
             }
@@ -652,6 +634,42 @@ fn hash_file(path: &Path, buf: &mut [u8]) -> Result<GateEntry> {
         blake3: hasher.finalize().to_hex().to_string(),
         executable: meta.permissions().mode() & 0o111 != 0,
     })
+}
+
+/// `[section] key` of the project's own `vibesys.toml` as paths: an array
+/// of strings; empty when the file, the table or the key is absent.
+fn configured_list(layout: &StateLayout, section: &str, key: &str) -> Result<Vec<PathBuf>> {
+    configured_paths(layout.project(), section, key)
+}
+
+/// `[section] key` of `root/vibesys.toml` as paths (see
+/// [`ProtectedSet::task_protected`]).
+pub(crate) fn configured_paths(root: &Path, section: &str, key: &str) -> Result<Vec<PathBuf>> {
+    let path = root.join(CONFIG_FILE);
+    let Some(bytes) = read_bounded(&path, CONFIG_LIMIT)? else {
+        return Ok(Vec::new());
+    };
+    let invalid = |reason: String| RuntimeError::InvalidConfig {
+        path: path.clone(),
+        reason,
+    };
+    let text = String::from_utf8(bytes).map_err(|_| invalid("not UTF-8".to_owned()))?;
+    let value: toml::Table = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+    let Some(table) = value.get(section) else {
+        return Ok(Vec::new());
+    };
+    let table = table
+        .as_table()
+        .ok_or_else(|| invalid(format!("[{section}] must be a table")))?;
+    let Some(list) = table.get(key) else {
+        return Ok(Vec::new());
+    };
+    let not_strings = || invalid(format!("{section}.{key} must be an array of strings"));
+    list.as_array()
+        .ok_or_else(not_strings)?
+        .iter()
+        .map(|v| v.as_str().map(PathBuf::from).ok_or_else(not_strings))
+        .collect()
 }
 
 #[cfg(test)]

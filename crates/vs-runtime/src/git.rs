@@ -378,6 +378,71 @@ pub fn run(dir: &Path, args: &[&OsStr]) -> Result<Vec<u8>> {
     }
 }
 
+/// Like [`run`], stopped at `deadline`: git runs in a process group of
+/// its own, killed whole (`SIGKILL`) when the deadline passes, and the
+/// call then fails with [`RuntimeError::CommitTimedOut`] naming `secs`.
+/// Its output is drained on threads; at most 1 MiB of stdout is kept.
+pub fn run_until(
+    dir: &Path,
+    args: &[&OsStr],
+    deadline: std::time::Instant,
+    secs: u64,
+) -> Result<Vec<u8>> {
+    use std::os::unix::process::CommandExt;
+    let mut child = command(dir, args)?
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(spawn_error)?;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = (&mut p).take(1024 * 1024).read_to_end(&mut buf);
+                let _ = std::io::copy(&mut p, &mut std::io::sink());
+            }
+            buf
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(spawn_error)? {
+            break status;
+        }
+        if std::time::Instant::now() >= deadline {
+            if let Ok(pid) = i32::try_from(child.id())
+                && let Some(pgid) = rustix::process::Pid::from_raw(pid)
+            {
+                let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(RuntimeError::CommitTimedOut { secs });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    if status.success() {
+        Ok(stdout)
+    } else {
+        Err(failure(dir, args, &status, &stderr))
+    }
+}
+
 fn failure(
     dir: &Path,
     args: &[&OsStr],

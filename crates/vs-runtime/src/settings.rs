@@ -81,8 +81,12 @@ impl ProjectSettings {
         state: StatePaths,
     ) -> Result<Self> {
         let workspace = Workspace::open(dir)?;
-        let config = PolicyConfig::load(config_root.unwrap_or(workspace.root()))?;
-        Self::with_config(workspace, config, flags, state)
+        let root = config_root.unwrap_or(workspace.root()).to_path_buf();
+        let mut config = PolicyConfig::load(&root)?;
+        let mut flags = flags.clone();
+        let protected = crate::gate::configured_paths(&root, "task", "protected")?;
+        add_protected(workspace.root(), &mut config, &mut flags, &protected);
+        Self::with_config(workspace, config, &flags, state)
     }
 
     /// As [`ProjectSettings::load`], with the configuration given.
@@ -118,22 +122,43 @@ impl ProjectSettings {
         Self::finish(workspace, config, &policy, &planned, network, allow, true)
     }
 
-    /// The settings of a build checkout (a throwaway copy of one commit):
-    /// the run-state paths (hidden ones always exist there; read-only ones
-    /// when the commit has them), the project's own `[sandbox]` paths that
-    /// exist in the checkout, and the default protections of what the
-    /// commit holds. A path the commit lacks has nothing to protect.
-    pub fn for_checkout(workspace: Workspace, config: PolicyConfig) -> Result<Self> {
+    /// The settings of a build or evaluation checkout (a throwaway copy of
+    /// one commit): the run-state paths (hidden ones always exist there;
+    /// read-only ones when the commit has them), the project's own
+    /// `[sandbox]` paths that exist in the checkout, `protected` (the
+    /// task's `[task] protected` and `[gate] protect`) read-only, and the
+    /// default protections of what the commit holds. A path the commit
+    /// lacks has nothing to protect.
+    pub fn for_checkout(
+        workspace: Workspace,
+        config: PolicyConfig,
+        protected: &[PathBuf],
+    ) -> Result<Self> {
         let exists = |p: &PathBuf| workspace.root().join(p).symlink_metadata().is_ok();
         let hidden: BTreeSet<PathBuf> = StateLayout::hidden_paths()
             .into_iter()
             .chain(config.hidden.iter().filter(|p| exists(p)).cloned())
             .collect();
-        let read_only: BTreeSet<PathBuf> = StateLayout::read_only_paths()
+        let mut read_only: BTreeSet<PathBuf> = StateLayout::read_only_paths()
             .into_iter()
             .chain(config.read_only.iter().cloned())
             .filter(|p| exists(p) && !hidden.contains(p))
             .collect();
+        let plain = |p: &&PathBuf| {
+            !p.as_os_str().is_empty()
+                && p.components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)))
+        };
+        for p in protected.iter().filter(plain).filter(|p| exists(p)) {
+            // Already hidden or already read-only: covered.
+            if hidden.iter().any(|h| p.starts_with(h)) || read_only.iter().any(|r| p.starts_with(r))
+            {
+                continue;
+            }
+            // A read-only path below it is covered by it.
+            read_only.retain(|r| !r.starts_with(p));
+            read_only.insert(p.clone());
+        }
         let policy = ProjectPathPolicy::new(read_only, hidden)?;
         let network = config.network.unwrap_or(true);
         let allow = config.allow.clone();
@@ -218,5 +243,55 @@ impl ProjectSettings {
         request.devices = self.config.devices.clone();
         request.path_var = path_var;
         request
+    }
+}
+
+/// What the task of the project at `root` protects: `[task] protected`
+/// and `[gate] protect` of its own `vibesys.toml`.
+pub fn task_protected_paths(root: &Path) -> Result<Vec<PathBuf>> {
+    let mut paths = crate::gate::configured_paths(root, "task", "protected")?;
+    for p in crate::gate::configured_paths(root, "gate", "protect")? {
+        if !paths.contains(&p) {
+            paths.push(p);
+        }
+    }
+    Ok(paths)
+}
+
+/// Adds `protected` (`[task] protected`: read-only to the agent in every
+/// entry point, not only in a run) to the read-only paths: each one the
+/// workspace holds, unless a hidden or read-only path already covers it;
+/// a read-only path below it gives way to it. The run state keeps its own
+/// rules.
+pub fn add_protected(
+    root: &Path,
+    config: &mut PolicyConfig,
+    flags: &mut PolicyFlags,
+    protected: &[PathBuf],
+) {
+    for p in protected {
+        if p.as_os_str().is_empty()
+            || p.is_absolute()
+            || p.components()
+                .any(|c| !matches!(c, std::path::Component::Normal(_)))
+            || p.starts_with(STATE_DIR)
+            || Path::new(STATE_DIR).starts_with(p)
+            || std::fs::symlink_metadata(root.join(p)).is_err()
+        {
+            continue;
+        }
+        let covered = config
+            .hidden
+            .iter()
+            .chain(&flags.hidden)
+            .chain(&config.read_only)
+            .chain(&flags.read_only)
+            .any(|c| p.starts_with(c));
+        if covered {
+            continue;
+        }
+        config.read_only.retain(|r| !r.starts_with(p));
+        flags.read_only.retain(|r| !r.starts_with(p));
+        flags.read_only.push(p.clone());
     }
 }

@@ -2,8 +2,11 @@
 //!
 //! It is the `HostSandbox` plan of the run's `ProjectPathPolicy` (the same
 //! lowering, nothing re-implemented) plus what a batch job needs: the
-//! plan's private tmpfs `/tmp` named by `TMPDIR`, `TMP` and `TEMP`, the
-//! device nodes of the GPUs Slurm allocated to the job, and the request's
+//! plan's private tmpfs `/tmp` named by `TMPDIR`, `TMP` and `TEMP`, a
+//! fresh empty `HOME` in it ([`JOB_HOME`], outside every workspace), the
+//! device nodes of the GPUs Slurm allocated to the job, and a minimal
+//! environment: nothing of the job step's (Slurm's variables, the
+//! operator's `HOME`) but `PATH`, a fixed locale and the request's
 //! (filtered) variables, set inside the sandbox only.
 
 use std::path::PathBuf;
@@ -14,6 +17,19 @@ use super::BrokerError;
 
 /// The variables that point scratch tools at the private `/tmp`.
 pub const TMP_VARS: [&str; 3] = ["TMPDIR", "TMP", "TEMP"];
+
+/// What the job step's environment passes into the sandbox besides
+/// `PATH`: the accelerators Slurm allocated.
+pub const STEP_VARS: [&str; 5] = [
+    "CUDA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+    "ZE_AFFINITY_MASK",
+];
+
+/// Every job's `HOME`: a fresh, empty directory in its private `/tmp`.
+pub const JOB_HOME: &str = "/tmp/home";
 
 /// The bwrap plan of one agent job.
 #[derive(Debug, Clone)]
@@ -42,6 +58,19 @@ impl HostJobConfinement {
             let d = dev.display().to_string();
             plan.args.extend(["--dev-bind".to_owned(), d.clone(), d]);
         }
+        // Nothing of the job step's environment but PATH and the
+        // accelerators Slurm allocated.
+        let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+        plan.args.push("--clearenv".to_owned());
+        for (k, v) in [("PATH", path.as_str()), ("LANG", "C.UTF-8")] {
+            plan.args
+                .extend(["--setenv".to_owned(), k.to_owned(), v.to_owned()]);
+        }
+        for k in STEP_VARS {
+            if let Ok(v) = std::env::var(k) {
+                plan.args.extend(["--setenv".to_owned(), k.to_owned(), v]);
+            }
+        }
         for (k, v) in env {
             if !super::env_allowed(k) {
                 continue;
@@ -53,6 +82,15 @@ impl HostJobConfinement {
             plan.args
                 .extend(["--setenv".to_owned(), var.to_owned(), "/tmp".to_owned()]);
         }
+        plan.args.extend([
+            "--perms".to_owned(),
+            "0700".to_owned(),
+            "--dir".to_owned(),
+            JOB_HOME.to_owned(),
+            "--setenv".to_owned(),
+            "HOME".to_owned(),
+            JOB_HOME.to_owned(),
+        ]);
         Ok(Self { plan })
     }
 
@@ -87,7 +125,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_plan_is_the_host_sandbox_plan_plus_devices_and_scratch_variables() {
+    fn the_plan_is_the_host_sandbox_plan_plus_devices_a_minimal_env_and_a_fresh_home() {
         let dir = tempfile::tempdir().unwrap();
         let ws = vs_sandbox::Workspace::open(dir.path()).unwrap();
         let policy = vs_sandbox::ProjectPathPolicy::empty().resolve(&ws).unwrap();
@@ -121,10 +159,22 @@ mod tests {
             &base[..],
             "the HostSandbox plan, unchanged"
         );
-        assert_eq!(
-            args[base.len()..].join(" "),
-            "--dev-bind /dev/nvidia1 /dev/nvidia1 --setenv GREETING hi \
-             --setenv TMPDIR /tmp --setenv TMP /tmp --setenv TEMP /tmp"
+        let tail = args[base.len()..].join(" ");
+        assert!(
+            tail.starts_with("--dev-bind /dev/nvidia1 /dev/nvidia1 --clearenv --setenv PATH "),
+            "{tail}"
+        );
+        assert!(
+            tail.contains(" --setenv LANG C.UTF-8 ") && tail.contains(" --setenv GREETING hi "),
+            "{tail}"
+        );
+        assert!(!tail.contains("SLURM_JOB_ID") && !tail.contains("/elsewhere"));
+        assert!(
+            tail.ends_with(
+                "--setenv TMPDIR /tmp --setenv TMP /tmp --setenv TEMP /tmp \
+                 --perms 0700 --dir /tmp/home --setenv HOME /tmp/home"
+            ),
+            "{tail}"
         );
         assert_eq!(job.plan().fds, sandbox.plan().fds);
     }

@@ -93,6 +93,7 @@ pub enum BrokerError {
 /// confinement sets itself.
 pub fn env_allowed(name: &str) -> bool {
     const DENIED: &[&str] = &[
+        "HOME",
         "HOSTNAME",
         "container",
         "container_uuid",

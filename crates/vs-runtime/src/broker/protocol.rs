@@ -82,6 +82,10 @@ pub enum Request {
         /// Variables for the command (filtered by the broker).
         #[serde(default)]
         env: BTreeMap<String, String>,
+        /// `Some(false)`: the job has no network (an evaluation without
+        /// `network = true`); otherwise the project's setting.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        network: Option<bool>,
     },
     /// Run one of the task's trusted gates by name (framework socket only).
     Gate {
@@ -355,6 +359,7 @@ mod tests {
     #[test]
     fn request_round_trip_and_bounds() {
         let req = Request::Job {
+            network: Some(false),
             version: 1,
             argv: vec!["true".into()],
             cwd: None,

@@ -24,6 +24,10 @@ use super::slurm::{JobSubmission, SlurmTools, job_comment, job_name_prefix};
 pub enum Role {
     /// The agent's socket: agent jobs only, and only when enabled.
     Agent,
+    /// One candidate's agent socket: agent jobs only, when enabled, and
+    /// only in that candidate's worktree (never the project, never another
+    /// candidate's).
+    Candidate(u32),
     /// The framework's socket: agent jobs and the task's trusted gates.
     Framework,
 }
@@ -31,15 +35,16 @@ pub enum Role {
 impl Role {
     fn index(self) -> usize {
         match self {
-            Self::Agent => 0,
+            Self::Agent | Self::Candidate(_) => 0,
             Self::Framework => 1,
         }
     }
 
-    fn name(self) -> &'static str {
+    fn name(self) -> String {
         match self {
-            Self::Agent => "agent",
-            Self::Framework => "framework",
+            Self::Agent => "agent".to_owned(),
+            Self::Candidate(n) => format!("candidate {n} agent"),
+            Self::Framework => "framework".to_owned(),
         }
     }
 }
@@ -67,6 +72,7 @@ pub struct Broker {
     dir: PathBuf,
     agent: PathBuf,
     framework: PathBuf,
+    candidates: Vec<PathBuf>,
     listeners: Vec<(Role, UnixListener)>,
     leftovers: usize,
 }
@@ -133,8 +139,14 @@ impl Broker {
         mkdir(&dir)?;
         let mut listeners = Vec::new();
         let mut paths = Vec::new();
-        for role in [Role::Agent, Role::Framework] {
-            let sub = dir.join(role.name());
+        let roles = [Role::Agent, Role::Framework]
+            .into_iter()
+            .chain((1..=ctx.settings.candidates).map(Role::Candidate));
+        for role in roles {
+            let sub = dir.join(match role {
+                Role::Candidate(n) => format!("candidate-{n}"),
+                _ => role.name(),
+            });
             mkdir(&sub)?;
             let path = sub.join("broker.sock");
             let listener = UnixListener::bind(&path).map_err(|source| BrokerError::Io {
@@ -155,6 +167,7 @@ impl Broker {
             dir,
             agent: paths[0].clone(),
             framework: paths[1].clone(),
+            candidates: paths[2..].to_vec(),
             listeners,
             leftovers,
         })
@@ -170,6 +183,12 @@ impl Broker {
         &self.framework
     }
 
+    /// The agent socket of candidate `n` (1-based), when served.
+    pub fn candidate_socket(&self, n: u32) -> Option<&Path> {
+        let i = usize::try_from(n).ok()?.checked_sub(1)?;
+        self.candidates.get(i).map(PathBuf::as_path)
+    }
+
     /// How many leftover jobs the start cancelled.
     pub fn leftovers(&self) -> usize {
         self.leftovers
@@ -179,7 +198,10 @@ impl Broker {
     pub fn shutdown_handle(&self) -> ShutdownHandle {
         ShutdownHandle {
             ctx: Arc::clone(&self.ctx),
-            sockets: vec![self.agent.clone(), self.framework.clone()],
+            sockets: [self.agent.clone(), self.framework.clone()]
+                .into_iter()
+                .chain(self.candidates.iter().cloned())
+                .collect(),
         }
     }
 
@@ -382,7 +404,10 @@ fn plan(ctx: &Ctx, role: Role, req: &Request) -> Result<JobSubmission, String> {
     match req {
         Request::Gate { name: gate, .. } => {
             if role != Role::Framework {
-                return Err("the agent socket cannot run gates; gates run only through the framework socket".into());
+                return Err(format!(
+                    "the {} socket cannot run gates; gates run only through the framework socket",
+                    role.name()
+                ));
             }
             let Some(argv) = s.gates.get(gate) else {
                 return Err(format!(
@@ -407,9 +432,10 @@ fn plan(ctx: &Ctx, role: Role, req: &Request) -> Result<JobSubmission, String> {
             gpus,
             time_minutes,
             env,
+            network,
             ..
         } => {
-            if role == Role::Agent && !s.agent_jobs {
+            if role != Role::Framework && !s.agent_jobs {
                 return Err("agent jobs are off: the operator has not enabled [vibesys.agent_gpu] (enabled = true) in vibesys.toml or --agent-gpu".into());
             }
             if *gpus > s.max_gpus {
@@ -426,6 +452,19 @@ fn plan(ctx: &Ctx, role: Role, req: &Request) -> Result<JobSubmission, String> {
                 ));
             }
             let (workspace, cwd) = super::resolve_cwd(&s.project, &s.run, cwd.as_deref())?;
+            if let Role::Candidate(n) = role {
+                let own = s
+                    .project
+                    .join(crate::state::StateLayout::candidates_rel(&s.run))
+                    .join(n.to_string());
+                if workspace != own {
+                    return Err(format!(
+                        "candidate {n}'s socket runs jobs only in its own worktree {}; {} is outside it",
+                        own.display(),
+                        cwd.display()
+                    ));
+                }
+            }
             let mut node: Vec<OsString> = vec![
                 s.helper.clone().into_os_string(),
                 "internal-host-job".into(),
@@ -441,6 +480,9 @@ fn plan(ctx: &Ctx, role: Role, req: &Request) -> Result<JobSubmission, String> {
             if let Some(b) = &s.bwrap {
                 node.push("--bwrap".into());
                 node.push(b.clone().into_os_string());
+            }
+            if *network == Some(false) {
+                node.push("--no-network".into());
             }
             for (k, v) in env {
                 if super::env_allowed(k) {

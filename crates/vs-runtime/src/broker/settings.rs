@@ -66,6 +66,9 @@ pub struct BrokerFlags {
     pub max_gpus: Option<u32>,
     /// `--max-time MIN`.
     pub max_time_minutes: Option<u32>,
+    /// `--candidates N`: one agent socket per candidate of the run, each
+    /// bound to that candidate's worktree.
+    pub candidates: u32,
 }
 
 /// Everything the broker trusts, validated.
@@ -73,6 +76,8 @@ pub struct BrokerFlags {
 pub struct BrokerSettings {
     /// The workspace (canonical): jobs run in it or its candidate worktrees.
     pub project: PathBuf,
+    /// How many candidate agent sockets to serve (`--candidates`).
+    pub candidates: u32,
     /// The run; jobs carry it in their name and comment.
     pub run: RunId,
     /// Whether the agent socket accepts jobs.
@@ -175,8 +180,18 @@ impl BrokerSettings {
                 reason: "the time limit must be at least one minute".into(),
             });
         }
+        if flags.candidates > crate::run::MAX_CANDIDATES {
+            return Err(BrokerError::Config {
+                path: project.clone(),
+                reason: format!(
+                    "--candidates must be at most {}",
+                    crate::run::MAX_CANDIDATES
+                ),
+            });
+        }
         Ok(Self {
             project,
+            candidates: flags.candidates,
             run,
             agent_jobs: flags.agent_gpu || agent.enabled,
             max_gpus: flags

@@ -9,13 +9,17 @@
 //!
 //! 1. the agent's turn, confined by the run environment ([`RunHost`]);
 //! 2. outside confinement, the framework commits the candidate's changes
-//!    with the hardened git ([`crate::git`]) and keeps the commit as
+//!    with the hardened git ([`crate::git`]), within the task's
+//!    [`CommitLimits`], and keeps the commit as
 //!    `refs/vibesys/runs/<run>/<n>`;
 //! 3. the accuracy gate: a changed, added or removed protected path fails
 //!    the candidate, naming each;
 //! 4. the trusted build (`[build]`, when the task has one);
-//! 5. `check` and `measure` through the environment's trusted command
-//!    runner.
+//! 5. `check` and `measure` in a fresh checkout of the commit holding the
+//!    build's verified outputs, with a fresh `HOME` ([`EvalCheckout`]),
+//!    each through the confined runner the environment opens for it
+//!    ([`RunHost::evaluator`]); the checkout's protected paths are
+//!    compared with the baseline afterwards.
 //!
 //! Every phase is recorded in `runs/<id>/candidates/<n>.json` as it ends.
 //! One candidate's failure never stops another; a cancelled run (Ctrl-C)
@@ -31,6 +35,7 @@
 
 pub mod accelerator;
 pub mod dispatch;
+pub mod evaluation;
 pub mod record;
 mod remote_eval;
 pub mod status;
@@ -39,6 +44,7 @@ pub mod task;
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, OpenOptions};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -48,7 +54,7 @@ use std::time::{Duration, Instant};
 use vs_sandbox::runner::CancellationToken;
 use vs_sandbox::{CommandResult, CommandRunner, CommandSpec, Confinement};
 
-use crate::build::{BuildCheckout, BuildSpec};
+use crate::build::{BuildCheckout, BuildSpec, TrustedBuild};
 use crate::environment::RunEnvironment;
 use crate::error::{Result, RuntimeError};
 use crate::fsutil::{ensure_dir_chain, random_bytes, write_atomic};
@@ -58,11 +64,12 @@ use crate::state::{STATE_DIR, StateLayout};
 use crate::worktree::CandidateWorktree;
 use crate::{git, time};
 
+pub use evaluation::{EvalCheckout, EvalPlace};
 pub use record::{
     CandidateRecord, CandidateState, ImageRecord, PhaseRecord, PhaseStatus, RunRecord, RunState,
     RunStore,
 };
-pub use task::{EvalCommand, Goal, MeasureSpec, TaskSpec};
+pub use task::{CommitLimits, EvalCommand, Goal, MeasureSpec, TaskSpec};
 
 /// Most candidates one run may have.
 pub const MAX_CANDIDATES: u32 = 64;
@@ -99,12 +106,13 @@ pub struct AgentOutcome {
     pub log: Vec<u8>,
 }
 
-/// The trusted command runner `check` and `measure` go through.
+/// The confined command runner one `check` or `measure` goes through.
 pub struct Evaluator {
-    /// The runner (`DockerSandbox::execute` in the run's container,
-    /// `LocalShellRunner` on the host).
+    /// The runner (`DockerSandbox::execute` in the evaluation's container,
+    /// the host backend on the host, a confined Slurm job).
     pub runner: Box<dyn CommandRunner + Send>,
-    /// Where it runs, for the record (a container ID, `host`).
+    /// Where it runs, for the record (a container ID, `host, confined by
+    /// bwrap`).
     pub location: String,
     /// `PATH` of the commands.
     pub path_var: OsString,
@@ -129,13 +137,16 @@ pub trait RunHost: Sync {
         checkout: &Path,
     ) -> std::result::Result<Box<dyn Confinement>, HostError>;
 
-    /// The runner for `check` and `measure` in `candidate.worktree`. It is
-    /// opened while the agent works (a container of its own, which nothing
-    /// of the agent's can reach) and used after the agent's processes are
-    /// gone.
+    /// The confined runner for one evaluation `command` (`check` or
+    /// `measure`) in `place`: a fresh checkout of the measured commit
+    /// (writable; the protected paths and the evaluator read-only, the run
+    /// state hidden), its fresh `HOME` (writable), no network unless
+    /// `command.network`. Opened after the agent's processes are gone.
     fn evaluator(
         &self,
         candidate: &CandidateContext<'_>,
+        place: EvalPlace<'_>,
+        command: &EvalCommand,
     ) -> std::result::Result<Evaluator, HostError>;
 
     /// Progress: a candidate's phase started (nothing by default).
@@ -627,22 +638,10 @@ fn candidate_phases(
         objective: &objective,
     };
 
-    // The agent's turn, confined; the evaluation runner opens meanwhile.
+    // The agent's turn, confined.
     let route = dispatch::evaluation_route(run.environment).map_err(|e| e.to_string())?;
     let t = p.start("agent");
-    let host = p.host;
-    let (outcome, opened) = std::thread::scope(|scope| {
-        // A remote route asks the host for no runner: the service evaluates.
-        let opening = (route == dispatch::EvaluationRoute::Local)
-            .then(|| scope.spawn(|| host.evaluator(&ctx)));
-        let outcome = host.agent_turn(&ctx, cancel);
-        let opened = opening.map(|o| {
-            o.join()
-                .unwrap_or_else(|_| Err("opening the evaluation runner panicked".into()))
-        });
-        (outcome, opened)
-    });
-    let outcome = match outcome {
+    let outcome = match p.host.agent_turn(&ctx, cancel) {
         Ok(o) => o,
         Err(e) => return p.done("agent", t, Err(format!("{e}"))),
     };
@@ -665,9 +664,10 @@ fn candidate_phases(
     };
     p.done("agent", t, agent)?;
 
-    // Outside confinement: the framework commits, with the hardened git.
+    // Outside confinement: the framework commits, with the hardened git,
+    // within the task's bounds.
     let t = p.start("commit");
-    let commit = commit_candidate(&layout, run, n, worktree.path());
+    let commit = commit_candidate(&layout, run, n, worktree.path(), cancel);
     let commit = match commit {
         Ok(c) => c,
         Err(e) => return p.done("commit", t, Err(e.to_string())),
@@ -688,9 +688,11 @@ fn candidate_phases(
         }
         _ => false,
     };
+    let mut built = false;
     if !remote_build {
         let t = p.start("build");
         let build = build_candidate(p.host, &ctx, &layout, &commit);
+        built = build == Ok(PhaseStatus::Passed);
         p.done("build", t, build)?;
     }
     if cancel.is_cancelled() {
@@ -698,34 +700,29 @@ fn candidate_phases(
         return Ok(());
     }
 
-    // check and measure through the trusted command runner, or on the
-    // service.
+    // check and measure in a fresh checkout of the commit, the verified
+    // build outputs placed in it, through the environment's confined
+    // runner, or on the service.
     if let dispatch::EvaluationRoute::Remote(service) = route {
         return remote_eval::evaluate(p, run, n, &commit, service, cancel);
     }
     let t = p.start("check");
-    let evaluator = match opened {
-        Some(Ok(e)) => e,
-        Some(Err(e)) => return p.done("check", t, Err(format!("{e}"))),
-        None => {
-            return p.done(
-                "check",
-                t,
-                Err("no evaluation runner was opened".to_owned()),
-            );
-        }
+    let checkout = match eval_checkout(&layout, run, n, &commit, built) {
+        Ok(c) => c,
+        Err(e) => return p.done("check", t, Err(e)),
     };
-    p.rec.evaluated_in = Some(evaluator.location.clone());
-    let result = evaluate(&evaluator, worktree.path(), &run.task.check, cancel);
+    let result = evaluate(p.host, &ctx, &checkout, &run.task.check, cancel);
     let check = match &result {
-        Ok(r) => {
+        Ok((r, location)) => {
+            p.rec.evaluated_in = Some(location.clone());
             let _ = p.store.save_log(n, "check", &log_bytes(r));
             if r.cancelled {
                 p.cancelled = true;
                 return Ok(());
             }
             if r.success() {
-                Ok(PhaseStatus::Passed)
+                evaluation_left_protected(&layout, run, checkout.path(), "check")
+                    .map(|()| PhaseStatus::Passed)
             } else if r.timed_out {
                 Err(format!("timed out after {} s", run.task.check.timeout_secs))
             } else {
@@ -744,15 +741,19 @@ fn candidate_phases(
         return p.done("measure", Instant::now(), Ok(PhaseStatus::Skipped));
     };
     let t = p.start("measure");
-    let result = evaluate(&evaluator, worktree.path(), &measure.command, cancel);
+    let result = evaluate(p.host, &ctx, &checkout, &measure.command, cancel);
     let metrics = match result {
-        Ok(r) => {
+        Ok((r, location)) => {
+            // Where the measured number came from.
+            p.rec.evaluated_in = Some(location);
             let _ = p.store.save_log(n, "measure", &log_bytes(&r));
             if r.cancelled {
                 p.cancelled = true;
                 return Ok(());
             }
-            parse_metrics(&r, measure)
+            parse_metrics(&r, measure).and_then(|m| {
+                evaluation_left_protected(&layout, run, checkout.path(), "measure").map(|()| m)
+            })
         }
         Err(e) => Err(e),
     };
@@ -765,6 +766,52 @@ fn candidate_phases(
     }
 }
 
+/// The evaluation's checkout of `commit`, with the verified outputs of its
+/// trusted build when `built`.
+fn eval_checkout(
+    layout: &StateLayout,
+    run: &RunRecord,
+    n: u32,
+    commit: &str,
+    built: bool,
+) -> std::result::Result<EvalCheckout, String> {
+    let build = if built {
+        Some(TrustedBuild::load(layout, &run.run_id, commit).map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
+    EvalCheckout::create(layout, &run.run_id, n, commit, build.as_ref())
+        .map_err(|e| format!("cannot prepare the evaluation's checkout of {commit}: {e}"))
+}
+
+/// The protected paths of the evaluation's checkout after `what` ran: a
+/// change (which confinement should have stopped) fails the candidate,
+/// naming each path.
+fn evaluation_left_protected(
+    layout: &StateLayout,
+    run: &RunRecord,
+    checkout: &Path,
+    what: &str,
+) -> std::result::Result<(), String> {
+    if run.protected.is_empty() {
+        return Ok(());
+    }
+    let mut differences = gate_differences(layout, run, checkout).map_err(|e| e.to_string())?;
+    // The build's outputs (and the directories holding them) were placed
+    // there by vibesys.
+    if let Ok(spec) = BuildSpec::load(layout) {
+        differences.retain(|d| !(d.change == gate::Change::Added && spec.makes(&d.path)));
+    }
+    if differences.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "protected paths changed while {what} ran: {}",
+            gate::describe_differences(&differences)
+        ))
+    }
+}
+
 /// A fresh worktree for candidate `id` at the base commit, checked against
 /// the gate baseline before anything runs, with `objective.md` in it.
 fn prepare_worktree(
@@ -773,6 +820,9 @@ fn prepare_worktree(
     id: &CandidateId,
 ) -> std::result::Result<(CandidateWorktree, PathBuf), String> {
     CandidateWorktree::discard(layout, &run.run_id, id).map_err(|e| e.to_string())?;
+    if let Ok(n) = id.as_str().parse::<u32>() {
+        evaluation::discard_stale(layout, &run.run_id, n).map_err(|e| e.to_string())?;
+    }
     let wt = CandidateWorktree::create_at_commit(layout, &run.run_id, id, &run.base_commit)
         .map_err(|e| e.to_string())?;
     if !run.protected.is_empty() {
@@ -824,20 +874,36 @@ fn gate_candidate(
 
 /// Commits everything the agent changed (never the run state) with the
 /// hardened git, and keeps the commit as `refs/vibesys/runs/<run>/<n>`.
+/// The task's [`CommitLimits`] bound it: every file git would read (new,
+/// or changed since the checkout) is measured by `lstat` first, and a file
+/// or the total over its limit fails the candidate, naming it, before git
+/// reads any of them; `git add` and `git commit` are killed at the time
+/// limit.
 fn commit_candidate(
     layout: &StateLayout,
     run: &RunRecord,
     n: u32,
     worktree: &Path,
+    cancel: &CancellationToken,
 ) -> Result<String> {
     let os = OsStr::new;
+    let limits = run.task.commit;
+    let deadline = Instant::now() + Duration::from_secs(limits.timeout_secs);
     let exclude = format!(":(exclude){STATE_DIR}");
-    git::run(
+    check_commit_size(worktree, &exclude, &limits)?;
+    if Instant::now() >= deadline || cancel.is_cancelled() {
+        return Err(RuntimeError::CommitTimedOut {
+            secs: limits.timeout_secs,
+        });
+    }
+    git::run_until(
         worktree,
         &[os("add"), os("-A"), os("--"), os("."), os(&exclude)],
+        deadline,
+        limits.timeout_secs,
     )?;
     let message = format!("vibesys run {} candidate {n}", run.run_id);
-    git::run(
+    git::run_until(
         worktree,
         &[
             os("-c"),
@@ -852,6 +918,8 @@ fn commit_candidate(
             os("-m"),
             os(&message),
         ],
+        deadline,
+        limits.timeout_secs,
     )?;
     let out = git::run(
         worktree,
@@ -864,6 +932,65 @@ fn commit_candidate(
         &[os("update-ref"), os(&name), os(&commit)],
     )?;
     Ok(commit)
+}
+
+/// Measures, without reading them, the files `git add -A` would read in
+/// `worktree`: untracked ones that are not ignored and tracked ones whose
+/// stat differs from the index (`git ls-files --others --modified`, which
+/// reads names and stat data only). Their apparent sizes (holes count)
+/// must stay within `limits`.
+fn check_commit_size(worktree: &Path, exclude: &str, limits: &CommitLimits) -> Result<()> {
+    let os = OsStr::new;
+    let mut total: u64 = 0;
+    let mut over: Option<RuntimeError> = None;
+    git::for_each_nul_record(
+        worktree,
+        &[
+            os("ls-files"),
+            os("-z"),
+            os("--others"),
+            os("--modified"),
+            os("--exclude-standard"),
+            os("--"),
+            os("."),
+            os(exclude),
+        ],
+        |record| {
+            if over.is_some() || record.is_empty() {
+                return;
+            }
+            let rel = Path::new(OsStr::from_bytes(record));
+            let Ok(meta) = std::fs::symlink_metadata(worktree.join(rel)) else {
+                // Removed: nothing to read.
+                return;
+            };
+            let size = if meta.file_type().is_file() {
+                meta.len()
+            } else {
+                0
+            };
+            let name = String::from_utf8_lossy(record).chars().take(1024).collect();
+            if size > limits.max_file_bytes {
+                over = Some(RuntimeError::CommitFileTooLarge {
+                    path: name,
+                    size,
+                    limit: limits.max_file_bytes,
+                });
+                return;
+            }
+            total = total.saturating_add(size);
+            if total > limits.max_total_bytes {
+                over = Some(RuntimeError::CommitTotalTooLarge {
+                    path: name,
+                    limit: limits.max_total_bytes,
+                });
+            }
+        },
+    )?;
+    match over {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 fn build_candidate(
@@ -898,26 +1025,34 @@ fn build_candidate(
         .map_err(|e| e.to_string())
 }
 
+/// Runs `command` in the evaluation's checkout through the runner the
+/// host opens for it, with the minimal environment: `PATH`, the fresh
+/// `HOME`, a fixed locale. Returns the result and where it ran.
 fn evaluate(
-    evaluator: &Evaluator,
-    worktree: &Path,
+    host: &dyn RunHost,
+    ctx: &CandidateContext<'_>,
+    checkout: &EvalCheckout,
     command: &EvalCommand,
     cancel: &CancellationToken,
-) -> std::result::Result<CommandResult, String> {
-    let mut spec = CommandSpec::new(command.argv.iter().map(OsString::from), worktree)
+) -> std::result::Result<(CommandResult, String), String> {
+    let evaluator = host
+        .evaluator(ctx, checkout.place(), command)
+        .map_err(|e| format!("{e}"))?;
+    let mut spec = CommandSpec::new(command.argv.iter().map(OsString::from), checkout.path())
         .timeout(Duration::from_secs(command.timeout_secs))
         .cancel_token(cancel.clone());
     spec.env.insert("PATH".into(), evaluator.path_var.clone());
     spec.env
-        .insert("HOME".into(), worktree.as_os_str().to_owned());
+        .insert("HOME".into(), checkout.home().as_os_str().to_owned());
     spec.env.insert("LANG".into(), "C.UTF-8".into());
-    evaluator.runner.run(&spec).map_err(|e| {
+    let result = evaluator.runner.run(&spec).map_err(|e| {
         format!(
             "cannot run {:?} in {}: {e}",
             command.argv.first().map(String::as_str).unwrap_or(""),
             evaluator.location
         )
-    })
+    })?;
+    Ok((result, evaluator.location))
 }
 
 /// stdout and stderr of a result, each bounded, for a log.

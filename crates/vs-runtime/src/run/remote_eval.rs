@@ -30,6 +30,17 @@ pub(super) fn plan(
     let remote = |e| RuntimeError::Remote { source: e };
     let mut evaluation = TrustedEvaluation::from_task(task, &path).map_err(remote)?;
     let config = remote::config::load_remote(layout.project())?;
+    // Check and measure run on the service, in its checkout of the commit:
+    // the build outputs they load must be made there, in the same
+    // dispatch. A local build's verified outputs never reach the service.
+    if crate::build::BuildSpec::load(layout).is_ok() && !config.builds_on(service) {
+        let (title, table) = (service.title(), service.package().0);
+        return Err(RuntimeError::InvalidRunRequest {
+            reason: format!(
+                "the task has a [build] and check and measure run on {title}: set [{table}] build = true so that the build runs there, before them, in the same checkout (a local build's outputs do not reach the service)"
+            ),
+        });
+    }
     evaluation.build = remote::config::load_build(layout.project(), &config, service)?;
     let clients = Clients::discover();
     clients.require_outside(layout.project()).map_err(remote)?;

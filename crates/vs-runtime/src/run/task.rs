@@ -39,6 +39,12 @@ struct RawTask {
     objective: String,
     #[serde(default)]
     protected: Vec<String>,
+    #[serde(default)]
+    commit_timeout_secs: Option<u64>,
+    #[serde(default)]
+    commit_max_file_bytes: Option<u64>,
+    #[serde(default)]
+    commit_max_total_bytes: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -47,6 +53,8 @@ struct RawCommand {
     argv: Vec<String>,
     #[serde(default)]
     timeout_secs: Option<u64>,
+    #[serde(default)]
+    network: bool,
 }
 
 #[derive(Deserialize)]
@@ -59,6 +67,8 @@ struct RawMeasure {
     metric: Option<String>,
     #[serde(default)]
     goal: Option<Goal>,
+    #[serde(default)]
+    network: bool,
 }
 
 /// Which way a metric is better.
@@ -79,6 +89,42 @@ pub struct EvalCommand {
     pub argv: Vec<String>,
     /// Killed (process tree) after this many seconds.
     pub timeout_secs: u64,
+    /// Whether it keeps the network (`network = true`); evaluation has
+    /// none by default.
+    #[serde(default)]
+    pub network: bool,
+}
+
+/// Most seconds the commit phase may take by default.
+pub const DEFAULT_COMMIT_TIMEOUT_SECS: u64 = 300;
+/// Largest file the commit phase reads by default (1 GiB).
+pub const DEFAULT_COMMIT_MAX_FILE_BYTES: u64 = 1024 * 1024 * 1024;
+/// Most bytes the commit phase reads by default, all files together
+/// (4 GiB).
+pub const DEFAULT_COMMIT_MAX_TOTAL_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+
+/// The bounds of the commit phase (`[task] commit_timeout_secs`,
+/// `commit_max_file_bytes`, `commit_max_total_bytes`): a candidate's
+/// worktree over one of them fails the candidate, naming the file or the
+/// total, before git reads anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitLimits {
+    /// Seconds `git add` and `git commit` may take together.
+    pub timeout_secs: u64,
+    /// Largest file (its apparent size, holes included).
+    pub max_file_bytes: u64,
+    /// Largest total of every file git would read.
+    pub max_total_bytes: u64,
+}
+
+impl Default for CommitLimits {
+    fn default() -> Self {
+        Self {
+            timeout_secs: DEFAULT_COMMIT_TIMEOUT_SECS,
+            max_file_bytes: DEFAULT_COMMIT_MAX_FILE_BYTES,
+            max_total_bytes: DEFAULT_COMMIT_MAX_TOTAL_BYTES,
+        }
+    }
 }
 
 /// `[measure]`: the command, and which metric ranks candidates.
@@ -104,6 +150,10 @@ pub struct TaskSpec {
     pub check: EvalCommand,
     /// `[measure]`, when the task measures.
     pub measure: Option<MeasureSpec>,
+    /// The bounds of the commit phase (defaults when the record predates
+    /// them).
+    #[serde(default)]
+    pub commit: CommitLimits,
     /// sha256 of the whole `vibesys.toml`, lowercase hex: a resume refuses
     /// a changed task.
     pub digest: String,
@@ -191,7 +241,9 @@ impl TaskSpec {
             }
             protected.push(key);
         }
-        let check = command("check", check.argv, check.timeout_secs).map_err(invalid)?;
+        let commit = commit_limits(&task).map_err(invalid)?;
+        let check =
+            command("check", check.argv, check.timeout_secs, check.network).map_err(invalid)?;
         let measure = match measure {
             Some(m) => {
                 if let Some(metric) = &m.metric
@@ -202,7 +254,8 @@ impl TaskSpec {
                     ));
                 }
                 Some(MeasureSpec {
-                    command: command("measure", m.argv, m.timeout_secs).map_err(invalid)?,
+                    command: command("measure", m.argv, m.timeout_secs, m.network)
+                        .map_err(invalid)?,
                     metric: m.metric,
                     goal: m.goal.unwrap_or_default(),
                 })
@@ -214,6 +267,7 @@ impl TaskSpec {
             protected,
             check,
             measure,
+            commit,
             digest: hex::encode(Sha256::digest(text.as_bytes())),
         })
     }
@@ -238,10 +292,42 @@ impl TaskSpec {
     }
 }
 
+/// `[task]`'s commit bounds, each at least 1 (defaults when absent).
+fn commit_limits(task: &RawTask) -> std::result::Result<CommitLimits, String> {
+    let d = CommitLimits::default();
+    let pick = |name: &str, v: Option<u64>, default: u64, max: u64| match v {
+        None => Ok(default),
+        Some(0) => Err(format!("task.{name} must be at least 1")),
+        Some(v) if v > max => Err(format!("task.{name} must be at most {max}")),
+        Some(v) => Ok(v),
+    };
+    Ok(CommitLimits {
+        timeout_secs: pick(
+            "commit_timeout_secs",
+            task.commit_timeout_secs,
+            d.timeout_secs,
+            MAX_TIMEOUT_SECS,
+        )?,
+        max_file_bytes: pick(
+            "commit_max_file_bytes",
+            task.commit_max_file_bytes,
+            d.max_file_bytes,
+            u64::MAX / 2,
+        )?,
+        max_total_bytes: pick(
+            "commit_max_total_bytes",
+            task.commit_max_total_bytes,
+            d.max_total_bytes,
+            u64::MAX / 2,
+        )?,
+    })
+}
+
 fn command(
     name: &str,
     argv: Vec<String>,
     timeout: Option<u64>,
+    network: bool,
 ) -> std::result::Result<EvalCommand, String> {
     if argv.is_empty() || argv[0].is_empty() {
         return Err(format!("{name}.argv must name a program"));
@@ -268,7 +354,11 @@ fn command(
         }
         Some(s) => s,
     };
-    Ok(EvalCommand { argv, timeout_secs })
+    Ok(EvalCommand {
+        argv,
+        timeout_secs,
+        network,
+    })
 }
 
 /// A protected path as a `/`-separated project-relative key: relative,
@@ -328,7 +418,21 @@ hidden = ["secrets"]
         let m = t.measure.unwrap();
         assert_eq!(m.command.timeout_secs, 30);
         assert_eq!(m.goal, Goal::Min);
+        assert!(!t.check.network && !m.command.network);
+        assert_eq!(t.commit, CommitLimits::default());
         assert_eq!(t.digest.len(), 64);
+        let t = TaskSpec::parse(
+            &GOOD
+                .replace(
+                    "metric = \"time_ms\"",
+                    "metric = \"time_ms\"\nnetwork = true",
+                )
+                .replace("protected = [", "commit_max_file_bytes = 10\nprotected = ["),
+            Path::new("vibesys.toml"),
+        )
+        .unwrap();
+        assert!(t.measure.unwrap().command.network && !t.check.network);
+        assert_eq!(t.commit.max_file_bytes, 10);
     }
 
     #[test]
@@ -358,6 +462,10 @@ hidden = ["secrets"]
             err(&GOOD.replace("[\"sh\", \"evaluator/check.sh\"]", "[]")).contains("check.argv")
         );
         assert!(err(&GOOD.replace("timeout_secs = 30", "timeout_secs = 0")).contains("at least 1"));
+        assert!(
+            err(&GOOD.replace("protected = [", "commit_timeout_secs = 0\nprotected = ["))
+                .contains("task.commit_timeout_secs")
+        );
         assert!(
             err(&GOOD.replace("make bench/run.sh faster without changing its output", " "))
                 .contains("objective")

@@ -1,0 +1,286 @@
+//! Where a candidate is evaluated (DESIGN.md section 6): a fresh checkout
+//! of the measured commit, never the agent's worktree, so nothing the
+//! agent left untracked or ignored reaches `check` and `measure`; the
+//! trusted build's verified outputs placed at their declared paths from
+//! the recorded artifacts, each re-hashed on the descriptor it is copied
+//! from; and a fresh, empty `HOME` outside every workspace.
+
+use std::fs;
+use std::io::{self, Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, Mode, OFlags};
+use sha2::{Digest, Sha256};
+
+use crate::build::{BuildOutput, TrustedBuild};
+use crate::error::{Result, RuntimeError};
+use crate::fsutil::random_bytes;
+use crate::id::{CandidateId, RunId};
+use crate::state::StateLayout;
+use crate::worktree::CandidateWorktree;
+
+/// Copy buffer.
+const BUF_SIZE: usize = 1024 * 1024;
+
+/// How the directory of an evaluation checkout is named below the run's
+/// candidate worktrees (`eval-<n>-<nonce>`).
+pub const EVAL_CHECKOUT_PREFIX: &str = "eval-";
+
+/// Whether `workspace` is an evaluation checkout of a run of `project`
+/// (a directory `eval-*` below its candidate worktrees).
+pub fn is_eval_checkout(project: &Path, workspace: &Path) -> bool {
+    let candidates = project
+        .join(crate::state::STATE_DIR)
+        .join("local/candidates");
+    workspace.parent().and_then(Path::parent) == Some(candidates.as_path())
+        && workspace
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(EVAL_CHECKOUT_PREFIX))
+}
+
+/// A candidate's evaluation checkout and its `HOME`; both removed when
+/// dropped.
+#[derive(Debug)]
+pub struct EvalCheckout {
+    worktree: CandidateWorktree,
+    home: PathBuf,
+}
+
+/// Where an evaluation command runs, as a run environment sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct EvalPlace<'a> {
+    /// The checkout (the command's working directory, writable).
+    pub checkout: &'a Path,
+    /// The fresh, empty `HOME` (outside every workspace, writable).
+    pub home: &'a Path,
+}
+
+impl EvalCheckout {
+    /// Checks out `commit` (a full commit id) of `run` for candidate `n`,
+    /// places `build`'s verified outputs in it and makes a fresh `HOME`.
+    pub fn create(
+        layout: &StateLayout,
+        run: &RunId,
+        n: u32,
+        commit: &str,
+        build: Option<&TrustedBuild>,
+    ) -> Result<Self> {
+        let mut nonce = [0u8; 6];
+        random_bytes(&mut nonce)?;
+        let id = CandidateId::new(&format!("{EVAL_CHECKOUT_PREFIX}{n}-{}", hex::encode(nonce)))?;
+        let worktree = CandidateWorktree::create_at_commit(layout, run, &id, commit)?;
+        let root = fs::canonicalize(worktree.path())
+            .map_err(|e| RuntimeError::io("resolve", worktree.path(), e))?;
+        if let Some(build) = build {
+            for out in &build.record().outputs {
+                place_output(&root, build, out)?;
+            }
+        }
+        let home = fresh_home(run, n)?;
+        Ok(Self { worktree, home })
+    }
+
+    /// The checkout.
+    pub fn path(&self) -> &Path {
+        self.worktree.path()
+    }
+
+    /// The fresh `HOME`.
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    /// Both, for a run environment.
+    pub fn place(&self) -> EvalPlace<'_> {
+        EvalPlace {
+            checkout: self.worktree.path(),
+            home: &self.home,
+        }
+    }
+}
+
+/// Removes what an earlier, killed attempt of candidate `n` left of its
+/// evaluation checkouts (`eval-<n>-*`), before the candidate starts over.
+pub fn discard_stale(layout: &StateLayout, run: &RunId, n: u32) -> Result<()> {
+    let dir = layout
+        .project()
+        .join(crate::state::StateLayout::candidates_rel(run));
+    let Ok(entries) = fs::read_dir(&dir) else {
+        return Ok(());
+    };
+    let prefix = format!("{EVAL_CHECKOUT_PREFIX}{n}-");
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.starts_with(&prefix) {
+            continue;
+        }
+        let _ = make_removable(&entry.path());
+        CandidateWorktree::discard(layout, run, &CandidateId::new(name)?)?;
+    }
+    Ok(())
+}
+
+impl Drop for EvalCheckout {
+    fn drop(&mut self) {
+        let _ = make_removable(&self.home);
+        let _ = fs::remove_dir_all(&self.home);
+        let _ = make_removable(self.worktree.path());
+    }
+}
+
+/// Gives the owner write and search permission on every directory below
+/// `root` (never through a symlink), so that what an evaluation left
+/// read-only can be removed.
+fn make_removable(root: &Path) -> io::Result<()> {
+    let meta = fs::symlink_metadata(root)?;
+    if !meta.file_type().is_dir() {
+        return Ok(());
+    }
+    let mode = meta.permissions().mode();
+    if mode & 0o700 != 0o700 {
+        fs::set_permissions(root, fs::Permissions::from_mode(mode | 0o700))?;
+    }
+    for entry in fs::read_dir(root)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            make_removable(&entry.path())?;
+        }
+    }
+    Ok(())
+}
+
+/// A fresh, empty directory (mode 0700) below the system's temporary
+/// directory: outside the project, the run state and every checkout.
+fn fresh_home(run: &RunId, n: u32) -> Result<PathBuf> {
+    let base = std::env::temp_dir();
+    let mut nonce = [0u8; 8];
+    random_bytes(&mut nonce)?;
+    let home = base.join(format!("vibesys-home-{run}-{n}-{}", hex::encode(nonce)));
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&home)
+        .map_err(|e| RuntimeError::io("create", &home, e))?;
+    fs::canonicalize(&home).map_err(|e| RuntimeError::io("resolve", &home, e))
+}
+
+/// Places one verified output at its declared path below `root`: every
+/// directory on the way is opened without following a symlink (missing
+/// ones are made), whatever the commit holds at the path is unlinked, and
+/// the artifact's bytes are copied from the descriptor
+/// [`TrustedBuild::open_output`] checked, hashed again as they are
+/// copied.
+fn place_output(root: &Path, build: &TrustedBuild, out: &BuildOutput) -> Result<()> {
+    let reject = |reason: String| RuntimeError::OutputRejected {
+        path: out.path.clone(),
+        reason: format!("cannot place it in the evaluation's checkout: {reason}"),
+    };
+    let (artifact, mut src) = build.open_output(&out.path)?;
+    let mut dir: OwnedFd = rustix::fs::open(
+        root,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| RuntimeError::io("open", root, e.into()))?;
+    let parts: Vec<&str> = out.path.split('/').collect();
+    let Some((last, parents)) = parts.split_last() else {
+        return Err(reject("its path is empty".to_owned()));
+    };
+    let mut walked = String::new();
+    for part in parents {
+        if !walked.is_empty() {
+            walked.push('/');
+        }
+        walked.push_str(part);
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        dir = match rustix::fs::openat(&dir, *part, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => {
+                match rustix::fs::mkdirat(&dir, *part, Mode::from_raw_mode(0o755)) {
+                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                    Err(e) => return Err(reject(format!("cannot create {walked}: {e}"))),
+                }
+                rustix::fs::openat(&dir, *part, flags, Mode::empty())
+                    .map_err(|e| reject(format!("cannot open {walked}: {e}")))?
+            }
+            Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
+                return Err(reject(format!(
+                    "{walked} is not a directory in the measured commit (a symlink or a file)"
+                )));
+            }
+            Err(e) => return Err(reject(format!("cannot open {walked}: {e}"))),
+        };
+    }
+    // A stale file of the same name (committed by the agent) gives way to
+    // the verified one.
+    match rustix::fs::unlinkat(&dir, *last, AtFlags::empty()) {
+        Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+        Err(rustix::io::Errno::ISDIR | rustix::io::Errno::PERM) => {
+            return Err(reject(
+                "the measured commit holds a directory at its path".to_owned(),
+            ));
+        }
+        Err(e) => return Err(reject(format!("cannot replace it: {e}"))),
+    }
+    let mode = if out.executable { 0o755 } else { 0o644 };
+    let dst = rustix::fs::openat(
+        &dir,
+        *last,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(mode),
+    )
+    .map_err(|e| reject(format!("cannot create it: {e}")))?;
+    let mut dst = fs::File::from(dst);
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; BUF_SIZE];
+    let mut size: u64 = 0;
+    loop {
+        let n = match src.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(RuntimeError::io("read", &artifact, e)),
+        };
+        size += n as u64;
+        hasher.update(&buf[..n]);
+        dst.write_all(&buf[..n])
+            .map_err(|e| reject(format!("cannot write it: {e}")))?;
+    }
+    let found = hex::encode(hasher.finalize());
+    if found != out.sha256 || size != out.size {
+        return Err(RuntimeError::ArtifactChanged {
+            name: out.path.clone(),
+            path: artifact,
+            expected: out.sha256.clone(),
+            found,
+        });
+    }
+    // The umask must not take the execute bit the build gave it.
+    dst.set_permissions(fs::Permissions::from_mode(mode))
+        .map_err(|e| reject(format!("cannot set its mode: {e}")))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_eval_checkout_is_named_below_the_candidates_of_a_run() {
+        let project = Path::new("/p");
+        let candidates = Path::new("/p/.vibesys/state/local/candidates/run-1");
+        assert!(is_eval_checkout(project, &candidates.join("eval-2-ab12")));
+        for other in [
+            candidates.join("2"),
+            candidates.join("build-ab12"),
+            candidates.join("eval-2-ab12/sub"),
+            PathBuf::from("/p/eval-2-ab12"),
+            PathBuf::from("/q/.vibesys/state/local/candidates/run-1/eval-2-ab12"),
+        ] {
+            assert!(!is_eval_checkout(project, &other), "{}", other.display());
+        }
+    }
+}
