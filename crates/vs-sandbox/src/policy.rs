@@ -363,7 +363,7 @@ fn resolve_one(
     })?;
     let ft = meta.file_type();
     let kind = if ft.is_dir() {
-        if access == Access::Hidden {
+        if access == Access::Hidden && !is_framework_state(&resolved_rel) {
             check_hidden_links(&workspace.root, rel, &host)?;
         }
         PathKind::Directory
@@ -392,6 +392,19 @@ fn resolve_one(
         kind,
         access,
     })
+}
+
+/// The run state vibesys itself keeps below the project
+/// (`.vibesys/state/...`, vs-runtime's layout): hidden by every policy,
+/// written only by the framework, never linked out of by it, and large
+/// (candidate worktrees and evaluation checkouts with their build trees),
+/// so [`check_hidden_links`] does not walk it before every launch.
+const FRAMEWORK_STATE: &str = ".vibesys/state";
+
+/// Whether `resolved` (workspace-relative, symlinks resolved) lies in the
+/// framework's own run state.
+fn is_framework_state(resolved: &Path) -> bool {
+    resolved.starts_with(FRAMEWORK_STATE) && resolved != Path::new(FRAMEWORK_STATE)
 }
 
 /// The most entries [`check_hidden_links`] walks below the hidden
@@ -699,6 +712,15 @@ mod tests {
         }
         let ws = Workspace::open(dir.path()).unwrap();
         (dir, ws, WorkspaceRelPath::new("sec").unwrap())
+    }
+
+    #[test]
+    fn the_framework_state_is_not_walked_for_hard_links() {
+        assert!(is_framework_state(Path::new(".vibesys/state/local")));
+        assert!(is_framework_state(Path::new(".vibesys/state/runs")));
+        assert!(!is_framework_state(Path::new(".vibesys/state")));
+        assert!(!is_framework_state(Path::new(".vibesys/stateful")));
+        assert!(!is_framework_state(Path::new("sec")));
     }
 
     #[test]
