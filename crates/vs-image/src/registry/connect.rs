@@ -54,6 +54,29 @@ fn describe(e: &OciDistributionError) -> String {
     s
 }
 
+/// Whether a failed HTTPS request got as far as a TLS answer (a
+/// certificate the client refused, an alert): such a registry speaks TLS,
+/// and is never retried in plain HTTP.
+fn speaks_tls(e: &OciDistributionError) -> bool {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = src {
+        let tls = c.downcast_ref::<rustls::Error>().or_else(|| {
+            c.downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        });
+        if let Some(t) = tls {
+            return !matches!(
+                t,
+                rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. }
+            );
+        }
+        src = c.source();
+    }
+    // The verifier's refusal, when it reaches us only as text.
+    describe(e).contains("certificate")
+}
+
 fn config(options: &RegistryOptions, http: bool, monolithic: bool) -> Result<ClientConfig, Error> {
     let mut certs = Vec::new();
     if let Some(ca) = &options.ca_file {
@@ -94,7 +117,7 @@ impl Conn {
         let auth = auth::credentials(r.registry_name())?;
         let plain_allowed = options.insecure_http || r.is_loopback();
         let client = Client::new(config(options, false, true)?);
-        match client.auth(r.oci(), &auth, op).await {
+        let https_error = match client.auth(r.oci(), &auth, op).await {
             Ok(_) => {
                 return Ok(Self {
                     client,
@@ -103,22 +126,33 @@ impl Conn {
                     options: options.clone(),
                 });
             }
-            Err(OciDistributionError::RequestError(e)) if plain_allowed => {
+            Err(e @ OciDistributionError::RequestError(_)) if plain_allowed && !speaks_tls(&e) => {
                 tracing::debug!("{}: no TLS ({e}); trying plain HTTP", r.registry());
+                describe(&e)
             }
-            Err(e) if !plain_allowed && matches!(e, OciDistributionError::RequestError(_)) => {
+            Err(e) if matches!(e, OciDistributionError::RequestError(_)) => {
+                let hint = if speaks_tls(&e) {
+                    "give --ca-file with the CA that signed the registry's certificate"
+                } else {
+                    "plain HTTP is used only for loopback registries or with --insecure-http"
+                };
                 return Err(Error::Registry {
                     reference: r.to_string(),
-                    reason: format!(
-                        "{} (HTTPS; plain HTTP is used only for loopback registries or with --insecure-http)",
-                        describe(&e)
-                    ),
+                    reason: format!("{} ({hint})", describe(&e)),
                 });
             }
             Err(e) => return Err(err(r)(e)),
-        }
+        };
         let client = Client::new(config(options, true, true)?);
-        client.auth(r.oci(), &auth, op).await.map_err(err(r))?;
+        // Neither: the HTTPS error is the one that says why (an unknown
+        // CA, a refused connection).
+        client
+            .auth(r.oci(), &auth, op)
+            .await
+            .map_err(|e| Error::Registry {
+                reference: r.to_string(),
+                reason: format!("HTTPS: {https_error}; plain HTTP: {}", describe(&e)),
+            })?;
         Ok(Self {
             client,
             auth,
