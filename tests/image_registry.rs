@@ -538,3 +538,64 @@ fn tls_with_a_test_ca_and_htpasswd_basic_auth() {
         .unwrap());
     assert_eq!(sha256(&pulled), sha256(&archive));
 }
+
+#[test]
+fn run_env_show_says_when_the_service_image_is_not_in_a_registry() {
+    let (reg, _) = start(false);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let name = unique("vs-reg-remote");
+    let (archive, lock) = tiny_image(d, &name);
+    let repo = format!("127.0.0.1:{}/vs/{name}", reg.port);
+    let show = |toml: &str| {
+        write(d, "vibesys.toml", toml);
+        json(&ok(vibesys(d)
+            .args(["run-env", "show", "--json"])
+            .output()
+            .unwrap()))
+    };
+    let image = |v: &serde_json::Value, env: &str| {
+        v["environments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == env)
+            .unwrap()["image"]
+            .clone()
+    };
+    let eval = "[check]\nargv = [\"true\"]\n[measure]\nargv = [\"true\"]\n";
+    // No image: the service's default, not the pinned one.
+    let v = show(eval);
+    assert_eq!(image(&v, "modal")["by_digest"], false);
+    assert!(
+        image(&v, "modal")["note"]
+            .as_str()
+            .unwrap()
+            .contains("not in a registry")
+    );
+    assert!(image(&v, "docker").is_null());
+    // A tag: not pinned.
+    let v = show(&format!("{eval}[modal]\nimage = \"{repo}:t1\"\n"));
+    assert!(
+        image(&v, "modal")["note"]
+            .as_str()
+            .unwrap()
+            .contains("not pinned by digest")
+    );
+    // The reference push prints: by digest, for both services.
+    let pushed = ok(vibesys(d)
+        .args(["image", "push"])
+        .arg(&archive)
+        .arg(format!("{repo}:t1"))
+        .arg("--lock")
+        .arg(&lock)
+        .output()
+        .unwrap());
+    let pushed = pushed.trim();
+    let v = show(&format!(
+        "{eval}[modal]\nimage = \"{pushed}\"\n[skypilot]\nimage = \"docker:{pushed}\"\n"
+    ));
+    for env in ["modal", "skypilot"] {
+        assert_eq!(image(&v, env)["by_digest"], true, "{v:#}");
+    }
+}
