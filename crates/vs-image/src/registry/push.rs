@@ -155,7 +155,7 @@ fn check_pinned(
         .as_ref()
         .and_then(|a| a.get(oci::CONTAINERD_NAME))
         .map(|r| r.rsplit_once(':').map_or(r.as_str(), |(n, _)| n).to_owned())
-        .ok_or_else(|| Error::malformed(&img_path(img), "index.json names no image"))?;
+        .ok_or_else(|| Error::malformed(img_path(img), "index.json names no image"))?;
     let entry = lock.images.get(&name).ok_or_else(|| Error::NotPinned {
         image: name.clone(),
         lock: lock_path.to_owned(),
@@ -283,7 +283,7 @@ async fn put_manifest(
     bytes: &[u8],
     media: MediaType,
 ) -> Result<(), Error> {
-    let ct = http_content_type(&media.to_string(), r)?;
+    let ct = http_content_type(media.as_ref(), r)?;
     conn.client
         .push_manifest_raw(r.oci(), bytes.to_vec(), ct)
         .await
