@@ -161,6 +161,6 @@ mod tests {
                 .is_loopback()
         );
         assert!("x/a@sha512:abc".parse::<ImageRef>().is_err());
-        assert!("UPPER/case".parse::<ImageRef>().is_err());
+        assert!("127.0.0.1:5000/Upper".parse::<ImageRef>().is_err());
     }
 }
