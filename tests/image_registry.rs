@@ -254,7 +254,11 @@ fn plain_http_push_then_pull_by_digest_gives_back_the_pinned_image() {
         .output()
         .unwrap());
     // Every format a build writes comes back the same.
-    for (fmt, file) in [("docker-archive", "d.tar"), ("oci-archive", "o.tar")] {
+    for (fmt, file) in [
+        ("docker-archive", "d.tar"),
+        ("oci-archive", "o.tar"),
+        ("squashfs", "s.sqfs"),
+    ] {
         let built = d.join(format!("built-{file}"));
         ok(vibesys(d)
             .args(["image", "build"])
@@ -598,4 +602,79 @@ fn run_env_show_says_when_the_service_image_is_not_in_a_registry() {
     for env in ["modal", "skypilot"] {
         assert_eq!(image(&v, env)["by_digest"], true, "{v:#}");
     }
+}
+
+/// An OCI layout whose one layer holds `evil -> /` and then
+/// `evil/pwned-<unique>`: unpacked naively, it writes outside the rootfs.
+const HOSTILE_LAYOUT: &str = r#"
+import hashlib, io, json, os, sys, tarfile
+out, victim = sys.argv[1], sys.argv[2]
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+    s = tarfile.TarInfo("evil"); s.type = tarfile.SYMTYPE; s.linkname = os.path.dirname(victim)
+    t.addfile(s)
+    data = b"written through a symlink\n"
+    f = tarfile.TarInfo("evil/" + os.path.basename(victim)); f.size = len(data)
+    t.addfile(f, io.BytesIO(data))
+layer = buf.getvalue()
+def put(b):
+    d = hashlib.sha256(b).hexdigest()
+    os.makedirs(out + "/blobs/sha256", exist_ok=True)
+    open(out + "/blobs/sha256/" + d, "wb").write(b)
+    return "sha256:" + d
+ld = put(layer)
+config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": [ld]}}).encode()
+cd = put(config)
+manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+  "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": len(config)},
+  "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": ld, "size": len(layer)}]}).encode()
+md = put(manifest)
+open(out + "/oci-layout", "w").write('{"imageLayoutVersion":"1.0.0"}')
+json.dump({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+  "digest": md, "size": len(manifest), "annotations": {"io.containerd.image.name": "hostile:t"}}]},
+  open(out + "/index.json", "w"))
+print(md)
+"#;
+
+#[test]
+fn a_hostile_layer_cannot_write_outside_the_squashfs_rootfs() {
+    require("python3", "apt-get install python3");
+    let (reg, _) = start(false);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let victim = std::env::temp_dir().join(unique("vs-reg-victim"));
+    let layout = d.join("hostile");
+    let digest = run(Command::new("python3")
+        .arg("-c")
+        .arg(HOSTILE_LAYOUT)
+        .arg(&layout)
+        .arg(&victim));
+    let repo = format!("127.0.0.1:{}/vs/{}", reg.port, unique("hostile"));
+    let pushed = ok(vibesys(d)
+        .args(["image", "push"])
+        .arg(&layout)
+        .arg(&repo)
+        .output()
+        .unwrap());
+    assert_eq!(pushed.trim(), format!("{repo}@{}", digest.trim()));
+    let out_dir = d.join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let err = fails(
+        vibesys(d)
+            .args([
+                "image",
+                "pull",
+                pushed.trim(),
+                "--format",
+                "squashfs",
+                "--out",
+            ])
+            .arg(out_dir.join("h.sqfs"))
+            .output()
+            .unwrap(),
+    );
+    assert!(err.contains("symlink"), "{err}");
+    assert!(!victim.exists(), "{} was written", victim.display());
+    let left: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }

@@ -183,6 +183,9 @@ enum PullFormatArg {
     OciArchive,
     /// A `docker save` style tar.
     DockerArchive,
+    /// The image's layers flattened into a squashfs rootfs (enroot,
+    /// Charliecloud), as `image build --format squashfs` writes it.
+    Squashfs,
 }
 
 #[derive(Debug, Args)]
@@ -682,6 +685,7 @@ fn pull(a: PullArgs) -> anyhow::Result<u8> {
         PullFormatArg::Oci => OutputFormat::Oci,
         PullFormatArg::OciArchive => OutputFormat::OciArchive,
         PullFormatArg::DockerArchive => OutputFormat::DockerArchive,
+        PullFormatArg::Squashfs => OutputFormat::Squashfs,
     };
     let opts = vs_image::registry::PullOptions {
         source: a.reference.parse()?,

@@ -23,6 +23,7 @@ mod connect;
 mod pull;
 mod push;
 mod reference;
+mod rootfs;
 
 use std::path::PathBuf;
 

@@ -19,7 +19,7 @@ use crate::digest::Digest;
 use crate::error::Error;
 use crate::lock::{FoundId, FoundImage, Lock};
 use crate::oci::{self, SpdxDocument, media};
-use crate::options::OutputFormat;
+use crate::options::{Compression, OutputFormat};
 use crate::read;
 
 /// What to pull where.
@@ -29,7 +29,7 @@ pub struct PullOptions {
     pub source: ImageRef,
     /// The output path.
     pub out: PathBuf,
-    /// The output format (not squashfs: see docs/images.md).
+    /// The output format.
     pub format: OutputFormat,
     /// A lock the pulled image must match; it also says what a tag must
     /// resolve to.
@@ -67,12 +67,6 @@ pub struct PullReport {
 
 /// Pulls `opts.source` into `opts.out` (see the module documentation).
 pub fn pull(opts: &PullOptions, progress: &dyn TransferProgress) -> Result<PullReport, Error> {
-    if opts.format == OutputFormat::Squashfs {
-        return Err(Error::Reference {
-            reference: opts.source.to_string(),
-            reason: "pull writes oci, archive, oci-archive or docker-archive; build the squashfs rootfs from the pulled image's spec".to_owned(),
-        });
-    }
     if opts.out.as_os_str().is_empty() {
         return Err(Error::InputPath {
             path: opts.out.clone(),
@@ -240,6 +234,34 @@ async fn pull_async(
             fetched += 1;
         }
         layer_digests.push(d);
+    }
+
+    if opts.format == OutputFormat::Squashfs {
+        // The rootfs of the checked layers, compressed as the layers are.
+        let compression = match manifest.layers().last().map(Descriptor::media_type) {
+            Some(MediaType::ImageLayerGzip) => Compression::Gzip,
+            Some(MediaType::ImageLayerZstd) => Compression::Zstd,
+            _ => Compression::None,
+        };
+        let files: Vec<(Digest, PathBuf)> = layer_digests
+            .iter()
+            .map(|d| (d.clone(), blobs.join(d.hex())))
+            .collect();
+        super::rootfs::write(&files, compression, created_epoch(&config), &opts.out)?;
+        drop(stage);
+        return Ok(PullReport {
+            reference: by_digest.to_string(),
+            name: src.repository().to_owned(),
+            tag: src.tag().unwrap_or("latest").to_owned(),
+            format: opts.format,
+            out: opts.out.clone(),
+            manifest_digest,
+            config_digest,
+            sbom_manifest_digest: None,
+            blobs: fetched,
+            bytes,
+            lock_image,
+        });
     }
 
     // The SBOM, found as the image's referrer.
