@@ -253,6 +253,24 @@ fn plain_http_push_then_pull_by_digest_gives_back_the_pinned_image() {
         .arg(&pulled)
         .output()
         .unwrap());
+    // As root and as an unprivileged user (no HOME, no credentials: an
+    // anonymous pull), into a directory of the user's.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for who in users() {
+        let udir = d.join(format!("as-{who:?}"));
+        std::fs::create_dir(&udir).unwrap();
+        std::fs::set_permissions(&udir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        ok(command_as(
+            who,
+            &udir,
+            Path::new(vibesys_bin()),
+            &["image", "pull", &reference, "--out", "p.tar"],
+        )
+        .output()
+        .unwrap());
+        assert_eq!(sha256(&udir.join("p.tar")), sha256(&archive), "{who:?}");
+    }
     // Every format a build writes comes back the same.
     for (fmt, file) in [
         ("docker-archive", "d.tar"),

@@ -20,14 +20,35 @@ pub(crate) fn credentials(registry: &str) -> Result<RegistryAuth, Error> {
         "docker.io" | "index.docker.io" | "registry-1.docker.io" => DOCKER_HUB_KEY,
         r => r,
     };
-    let found = match docker_credential::get_credential(key) {
-        Err(
-            CredentialRetrievalError::NoCredentialConfigured
-            | CredentialRetrievalError::ConfigNotFound
-            | CredentialRetrievalError::ConfigReadError,
-        ) => docker_credential::get_podman_credential(key),
-        r => r,
+    // Docker keys `auths` by host, some tools by URL.
+    let keys = [
+        key.to_owned(),
+        format!("https://{key}"),
+        format!("http://{key}"),
+    ];
+    let missing = |r: &Result<DockerCredential, CredentialRetrievalError>| {
+        matches!(
+            r,
+            Err(CredentialRetrievalError::NoCredentialConfigured
+                | CredentialRetrievalError::ConfigNotFound
+                | CredentialRetrievalError::ConfigReadError)
+        )
     };
+    let mut found = Err(CredentialRetrievalError::NoCredentialConfigured);
+    for k in &keys {
+        found = docker_credential::get_credential(k);
+        if !missing(&found) {
+            break;
+        }
+    }
+    if missing(&found) {
+        for k in &keys {
+            found = docker_credential::get_podman_credential(k);
+            if !missing(&found) {
+                break;
+            }
+        }
+    }
     match found {
         Ok(DockerCredential::UsernamePassword(u, p)) => Ok(RegistryAuth::Basic(u, p)),
         // An identity token is sent the way `docker login` stores it for
