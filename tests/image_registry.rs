@@ -696,3 +696,51 @@ fn a_hostile_layer_cannot_write_outside_the_squashfs_rootfs() {
     let left: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+#[test]
+fn a_push_to_a_second_repository_mounts_the_blobs_the_lock_saw_pushed() {
+    let (reg, _) = start(false);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let name = unique("vs-reg-mount");
+    let (archive, lock) = tiny_image(d, &name);
+    let push = |repo: &str| {
+        json(&ok(vibesys(d)
+            .args(["image", "push", "--json"])
+            .arg(&archive)
+            .arg(repo)
+            .arg("--lock")
+            .arg(&lock)
+            .output()
+            .unwrap()))
+    };
+    let first = format!("127.0.0.1:{}/team-a/{name}", reg.port);
+    let second = format!("127.0.0.1:{}/team-b/{name}", reg.port);
+    assert!(uploaded(&push(&first)) >= 3);
+    let report = push(&second);
+    assert_eq!(uploaded(&report), 0, "{report:#}");
+    let blobs = report["blobs"].as_array().unwrap();
+    assert!(blobs.iter().all(|b| b["action"] == "mounted"), "{report:#}");
+    let text = std::fs::read_to_string(&lock).unwrap();
+    assert!(text.contains(&first) && text.contains(&second), "{text}");
+    // The docker-archive has no OCI manifest: refused, naming what to push.
+    let docker = d.join("d.tar");
+    ok(vibesys(d)
+        .args(["image", "build"])
+        .arg(d.join("tiny.toml"))
+        .arg("--path")
+        .arg(busybox())
+        .args(["--no-cache", "--format", "docker-archive", "--out"])
+        .arg(&docker)
+        .output()
+        .unwrap());
+    let err = fails(
+        vibesys(d)
+            .args(["image", "push"])
+            .arg(&docker)
+            .arg(&first)
+            .output()
+            .unwrap(),
+    );
+    assert!(err.contains("docker-archive"), "{err}");
+}
