@@ -53,7 +53,7 @@ enum Command {
     Session(session_cmd::SessionArgs),
     /// Report which confinement mechanisms work on this host.
     Doctor(doctor_cmd::DoctorArgs),
-    /// Build, inspect, load, pin and verify OCI images.
+    /// Build, inspect, load, pin, verify, push and pull OCI images.
     Image(image_cmd::ImageArgs),
     /// Create and inspect the run state below `.vibesys/state/`.
     State(state_cmd::StateArgs),
