@@ -462,6 +462,31 @@ fn a_registry_serving_a_wrong_blob_is_caught_and_nothing_is_left() {
         let left: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
         assert!(left.is_empty(), "{format}: left behind: {left:?}");
     }
+    // A manifest changed in the registry's storage: refused, naming it.
+    let manifest = report["manifest_digest"].as_str().unwrap().to_owned();
+    let hex = manifest.trim_start_matches("sha256:");
+    let data = reg
+        .storage
+        .join("docker/registry/v2/blobs/sha256")
+        .join(&hex[..2])
+        .join(hex)
+        .join("data");
+    let text = std::fs::read_to_string(&data).unwrap();
+    std::fs::write(
+        &data,
+        text.replacen("\"schemaVersion\":2", "\"schemaVersion\": 2", 1),
+    )
+    .unwrap();
+    let err = fails(
+        vibesys(d)
+            .args(["image", "pull", &reference, "--out"])
+            .arg(out_dir.join("pulled"))
+            .output()
+            .unwrap(),
+    );
+    assert!(err.contains(&manifest), "{err}");
+    let left: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 #[test]
