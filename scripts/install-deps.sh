@@ -17,8 +17,9 @@
 #   python3-venv     the venv of the modal and skypilot clients (scripts/remote-clients.sh,
 #                    which then installs skypilot and modal from PyPI, pinned, into
 #                    $VIBESYS_TOOLS/remote-clients; once per machine)
-#   python3-pip      scripts/claude-cli.sh downloads the pinned claude-agent-sdk wheel
-#                    once (the real Claude Code CLI of tests/provider_state.rs)
+#   docker-registry  the distribution registry image push/pull are tested against
+#                    (tests/image_registry.rs, scripts/bench-registry.sh)
+#   apache2-utils    htpasswd -B: the bcrypt htpasswd of the registry's basic auth
 #   musl-tools       musl-gcc for the C code of dependencies in the static vibesys
 #                    (scripts/build-static.sh: the docker and slurm tests' command server)
 #   python3-pip      the download of the pinned claude-agent-sdk and openai-codex-cli-bin
@@ -45,7 +46,8 @@ have debootstrap || need+=(debootstrap)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 have musl-gcc || need+=(musl-tools)
-python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+have docker-registry || need+=(docker-registry)
+have htpasswd || need+=(apache2-utils)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "install-deps: missing ${need[*]}; run as root or install them" >&2

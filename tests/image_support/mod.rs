@@ -10,7 +10,8 @@ mod common;
 // Each test binary uses a different subset.
 #[allow(unused_imports)]
 pub use common::{
-    fails, ok, require_docker, require_tool as require, unique, vibesys_bin, vibesys_in as vibesys,
+    As, command_as, fails, ok, require_docker, require_tool as require, unique, users, vibesys_bin,
+    vibesys_in as vibesys,
 };
 
 /// The static busybox from Debian's busybox-static.

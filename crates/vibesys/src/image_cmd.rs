@@ -55,6 +55,25 @@ enum ImageCommand {
     /// Refuses an archive or a loaded image whose digests differ from the
     /// lock, naming both; a no-op when the pinned image is already loaded.
     Load(crate::image_load::LoadArgs),
+    /// Push an image archive or OCI layout to a registry; prints REPO@sha256:...
+    ///
+    /// Every blob is checked with HEAD first and only what the registry
+    /// lacks is uploaded (mounted from another repository of the registry
+    /// when the lock records the image there), then the image manifest
+    /// (tagged when REF has a tag), then the SBOM as the manifest's
+    /// referrer. Credentials come from ~/.docker/config.json (auths,
+    /// credsStore, credHelpers) or the containers auth.json. With --lock
+    /// the image must be the pinned one, and the lock records where it
+    /// was pushed.
+    Push(PushArgs),
+    /// Pull an image by digest from a registry into an archive or layout.
+    ///
+    /// Only REF@sha256:... is fetched (a tag alone is refused unless --lock
+    /// pins what it must resolve to). Every blob is checked against its
+    /// descriptor while it is written to a temporary directory next to
+    /// --out; the output is put in place only when all is checked, with
+    /// the bytes a local build of the image writes.
+    Pull(PullArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -116,6 +135,79 @@ struct BuildArgs {
     json: bool,
 }
 
+/// How to reach a registry (push and pull).
+#[derive(Debug, Args)]
+struct RegistryArgs {
+    /// PEM CA certificates to trust besides the system's roots.
+    #[arg(long, value_name = "FILE")]
+    ca_file: Option<PathBuf>,
+    /// Allow plain HTTP to a registry that is not on loopback (a loopback
+    /// registry without TLS is spoken to in plain HTTP anyway).
+    #[arg(long)]
+    insecure_http: bool,
+}
+
+impl RegistryArgs {
+    fn options(&self) -> vs_image::registry::RegistryOptions {
+        vs_image::registry::RegistryOptions {
+            ca_file: self.ca_file.clone(),
+            insecure_http: self.insecure_http,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+struct PushArgs {
+    /// The image: an archive (the default archive or an oci-archive) or an
+    /// OCI layout directory.
+    image: PathBuf,
+    /// Where to: HOST[:PORT]/REPO[:TAG].
+    reference: String,
+    /// A lock the image must be pinned in; records the pushed reference.
+    #[arg(long, value_name = "FILE")]
+    lock: Option<PathBuf>,
+    #[command(flatten)]
+    registry: RegistryArgs,
+    /// Print the push report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum PullFormatArg {
+    /// One tar that is both an oci-archive and a docker-archive.
+    Archive,
+    /// An OCI image layout directory.
+    Oci,
+    /// An OCI image layout in a tar.
+    OciArchive,
+    /// A `docker save` style tar.
+    DockerArchive,
+    /// The image's layers flattened into a squashfs rootfs (enroot,
+    /// Charliecloud), as `image build --format squashfs` writes it.
+    Squashfs,
+}
+
+#[derive(Debug, Args)]
+struct PullArgs {
+    /// HOST[:PORT]/REPO@sha256:... (or HOST/REPO:TAG with --lock).
+    reference: String,
+    /// Output path: a file, or a directory for --format oci.
+    #[arg(long)]
+    out: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "archive")]
+    format: PullFormatArg,
+    /// A lock the pulled image must match (and that a tag must resolve to).
+    #[arg(long, value_name = "FILE")]
+    lock: Option<PathBuf>,
+    #[command(flatten)]
+    registry: RegistryArgs,
+    /// Print the pull report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
 #[derive(Debug, Args)]
 struct InspectArgs {
     /// An image archive or OCI layout directory.
@@ -161,6 +253,8 @@ pub fn run(args: ImageArgs) -> anyhow::Result<u8> {
         ImageCommand::Pin(a) => pin(a),
         ImageCommand::Verify(a) => verify(a),
         ImageCommand::Load(a) => crate::image_load::run(a),
+        ImageCommand::Push(a) => push(a),
+        ImageCommand::Pull(a) => pull(a),
     }
 }
 
@@ -492,5 +586,129 @@ fn verify(a: VerifyArgs) -> anyhow::Result<u8> {
             )?;
         }
     }
+    Ok(0)
+}
+
+/// Blobs below this size get no progress bar.
+const BAR_MIN: u64 = 32 << 20;
+
+/// Progress bars for large blobs on a terminal's stderr; nothing when
+/// stderr is piped.
+struct Transfer {
+    bars: Option<indicatif::MultiProgress>,
+    current: std::sync::Mutex<Option<indicatif::ProgressBar>>,
+    verb: &'static str,
+}
+
+impl Transfer {
+    fn new(verb: &'static str) -> Self {
+        Self {
+            bars: std::io::stderr()
+                .is_terminal()
+                .then(indicatif::MultiProgress::new),
+            current: std::sync::Mutex::new(None),
+            verb,
+        }
+    }
+}
+
+impl vs_image::registry::TransferProgress for Transfer {
+    fn start(&self, digest: &vs_image::Digest, size: u64) {
+        let Some(m) = &self.bars else { return };
+        if size < BAR_MIN {
+            return;
+        }
+        let pb = m.add(indicatif::ProgressBar::new(size));
+        pb.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        pb.set_message(format!("{} {}", self.verb, &digest.hex()[..12]));
+        if let Ok(mut c) = self.current.lock() {
+            *c = Some(pb);
+        }
+    }
+    fn advance(&self, _digest: &vs_image::Digest, n: u64) {
+        if let Ok(c) = self.current.lock()
+            && let Some(pb) = c.as_ref()
+        {
+            pb.inc(n);
+        }
+    }
+    fn finish(&self, _digest: &vs_image::Digest) {
+        if let Ok(mut c) = self.current.lock()
+            && let Some(pb) = c.take()
+        {
+            pb.finish_and_clear();
+        }
+    }
+}
+
+fn push(a: PushArgs) -> anyhow::Result<u8> {
+    let opts = vs_image::registry::PushOptions {
+        image: a.image.clone(),
+        target: a.reference.parse()?,
+        lock: a.lock.clone(),
+        registry: a.registry.options(),
+    };
+    let r = vs_image::registry::push(&opts, &Transfer::new("push"))?;
+    if a.json {
+        print_json(&r)?;
+        return Ok(0);
+    }
+    let count = |act| r.blobs.iter().filter(|b| b.action == act).count();
+    use vs_image::registry::BlobAction;
+    eprintln!(
+        "pushed {}: {} blobs uploaded ({}), {} present, {} mounted{}",
+        a.image.display(),
+        count(BlobAction::Uploaded),
+        human(r.uploaded_bytes),
+        count(BlobAction::Present),
+        count(BlobAction::Mounted),
+        match &r.lock_image {
+            Some(n) => format!(
+                "; {} records it for {n}",
+                a.lock.as_deref().unwrap_or(Path::new("")).display()
+            ),
+            None => String::new(),
+        }
+    );
+    writeln!(out(), "{}", r.reference)?;
+    Ok(0)
+}
+
+fn pull(a: PullArgs) -> anyhow::Result<u8> {
+    let format = match a.format {
+        PullFormatArg::Archive => OutputFormat::Archive,
+        PullFormatArg::Oci => OutputFormat::Oci,
+        PullFormatArg::OciArchive => OutputFormat::OciArchive,
+        PullFormatArg::DockerArchive => OutputFormat::DockerArchive,
+        PullFormatArg::Squashfs => OutputFormat::Squashfs,
+    };
+    let opts = vs_image::registry::PullOptions {
+        source: a.reference.parse()?,
+        out: a.out.clone(),
+        format,
+        lock: a.lock.clone(),
+        registry: a.registry.options(),
+    };
+    let r = vs_image::registry::pull(&opts, &Transfer::new("pull"))?;
+    if a.json {
+        print_json(&r)?;
+        return Ok(0);
+    }
+    writeln!(
+        out(),
+        "pulled {} ({}:{}) -> {} ({}, {} blobs, {})",
+        r.reference,
+        r.name,
+        r.tag,
+        r.out.display(),
+        r.format.as_str(),
+        r.blobs,
+        human(r.bytes)
+    )?;
     Ok(0)
 }

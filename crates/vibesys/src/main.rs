@@ -53,7 +53,7 @@ enum Command {
     Session(session_cmd::SessionArgs),
     /// Report which confinement mechanisms work on this host.
     Doctor(doctor_cmd::DoctorArgs),
-    /// Build, inspect, load, pin and verify OCI images.
+    /// Build, inspect, load, pin, verify, push and pull OCI images.
     Image(image_cmd::ImageArgs),
     /// Create and inspect the run state below `.vibesys/state/`.
     State(state_cmd::StateArgs),
@@ -170,8 +170,26 @@ fn init_logging() {
                 tracing_subscriber::EnvFilter::try_from_env("VIBESYS_LOG")
                     .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
             )
-            .try_init(),
-        None => builder.with_max_level(tracing::Level::WARN).try_init(),
+            .try_init()
+            .map_err(|e| e.to_string()),
+        // The TLS verifier logs its refusal as an error of its own; the
+        // registry error that follows names it (registry push and pull).
+        None => {
+            use tracing_subscriber::layer::SubscriberExt;
+            let quiet = tracing_subscriber::filter::Targets::new()
+                .with_default(tracing::Level::WARN)
+                .with_target(
+                    "rustls_platform_verifier",
+                    tracing_subscriber::filter::LevelFilter::OFF,
+                );
+            tracing_subscriber::util::SubscriberInitExt::try_init(
+                builder
+                    .with_max_level(tracing::Level::WARN)
+                    .finish()
+                    .with(quiet),
+            )
+            .map_err(|e| e.to_string())
+        }
     };
 }
 

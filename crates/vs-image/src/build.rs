@@ -480,7 +480,7 @@ fn build_squashfs(
 
 /// A temporary directory next to `out`, readable by all, with its
 /// `blobs/sha256` directory (returned second).
-fn stage_dir(out: &Path) -> Result<(tempfile::TempDir, PathBuf), Error> {
+pub(crate) fn stage_dir(out: &Path) -> Result<(tempfile::TempDir, PathBuf), Error> {
     let out_dir = parent_of(out);
     let stage = tempfile::Builder::new()
         .prefix(&format!(".{}.tmp-", file_name(out)))
@@ -661,20 +661,14 @@ fn write_documents(
     let sbom_digest = oci::digest(&sbom)?;
     oci::write_blob(blobs, MediaType::EmptyJSON, oci::EMPTY_JSON)?;
     let sbom_manifest = oci::sbom_manifest(&manifest, &sbom, epoch)?;
-    let mut sbom_manifest = oci::write_blob(blobs, MediaType::ImageManifest, &sbom_manifest)?;
+    let sbom_manifest = oci::write_blob(blobs, MediaType::ImageManifest, &sbom_manifest)?;
     let sbom_manifest_digest = oci::digest(&sbom_manifest)?;
-    sbom_manifest.set_artifact_type(Some(media::spdx()));
-    manifest.set_annotations(Some(
-        [
-            (oci::REF_NAME.to_owned(), opts.spec.tag.clone()),
-            (
-                oci::CONTAINERD_NAME.to_owned(),
-                format!("{}:{}", opts.spec.name, opts.spec.tag),
-            ),
-        ]
-        .into(),
-    ));
-    let index = oci::index(&manifest, Some(&sbom_manifest))?;
+    let index = oci::layout_index(
+        &mut manifest,
+        Some(&sbom_manifest),
+        &opts.spec.name,
+        &opts.spec.tag,
+    )?;
     Ok(Documents {
         config_digest,
         manifest_digest,
@@ -768,8 +762,7 @@ fn blob_files(
     Ok(blob_files)
 }
 
-/// Puts the output in place: the stage renamed to an OCI layout, or an
-/// archive written from the blobs (the stage then removed).
+/// Puts the output in place (see [`put_output`]).
 fn write_output(
     opts: &BuildOptions,
     stage: tempfile::TempDir,
@@ -779,25 +772,71 @@ fn write_output(
     sources: archive::Sources<'_>,
     cache: Option<&Cache>,
 ) -> Result<Option<Digest>, Error> {
-    let epoch = opts.source_date_epoch;
-    let config_digest = &docs.config_digest;
-    let repo_tag = format!("{}:{}", opts.spec.name, opts.spec.tag);
-    let top = built
-        .last()
-        .map(|(m, _, _)| m.digest.clone())
-        .unwrap_or_else(|| config_digest.clone());
     let layer_digests: Vec<Digest> = built.iter().map(|(m, _, _)| m.digest.clone()).collect();
-    Ok(match opts.format {
+    put_output(
+        &Output {
+            format: opts.format,
+            out: &opts.out,
+            name: &opts.spec.name,
+            tag: &opts.spec.tag,
+            config_digest: &docs.config_digest,
+            layer_digests: &layer_digests,
+            index: &docs.index,
+            blob_files,
+            epoch: opts.source_date_epoch,
+        },
+        stage,
+        sources,
+        cache,
+    )
+}
+
+/// What an image's output is made of: its name, its documents and where
+/// each blob is. A build and a pull (`crate::registry`) both write an
+/// image through [`put_output`], so the same image gives the same bytes.
+pub(crate) struct Output<'a> {
+    pub format: OutputFormat,
+    pub out: &'a Path,
+    pub name: &'a str,
+    pub tag: &'a str,
+    pub config_digest: &'a Digest,
+    /// The image's layers, bottom first.
+    pub layer_digests: &'a [Digest],
+    /// `index.json`'s bytes.
+    pub index: &'a [u8],
+    /// Every blob and where it is, sorted by digest, each once.
+    pub blob_files: &'a [(Digest, BlobSrc)],
+    pub epoch: u64,
+}
+
+/// Puts the output in place: the stage (whose `blobs/sha256` holds the
+/// blobs) renamed to an OCI layout, or an archive written from the blobs
+/// (the stage then removed).
+pub(crate) fn put_output(
+    o: &Output<'_>,
+    stage: tempfile::TempDir,
+    sources: archive::Sources<'_>,
+    cache: Option<&Cache>,
+) -> Result<Option<Digest>, Error> {
+    let config_digest = o.config_digest;
+    let repo_tag = format!("{}:{}", o.name, o.tag);
+    let top = o
+        .layer_digests
+        .last()
+        .cloned()
+        .unwrap_or_else(|| config_digest.clone());
+    let layer_digests = o.layer_digests;
+    Ok(match o.format {
         OutputFormat::Oci => {
             write_file(stage.path(), "oci-layout", oci::OCI_LAYOUT)?;
-            write_file(stage.path(), "index.json", &docs.index)?;
+            write_file(stage.path(), "index.json", o.index)?;
             let stage = stage.keep();
-            replace_dir(&stage, &opts.out)?;
+            replace_dir(&stage, o.out)?;
             None
         }
         f => {
             let archive_docs = archive::Docs {
-                index: &docs.index,
+                index: o.index,
                 docker_manifest: &oci::docker_manifest(
                     &config_digest.blob_path(),
                     &repo_tag,
@@ -814,17 +853,17 @@ fn write_output(
                         .map(|d| format!("{}.tar", d.hex()))
                         .collect::<Vec<_>>(),
                 )?,
-                repositories: &oci::repositories(&opts.spec.name, &opts.spec.tag, &top)?,
+                repositories: &oci::repositories(o.name, o.tag, &top)?,
                 config: config_digest,
-                layers: &layer_digests,
+                layers: layer_digests,
             };
             archive::write(
                 f,
-                &opts.out,
-                blob_files,
+                o.out,
+                o.blob_files,
                 sources,
                 &archive_docs,
-                epoch,
+                o.epoch,
                 cache,
             )?;
             drop(stage);

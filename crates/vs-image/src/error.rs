@@ -200,6 +200,23 @@ pub enum Error {
         /// What went wrong (exit status, stderr tail, install hint).
         reason: String,
     },
+    /// A registry refused a request, could not be reached, or answered
+    /// something that is not what was asked for.
+    #[error("registry {reference}: {reason}")]
+    Registry {
+        /// The image reference (or registry) involved.
+        reference: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// An image reference is not acceptable here.
+    #[error("invalid image reference {reference:?}: {reason}")]
+    Reference {
+        /// The reference as given.
+        reference: String,
+        /// Why it is refused.
+        reason: String,
+    },
 }
 
 impl From<vs_pin::Error> for Error {

@@ -33,6 +33,7 @@ mod packages;
 mod perm;
 mod pipe;
 mod read;
+pub mod registry;
 mod report;
 mod spec;
 mod squashfs;

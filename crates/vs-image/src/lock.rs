@@ -148,6 +148,8 @@ impl Lock {
                     diff_ids,
                     archives: BTreeMap::new(),
                     inputs: BTreeMap::new(),
+                    // A new pin: the old pushes are of another image.
+                    pushed: Vec::new(),
                 },
             );
         }
@@ -270,6 +272,7 @@ mod tests {
                 diff_ids: vec![d('c'), d('d')],
                 archives: BTreeMap::new(),
                 inputs: BTreeMap::new(),
+                pushed: Vec::new(),
             },
         );
         l

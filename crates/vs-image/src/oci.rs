@@ -194,6 +194,25 @@ pub(crate) fn index(
     canonical("index.json", &doc)
 }
 
+/// `index.json` of a layout holding image `name:tag`: its image manifest
+/// (given the ref-name and containerd-name annotations here) and the SBOM
+/// artifact manifest.
+pub(crate) fn layout_index(
+    manifest: &mut Descriptor,
+    sbom_manifest: Option<&Descriptor>,
+    name: &str,
+    tag: &str,
+) -> Result<Vec<u8>, Error> {
+    manifest.set_annotations(Some(
+        [
+            (REF_NAME.to_owned(), tag.to_owned()),
+            (CONTAINERD_NAME.to_owned(), format!("{name}:{tag}")),
+        ]
+        .into(),
+    ));
+    index(manifest, sbom_manifest)
+}
+
 /// `oci-layout`.
 pub(crate) const OCI_LAYOUT: &[u8] = br#"{"imageLayoutVersion":"1.0.0"}"#;
 

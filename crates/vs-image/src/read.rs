@@ -82,7 +82,7 @@ pub struct InspectReport {
 }
 
 /// Where members come from: a directory or a tar file indexed by offset.
-enum Store {
+pub(crate) enum Store {
     Dir(PathBuf),
     Tar {
         path: PathBuf,
@@ -91,7 +91,7 @@ enum Store {
 }
 
 impl Store {
-    fn open_path(path: &Path) -> Result<Self, Error> {
+    pub(crate) fn open_path(path: &Path) -> Result<Self, Error> {
         let m = std::fs::metadata(path).map_err(|e| Error::io("stat", path, e))?;
         if m.is_dir() {
             return Ok(Self::Dir(path.to_owned()));
@@ -214,13 +214,13 @@ impl Store {
         })
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         match self {
             Self::Dir(p) | Self::Tar { path: p, .. } => p,
         }
     }
 
-    fn size(&self, name: &str) -> Option<u64> {
+    pub(crate) fn size(&self, name: &str) -> Option<u64> {
         match self {
             Self::Dir(d) => std::fs::symlink_metadata(d.join(name))
                 .ok()
@@ -248,7 +248,28 @@ impl Store {
         }
     }
 
-    fn open(&self, name: &str) -> Result<Box<dyn Read + '_>, Error> {
+    /// [`Store::open`], owning its file (for a reader that outlives the store's borrow).
+    pub(crate) fn open_owned(&self, name: &str) -> Result<Box<dyn Read + Send + 'static>, Error> {
+        match self {
+            Self::Dir(d) => {
+                let p = d.join(name);
+                Ok(Box::new(
+                    File::open(&p).map_err(|e| Error::io("open", &p, e))?,
+                ))
+            }
+            Self::Tar { path, members } => {
+                let (pos, size) = members
+                    .get(name)
+                    .ok_or_else(|| Error::malformed(path, format!("no member {name}")))?;
+                let mut f = File::open(path).map_err(|e| Error::io("open", path, e))?;
+                f.seek(SeekFrom::Start(*pos))
+                    .map_err(|e| Error::io("read", path, e))?;
+                Ok(Box::new(f.take(*size)))
+            }
+        }
+    }
+
+    pub(crate) fn open(&self, name: &str) -> Result<Box<dyn Read + '_>, Error> {
         match self {
             Self::Dir(d) => {
                 let p = d.join(name);
@@ -287,7 +308,7 @@ impl Store {
     }
 
     /// Reads a small blob by descriptor and checks its digest and size.
-    fn read_blob(&self, d: &Descriptor, referenced_by: &str) -> Result<Vec<u8>, Error> {
+    pub(crate) fn read_blob(&self, d: &Descriptor, referenced_by: &str) -> Result<Vec<u8>, Error> {
         let digest = oci::digest(d)?;
         let name = digest.blob_path();
         if self.size(&name).is_none() {
@@ -322,7 +343,7 @@ fn resolve_member(base: &str, target: &str) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("/"))
 }
 
-fn check_blob(
+pub(crate) fn check_blob(
     expected: &Digest,
     expected_size: u64,
     found: &Digest,
@@ -345,7 +366,7 @@ fn check_blob(
     Ok(())
 }
 
-fn parse<T: for<'de> Deserialize<'de>>(what: &str, bytes: &[u8]) -> Result<T, Error> {
+pub(crate) fn parse<T: for<'de> Deserialize<'de>>(what: &str, bytes: &[u8]) -> Result<T, Error> {
     serde_json::from_slice(bytes).map_err(|source| Error::Json {
         what: what.to_owned(),
         source,
@@ -448,6 +469,67 @@ pub fn inspect(path: &Path, verify: bool) -> Result<InspectReport, Error> {
         sbom: named.sbom,
         verified: verify,
         archive_digest,
+    })
+}
+
+/// An OCI image (archive or layout) opened to be sent elsewhere: its image
+/// manifest and SBOM artifact manifest as written, and where its blobs are.
+pub(crate) struct OciImage {
+    /// Where the blobs are.
+    pub store: Store,
+    /// The image manifest's descriptor (as index.json lists it).
+    pub manifest_desc: Descriptor,
+    /// The image manifest's bytes (digest checked).
+    pub manifest_bytes: Vec<u8>,
+    /// The image manifest.
+    pub manifest: ImageManifest,
+    /// The SBOM artifact manifest index.json names: its digest, bytes and
+    /// document.
+    pub sbom: Option<(Digest, Vec<u8>, ImageManifest)>,
+}
+
+/// Opens the OCI image at `path` (an archive with index.json or an OCI
+/// layout): a docker-archive has no image manifest to send.
+pub(crate) fn open_oci(path: &Path) -> Result<OciImage, Error> {
+    let store = Store::open_path(path)?;
+    if store.size("index.json").is_none() {
+        return Err(Error::malformed(
+            path,
+            "no index.json: a docker-archive has no OCI manifest to push; build the default archive, an oci-archive or an OCI layout",
+        ));
+    }
+    let named = read_oci_documents(&store, path)?;
+    let index: ImageIndex = parse(
+        "index.json",
+        &store.read_doc("index.json", "the OCI layout")?,
+    )?;
+    let manifest_desc = single_image_manifest(&index, path)?.clone();
+    let manifest_bytes = store.read_blob(&manifest_desc, "index.json")?;
+    let manifest: ImageManifest = parse("image manifest", &manifest_bytes)?;
+    let sbom = match named.sbom {
+        Some(s) => {
+            let size =
+                store
+                    .size(&s.manifest_digest.blob_path())
+                    .ok_or_else(|| Error::MissingBlob {
+                        digest: s.manifest_digest.to_string(),
+                        referenced_by: "index.json annotation".to_owned(),
+                    })?;
+            let bytes = store.read_blob(
+                &oci::descriptor(MediaType::ImageManifest, &s.manifest_digest, size)?,
+                "index.json",
+            )?;
+            let doc: ImageManifest = parse("sbom manifest", &bytes)?;
+            Some((s.manifest_digest, bytes, doc))
+        }
+        None => None,
+    };
+    Ok(OciImage {
+        store,
+        manifest_desc,
+        manifest_bytes,
+        manifest,
+        sbom,
     })
 }
 

@@ -33,9 +33,33 @@ pub(crate) fn build(
         progress.layer_done(p.size(), false);
     }
     let img = stage.path().join("image.sqfs");
-    let epoch = opts.source_date_epoch.to_string();
+    let digest = pack(&root, &img, opts.source_date_epoch, opts.compression)?;
+    std::fs::rename(&img, &opts.out).map_err(|e| Error::io("rename into place", &opts.out, e))?;
+    Ok(BuildReport {
+        name: opts.spec.name.clone(),
+        tag: opts.spec.tag.clone(),
+        format: opts.format,
+        out: opts.out.clone(),
+        manifest_digest: None,
+        config_digest: None,
+        sbom_digest: None,
+        layers: Vec::new(),
+        archive_digest: Some(digest),
+    })
+}
+
+/// Packs the rootfs `root` into the squashfs `img` with fixed times, root
+/// ownership and no xattrs (a build and a pull both pack through here);
+/// returns the file's digest.
+pub(crate) fn pack(
+    root: &Path,
+    img: &Path,
+    epoch: u64,
+    compression: Compression,
+) -> Result<crate::digest::Digest, Error> {
+    let epoch = epoch.to_string();
     let mut cmd = Command::new("mksquashfs");
-    cmd.arg(&root).arg(&img).args([
+    cmd.arg(root).arg(img).args([
         "-noappend",
         "-all-root",
         "-no-xattrs",
@@ -43,7 +67,7 @@ pub(crate) fn build(
         "-quiet",
     ]);
     cmd.args(["-mkfs-time", &epoch, "-all-time", &epoch]);
-    match opts.compression {
+    match compression {
         Compression::None => cmd.args(["-noI", "-noD", "-noF", "-noX"]),
         Compression::Gzip => cmd.args(["-comp", "gzip"]),
         Compression::Zstd => cmd.args(["-comp", "zstd"]),
@@ -59,22 +83,11 @@ pub(crate) fn build(
             reason: format!("{}: {}", out.status, err.trim()),
         });
     }
-    let f = std::fs::File::open(&img).map_err(|e| Error::io("read", &img, e))?;
+    let f = std::fs::File::open(img).map_err(|e| Error::io("read", img, e))?;
     let (digest, _) = HashReader::new(f)
         .finish()
-        .map_err(|e| Error::io("read", &img, e))?;
-    std::fs::rename(&img, &opts.out).map_err(|e| Error::io("rename into place", &opts.out, e))?;
-    Ok(BuildReport {
-        name: opts.spec.name.clone(),
-        tag: opts.spec.tag.clone(),
-        format: opts.format,
-        out: opts.out.clone(),
-        manifest_digest: None,
-        config_digest: None,
-        sbom_digest: None,
-        layers: Vec::new(),
-        archive_digest: Some(digest),
-    })
+        .map_err(|e| Error::io("read", img, e))?;
+    Ok(digest)
 }
 
 fn flatten(p: &LayerPlan, root: &Path, symlinks: &mut BTreeSet<String>) -> Result<(), Error> {

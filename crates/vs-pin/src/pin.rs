@@ -30,6 +30,10 @@ pub struct LockedImage {
     /// moves, `verify` names the packages that changed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub inputs: BTreeMap<String, String>,
+    /// The registry references (`HOST/REPO@sha256:...`) `vibesys image
+    /// push --lock` pushed this image to, sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pushed: Vec<String>,
 }
 
 /// One pinned archive file.
@@ -156,6 +160,14 @@ impl Pin<'_> {
 }
 
 impl LockedImage {
+    /// Records that the image was pushed to `reference` (once; sorted).
+    pub fn record_push(&mut self, reference: &str) {
+        if !self.pushed.iter().any(|r| r == reference) {
+            self.pushed.push(reference.to_owned());
+            self.pushed.sort();
+        }
+    }
+
     /// The pin of this entry, which the lock holds under `image`.
     pub fn pin<'a>(&'a self, image: &'a str) -> Pin<'a> {
         Pin {
@@ -186,6 +198,7 @@ mod tests {
             diff_ids: vec![d('c'), d('d')],
             archives: BTreeMap::new(),
             inputs: BTreeMap::new(),
+            pushed: Vec::new(),
         }
     }
 
