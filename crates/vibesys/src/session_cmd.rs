@@ -21,10 +21,13 @@ gemini --approval-mode=yolo --sandbox=false): vibesys's confinement is the only 
 Only allow-listed variables reach the agent (PATH, HOME, USER, LANG, LC_*, TERM, TZ, TMPDIR,
 proxy and CA variables, the provider's auth and state variables, and --env NAME extras);
 dropped names are logged once, values never. Outside the project only what the provider's
-CLI must write in its state directory (e.g. ~/.codex) is writable: transcripts, history,
+CLI must write in its state directory (e.g. ~/.claude) is writable: transcripts, history,
 refreshed credentials, caches; the rest of it (settings, hooks, scripts) is read-only. Claude
 Code's ~/.claude.json is a private copy per session (seeded from yours, discarded at the end:
-your file is never written; read-only under --confine landlock).
+your file is never written; read-only under --confine landlock). Codex works on a private
+copy of ~/.codex (CODEX_HOME points at it; yours stays read-only); afterwards only its
+transcripts (sessions/, archived_sessions/), history.jsonl, session_index.jsonl and a changed
+auth.json go back, never its configuration, skills, shell snapshots or databases.
 
 --run-environment slurm starts the run's broker (vibesys broker serve, see docs/slurm.md) and
 runs the session in the local editor container (the pinned image, as --confine docker): no
