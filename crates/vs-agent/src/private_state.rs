@@ -46,8 +46,9 @@ pub struct PrivateStateDir {
     pub user: PathBuf,
     /// The copy, inside the session directory.
     pub copy: PathBuf,
-    /// The length of each top-level kept file right after seeding.
-    seeded_len: BTreeMap<String, u64>,
+    /// Each top-level kept file right after seeding: its length (an
+    /// append-only `*.jsonl` log) or its content (any other).
+    seeded: BTreeMap<String, Seeded>,
 }
 
 impl PrivateStateDir {
@@ -79,18 +80,23 @@ impl PrivateStateDir {
                 "the provider's state directory is larger than the session's copy may be ({MAX_SEED_BYTES} bytes, {MAX_SEED_ENTRIES} entries): the rest is not in the session"
             );
         }
-        let mut seeded_len = BTreeMap::new();
+        let mut seeded = BTreeMap::new();
         for kept in provider.kept_entries().iter().filter(|k| !k.is_dir) {
-            if let Ok(meta) = std::fs::symlink_metadata(copy.join(kept.name)) {
-                if meta.is_file() {
-                    seeded_len.insert(kept.name.to_owned(), meta.len());
+            let path = copy.join(kept.name);
+            if kept.name.ends_with(".jsonl") {
+                if let Ok(meta) = std::fs::symlink_metadata(&path) {
+                    if meta.is_file() {
+                        seeded.insert(kept.name.to_owned(), Seeded::Len(meta.len()));
+                    }
                 }
+            } else if let Ok(Some(content)) = read_bounded(&path, MAX_RETURN_FILE_BYTES) {
+                seeded.insert(kept.name.to_owned(), Seeded::Content(content));
             }
         }
         Ok(Self {
             user: user.to_path_buf(),
             copy: copy.to_path_buf(),
-            seeded_len,
+            seeded,
         })
     }
 
@@ -129,18 +135,24 @@ impl PrivateStateDir {
         let Some(content) = read_at(copy, name)? else {
             return Ok(());
         };
-        if name.ends_with(".jsonl") {
-            if let Some(&seeded) = self.seeded_len.get(name) {
-                if content.len() as u64 >= seeded {
-                    let tail = content.get(seeded as usize..).unwrap_or_default();
-                    return append(user, name, tail);
-                }
-            } else {
-                return append(user, name, &content);
+        match self.seeded.get(name) {
+            // Unchanged in the session: the user's stays as it is now.
+            Some(Seeded::Content(seeded)) if *seeded == content => Ok(()),
+            Some(Seeded::Len(seeded)) if content.len() as u64 >= *seeded => {
+                let tail = content.get(*seeded as usize..).unwrap_or_default();
+                append(user, name, tail)
             }
+            None if name.ends_with(".jsonl") => append(user, name, &content),
+            _ => replace(user, name, &content),
         }
-        replace(user, name, &content)
     }
+}
+
+/// A top-level kept file as seeded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seeded {
+    Len(u64),
+    Content(Vec<u8>),
 }
 
 struct Budget {
@@ -402,6 +414,7 @@ mod tests {
         std::fs::create_dir_all(user.join("sessions/2026")).unwrap();
         std::fs::write(user.join("config.toml"), "model = \"x\"\n").unwrap();
         std::fs::write(user.join("history.jsonl"), "{\"a\":1}\n").unwrap();
+        std::fs::write(user.join("auth.json"), "{\"t\":1}").unwrap();
         std::fs::write(user.join("sessions/2026/old.jsonl"), "old\n").unwrap();
         let outside = tmp.path().join("outside");
         std::fs::create_dir(&outside).unwrap();
@@ -420,7 +433,8 @@ mod tests {
         std::fs::write(copy.join("new-top"), "evil").unwrap();
         std::fs::write(copy.join("sessions/2026/new.jsonl"), "new\n").unwrap();
         std::fs::write(copy.join("history.jsonl"), "{\"a\":1}\n{\"b\":2}\n").unwrap();
-        // The user's CLI appends meanwhile.
+        // The user's CLI appends meanwhile, and logs in.
+        std::fs::write(user.join("auth.json"), "{\"t\":2}").unwrap();
         std::fs::OpenOptions::new()
             .append(true)
             .open(user.join("history.jsonl"))
@@ -447,6 +461,11 @@ mod tests {
             "{\"a\":1}\n{\"u\":3}\n{\"b\":2}\n"
         );
         assert!(std::fs::read_dir(&outside).unwrap().next().is_none());
+        // An auth.json the session left unchanged never clobbers a newer one.
+        assert_eq!(
+            std::fs::read_to_string(user.join("auth.json")).unwrap(),
+            "{\"t\":2}"
+        );
         assert!(!user.join("sessions/2026/link").exists());
     }
 }
