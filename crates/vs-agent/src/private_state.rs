@@ -84,10 +84,10 @@ impl PrivateStateDir {
         for kept in provider.kept_entries().iter().filter(|k| !k.is_dir) {
             let path = copy.join(kept.name);
             if kept.name.ends_with(".jsonl") {
-                if let Ok(meta) = std::fs::symlink_metadata(&path) {
-                    if meta.is_file() {
-                        seeded.insert(kept.name.to_owned(), Seeded::Len(meta.len()));
-                    }
+                if let Ok(meta) = std::fs::symlink_metadata(&path)
+                    && meta.is_file()
+                {
+                    seeded.insert(kept.name.to_owned(), Seeded::Len(meta.len()));
                 }
             } else if let Ok(Some(content)) = read_bounded(&path, MAX_RETURN_FILE_BYTES) {
                 seeded.insert(kept.name.to_owned(), Seeded::Content(content));
@@ -266,10 +266,10 @@ fn return_dir(
                 )));
             }
             *files -= 1;
-            if let Some(content) = read_at(&from, &child)? {
-                if read_at(&dir, &child).ok().flatten().as_deref() != Some(&content[..]) {
-                    replace(&dir, &child, &content)?;
-                }
+            if let Some(content) = read_at(&from, &child)?
+                && read_at(&dir, &child).ok().flatten().as_deref() != Some(&content[..])
+            {
+                replace(&dir, &child, &content)?;
             }
         }
     }
