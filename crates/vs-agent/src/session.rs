@@ -31,7 +31,8 @@ use crate::error::AgentError;
 pub struct StateBinds {
     /// The state directories (canonical), read-only.
     pub read_only: Vec<PathBuf>,
-    /// The kept entries inside them, bound read-write.
+    /// The kept entries inside them, bound read-write; and, once seeded,
+    /// each private copy of a whole state directory.
     pub writable: Vec<PathBuf>,
     /// The user's files a private copy stands in for (never written by
     /// the session; read-only under Landlock, which cannot remap a path).
