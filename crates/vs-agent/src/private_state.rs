@@ -5,7 +5,7 @@
 //! The session's CLI works on a copy seeded from the user's directory (at
 //! most [`MAX_SEED_BYTES`] and [`MAX_SEED_ENTRIES`]; symbolic links are
 //! copied as links, never followed; sockets, FIFOs, devices and SQLite
-//! `-shm` files are left out), in the session directory
+//! `-shm` files and the CLI's logs are left out), in the session directory
 //! ([`crate::SessionDir`]), writable in the session. Afterwards only the
 //! provider's [`agentshim::KeptEntry`]s go back to the user's directory
 //! ([`PrivateStateDir::return_kept`]): regular files only, read without
@@ -184,6 +184,9 @@ fn copy_tree(src: &Path, dst: &Path, depth: usize, budget: &mut Budget) -> std::
         }
         budget.entries -= 1;
         let ft = meta.file_type();
+        if depth == 0 && skipped_at_top(&name) {
+            continue;
+        }
         if ft.is_symlink() {
             if let Ok(target) = std::fs::read_link(&from) {
                 std::os::unix::fs::symlink(target, &to)?;
@@ -205,15 +208,25 @@ fn copy_tree(src: &Path, dst: &Path, depth: usize, budget: &mut Budget) -> std::
                 continue;
             };
             budget.bytes -= content.len() as u64;
+            // The user's permission bits (a skill's script stays
+            // executable), never set-id bits.
             let mut f = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
-                .mode(0o600)
+                .mode(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777)
                 .open(&to)?;
             f.write_all(&content)?;
         }
     }
     Ok(())
+}
+
+/// Top-level entries never seeded: Codex's logs (`log/`, the
+/// `logs_*.sqlite` database and its journals), which can grow large, never
+/// go back, and which the CLI recreates.
+fn skipped_at_top(name: &std::ffi::OsStr) -> bool {
+    let name = name.to_string_lossy();
+    name == "log" || (name.starts_with("logs_") && name.contains(".sqlite"))
 }
 
 /// Each regular file below `name` beneath `src` (the copy) into `name`
@@ -419,9 +432,25 @@ mod tests {
         let outside = tmp.path().join("outside");
         std::fs::create_dir(&outside).unwrap();
         std::os::unix::fs::symlink(&outside, user.join("archived_sessions")).unwrap();
+        std::fs::create_dir_all(user.join("skills/mine")).unwrap();
+        std::fs::write(user.join("skills/mine/run.sh"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(
+            user.join("skills/mine/run.sh"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o4755),
+        )
+        .unwrap();
+        std::fs::write(user.join("logs_2.sqlite"), "big").unwrap();
         let copy = tmp.path().join("copy");
         let p = agentshim::Provider::Codex;
         let dir = PrivateStateDir::seed(&p, &user, &copy).unwrap();
+        let mode = std::fs::metadata(copy.join("skills/mine/run.sh"))
+            .unwrap()
+            .permissions();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode) & 0o7777,
+            0o755
+        );
+        assert!(!copy.join("logs_2.sqlite").exists());
         assert_eq!(
             std::fs::read_to_string(copy.join("config.toml")).unwrap(),
             "model = \"x\"\n"
@@ -451,7 +480,7 @@ mod tests {
             std::fs::read_to_string(user.join("config.toml")).unwrap(),
             "model = \"x\"\n"
         );
-        assert!(!user.join("skills").exists() && !user.join("new-top").exists());
+        assert!(!user.join("skills/.system").exists() && !user.join("new-top").exists());
         assert_eq!(
             std::fs::read_to_string(user.join("sessions/2026/new.jsonl")).unwrap(),
             "new\n"
