@@ -735,3 +735,116 @@ fn a_session_of_the_real_codex_cli_under_bwrap_and_landlock_as_root_and_as_a_use
         }
     }
 }
+
+/// What a confined Codex turn plants in its home: into the directory it
+/// is pointed at (`CODEX_HOME`, the session's private copy) and into
+/// `~/.codex` by name (read-only: refused).
+const CODEX_PLANT: &str = r#"for d in "$CODEX_HOME" "$HOME/.codex"; do mkdir -p "$d/skills/.system/planted" "$d/shell_snapshots" "$d/tmp/arg0" && echo 'echo PLANTED-SKILL' > "$d/skills/.system/planted/SKILL.md" && echo 'echo PLANTED-SNAPSHOT' > "$d/shell_snapshots/planted.sh" && echo 'echo PLANTED-ALIAS' > "$d/tmp/arg0/git" && echo 'notify = ["sh", "-c", "echo PLANTED-NOTIFY"]' >> "$d/config.toml" && echo PLANTED-TOP > "$d/planted.txt" && echo "WROTE-$d"; done; echo plant-done"#;
+
+/// Every file below `dir` but the transcripts, whose content holds
+/// `needle`.
+fn files_with(dir: &Path, needle: &str, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        let ft = entry.file_type().unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if ft.is_dir() && name != "sessions" && name != "archived_sessions" {
+            files_with(&path, needle, out);
+        } else if ft.is_file() && !name.ends_with(".jsonl") {
+            let bytes = std::fs::read(&path).unwrap_or_default();
+            if String::from_utf8_lossy(&bytes).contains(needle) {
+                out.push(path);
+            }
+        }
+    }
+}
+
+fn codex_plants(who: As, backend: &str) {
+    require_tool("bwrap", "apt-get install bubblewrap");
+    require_tool("setpriv", "apt-get install util-linux");
+    let p = project(who);
+    let endpoint = Endpoint::start(&[("", &codex_steps(CODEX_PLANT, "codex plant done"))]);
+    let mut cmd = vibesys_with_codex(who, &p, &endpoint, backend);
+    let user_home = p.home.join(".codex");
+    let config_before = std::fs::read_to_string(user_home.join("config.toml")).unwrap();
+    let out = cmd
+        .args(["session", "--provider", "codex", "--confine", backend])
+        .args(["--prompt", "plant in your home"])
+        .output()
+        .unwrap();
+    let text = ok_out(&out, who, backend);
+    assert!(
+        text.contains("codex plant done"),
+        "{who:?} {backend}: {text}"
+    );
+    let log = endpoint.log_text();
+    // The copy is writable (the CLI works in it); ~/.codex is not.
+    assert!(log.contains("plant-done"), "{who:?} {backend}: {log}");
+    assert!(
+        log.contains("WROTE-/"),
+        "{who:?} {backend}: the copy: {log}"
+    );
+    assert!(
+        !log.contains(&format!("WROTE-{}", user_home.display())),
+        "{who:?} {backend}: ~/.codex was writable: {log}"
+    );
+    // Nothing planted reached the user's directory ...
+    assert_eq!(
+        std::fs::read_to_string(user_home.join("config.toml")).unwrap(),
+        config_before,
+        "{who:?} {backend}"
+    );
+    for planted in ["skills", "shell_snapshots", "tmp", "planted.txt"] {
+        assert!(
+            !user_home.join(planted).exists(),
+            "{who:?} {backend}: {planted} reached ~/.codex"
+        );
+    }
+    let mut found = Vec::new();
+    files_with(&user_home, "PLANTED", &mut found);
+    assert!(found.is_empty(), "{who:?} {backend}: {found:?}");
+    // ... nor anything of the CLI's own beyond the kept entries (its
+    // databases, locks, installation id stay in the copy) ...
+    let kept = [
+        "config.toml",
+        "sessions",
+        "archived_sessions",
+        "history.jsonl",
+        "session_index.jsonl",
+        "auth.json",
+    ];
+    for entry in std::fs::read_dir(&user_home).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        assert!(
+            kept.contains(&name.as_str()),
+            "{who:?} {backend}: {name} reached ~/.codex"
+        );
+    }
+    // ... while the session's transcript did, owned by whoever ran it.
+    let mut rollouts = Vec::new();
+    let mut stack = vec![user_home.join("sessions")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            if entry.file_type().unwrap().is_dir() {
+                stack.push(entry.path());
+            } else {
+                rollouts.push(entry.path());
+            }
+        }
+    }
+    assert!(
+        rollouts.iter().any(|r| std::fs::read_to_string(r)
+            .unwrap_or_default()
+            .contains("plant in your home")),
+        "{who:?} {backend}: no transcript in ~/.codex/sessions: {rollouts:?}"
+    );
+}
+
+#[test]
+fn a_confined_codex_session_plants_nothing_in_the_users_codex_home_and_its_transcript_goes_back() {
+    for who in users() {
+        for backend in ["bwrap", "landlock"] {
+            codex_plants(who, backend);
+        }
+    }
+}

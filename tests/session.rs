@@ -28,8 +28,21 @@ for c in .codex/config.toml .codex/prompts/p.md .codex/notify.sh .claude/setting
 done
 for f in .codex/history.jsonl .claude/history.jsonl .claude/projects/p.jsonl .gemini/tmp/chat.json; do
   d=${f%%/*}
-  { [ -d "$HOME/$d" ] && echo history >> "$HOME/$f"; } 2>/dev/null && echo "data:writable:$d" >> "$out"
+  base="$HOME/$d"
+  # Codex works on a private copy of its home, where CODEX_HOME points.
+  [ "$d" = .codex ] && [ -n "$CODEX_HOME" ] && base="$CODEX_HOME"
+  { [ -d "$base" ] && echo history >> "$base/${f#*/}"; } 2>/dev/null && echo "data:writable:$d" >> "$out"
 done
+# Its copy is writable whole: what it plants there must not go back.
+if [ -n "$CODEX_HOME" ]; then
+  echo 'notify = ["/tmp/planted"]' >> "$CODEX_HOME/config.toml"
+  mkdir -p "$CODEX_HOME/skills/.system" "$CODEX_HOME/shell_snapshots" "$CODEX_HOME/tmp/arg0"
+  echo planted > "$CODEX_HOME/skills/.system/SKILL.md"
+  echo planted > "$CODEX_HOME/shell_snapshots/s.sh"
+  echo planted > "$CODEX_HOME/tmp/arg0/git"
+  echo planted > "$CODEX_HOME/planted.txt"
+  mkdir -p "$CODEX_HOME/sessions/2026" && echo transcript > "$CODEX_HOME/sessions/2026/rollout.jsonl"
+fi
 exit 0
 "#;
 
@@ -132,6 +145,7 @@ fn providers_launch_confined_with_only_allow_listed_variables() {
         for name in &names {
             let ok = ["PATH", "HOME", "LANG", "MY_EXTRA"].contains(name)
                 || *name == auth
+                || (provider == "codex" && *name == "CODEX_HOME")
                 || allowed_extra.contains(name);
             assert!(ok, "{provider}: {name} is not on the allow-list: {names:?}");
         }
@@ -158,6 +172,33 @@ fn providers_launch_confined_with_only_allow_listed_variables() {
             record.contains(&format!("data:writable:{state}")),
             "{provider}: {record}"
         );
+        if provider == "codex" {
+            // The private copy's history and transcript came back; nothing
+            // else the stand-in planted in it did.
+            let codex = home.join(".codex");
+            assert!(
+                std::fs::read_to_string(codex.join("history.jsonl"))
+                    .unwrap()
+                    .contains("history"),
+                "codex: history did not come back"
+            );
+            assert_eq!(
+                std::fs::read_to_string(codex.join("sessions/2026/rollout.jsonl")).unwrap(),
+                "transcript\n"
+            );
+            for planted in [
+                "config.toml",
+                "skills",
+                "shell_snapshots",
+                "tmp",
+                "planted.txt",
+            ] {
+                assert!(
+                    !codex.join(planted).exists(),
+                    "codex: {planted} reached ~/.codex"
+                );
+            }
+        }
     }
 }
 

@@ -269,7 +269,6 @@ const CLAUDE_KEPT: &[KeptEntry] = &[
 const CODEX_KEPT: &[KeptEntry] = &[
     kept_dir("sessions"),
     kept_dir("archived_sessions"),
-    kept_dir("log"),
     kept_file("history.jsonl", true),
     kept_file("session_index.jsonl", false),
     kept_file("auth.json", false),
@@ -620,9 +619,10 @@ impl Provider {
     ///   `telemetry/`,
     ///   `statsig/`, `debug/`, `plans/`, `paste-cache/`, `history.jsonl`,
     ///   `.credentials.json` (refreshed OAuth credentials, when present);
-    /// - codex: `sessions/`, `archived_sessions/` (rollouts), `log/`,
+    /// - codex: `sessions/`, `archived_sessions/` (rollouts),
     ///   `history.jsonl`, `session_index.jsonl` and `auth.json` (when
-    ///   present);
+    ///   present): Codex works on a private copy of its home (see
+    ///   [`Provider::private_state_var`]) and only these go back;
     /// - gemini: `tmp/` (chats, logs, per-project state),
     ///   `oauth_creds.json`, `google_accounts.json`,
     ///   `mcp-oauth-tokens.json`, `installation_id`, `user_id` (when
@@ -633,6 +633,24 @@ impl Provider {
             Self::Claude => CLAUDE_KEPT,
             Self::Gemini => GEMINI_KEPT,
             Self::Custom(_) => &[],
+        }
+    }
+
+    /// For a provider whose CLI cannot work with a read-only state
+    /// directory, the variable that points it at another one: the session
+    /// then works on a private copy of the directory, seeded from the
+    /// user's, and afterwards only the [`Provider::kept_entries`] go back.
+    /// Codex (`CODEX_HOME`) keeps SQLite databases in WAL mode at the top
+    /// of its home (creating and unlinking `-journal`, `-wal`, `-shm` files
+    /// beside them), lock directories, an installation id, the system
+    /// skills it installs, shell snapshots it sources and PATH aliases in
+    /// `tmp/`: it refuses to start in a read-only home, and most of that
+    /// must not reach the user's directory. Claude Code and Gemini CLI run
+    /// with a read-only directory and writable kept entries (`None`).
+    pub fn private_state_var(&self) -> Option<&'static str> {
+        match self {
+            Self::Codex => Some("CODEX_HOME"),
+            _ => None,
         }
     }
 

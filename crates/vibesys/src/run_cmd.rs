@@ -735,21 +735,36 @@ impl CliHost {
                 path_var.to_string_lossy()
             );
         }
-        let state = match std::env::var_os("HOME") {
+        let mut state = match std::env::var_os("HOME") {
             Some(home) => {
                 prepare_state_paths(&self.provider, Path::new(&home), |v| std::env::var_os(v))?
             }
             None => vs_agent::StateBinds::default(),
         };
+        // A state directory the CLI cannot run read-only (Codex) is a
+        // private copy per turn; only its kept entries go back.
+        let _session_dir = if state.private_dirs.is_empty() {
+            None
+        } else {
+            let dir = vs_agent::SessionDir::create()?;
+            state.seed_copies(&dir, c.worktree)?;
+            Some(dir)
+        };
         let mut request =
             project.sandbox_request(&program, &host_env(), Some(c.worktree), helper_exe()?);
         request.devices = self.accelerators.device_nodes.clone();
-        request.state = state.into();
+        request.state = state.clone().into();
         let confinement = select(request, mode, Enforcement::Required)?
             .context("refusing to run the agent: no confinement was set up")?;
-        let vars = self.agent_env(c)?;
+        let mut vars = self.agent_env(c)?;
+        for (k, v) in &state.env {
+            vars.retain(|(name, _)| name != k);
+            vars.push((k.clone(), v.clone()));
+        }
         let argv = confinement.wrap(&self.launch.argv)?;
-        run_turn(&argv, c.worktree, &vars, cancel)
+        let outcome = run_turn(&argv, c.worktree, &vars, cancel);
+        state.return_kept();
+        outcome
     }
 }
 

@@ -21,10 +21,13 @@ gemini --approval-mode=yolo --sandbox=false): vibesys's confinement is the only 
 Only allow-listed variables reach the agent (PATH, HOME, USER, LANG, LC_*, TERM, TZ, TMPDIR,
 proxy and CA variables, the provider's auth and state variables, and --env NAME extras);
 dropped names are logged once, values never. Outside the project only what the provider's
-CLI must write in its state directory (e.g. ~/.codex) is writable: transcripts, history,
+CLI must write in its state directory (e.g. ~/.claude) is writable: transcripts, history,
 refreshed credentials, caches; the rest of it (settings, hooks, scripts) is read-only. Claude
 Code's ~/.claude.json is a private copy per session (seeded from yours, discarded at the end:
-your file is never written; read-only under --confine landlock).
+your file is never written; read-only under --confine landlock). Codex works on a private
+copy of ~/.codex (CODEX_HOME points at it; yours stays read-only); afterwards only its
+transcripts (sessions/, archived_sessions/), history.jsonl, session_index.jsonl and a changed
+auth.json go back, never its configuration, skills, shell snapshots or databases.
 
 --run-environment slurm starts the run's broker (vibesys broker serve, see docs/slurm.md) and
 runs the session in the local editor container (the pinned image, as --confine docker): no
@@ -119,28 +122,56 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
         Some(other) => bail!("the {other} run environment does not run sessions in this build"),
     }
     let project = args.policy.resolve()?;
-    let env = session_env_allowlist(std::env::vars_os(), &provider, &args.env)?;
+    let mut env = session_env_allowlist(std::env::vars_os(), &provider, &args.env)?;
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let mut state = match &home {
         Some(home) => prepare_state_paths(&provider, home, |v| std::env::var_os(v))?,
         None => vs_agent::StateBinds::default(),
     };
-    // bwrap and the container bind a private copy of each home-level file
-    // (the user's is never written); the directory lives until the session
-    // ends.
-    let _session_dir = if matches!(
-        mode,
-        vs_sandbox::ConfineMode::Auto
-            | vs_sandbox::ConfineMode::Bwrap
-            | vs_sandbox::ConfineMode::Docker
-    ) && !state.private.is_empty()
-    {
+    // A confined session works on private copies: of each home-level file
+    // (bwrap and the container bind it; the user's is never written) and
+    // of a state directory its CLI cannot run read-only (Codex: every
+    // backend points the CLI at it); the directory lives until the
+    // session ends, and only the kept entries go back.
+    let _session_dir = if mode != vs_sandbox::ConfineMode::Off && state.needs_copies() {
         let dir = vs_agent::SessionDir::create()?;
         state.seed_copies(&dir, project.workspace.root())?;
+        for (k, v) in &state.env {
+            env.vars.retain(|(name, _)| name != k);
+            env.vars.push((k.clone(), v.clone()));
+        }
         Some(dir)
     } else {
         None
     };
+    let result = run_session(
+        &args,
+        &project,
+        (&provider.name(), &launch),
+        &env,
+        &state,
+        home.as_deref(),
+        (mode, enforcement),
+        environment,
+        slurm_gpu_alias,
+    );
+    state.return_kept();
+    result
+}
+
+/// The session itself, in the run environment chosen.
+#[allow(clippy::too_many_arguments)]
+fn run_session(
+    args: &SessionArgs,
+    project: &crate::project::ProjectPolicy,
+    (provider_name, launch): (&str, &agentshim::Launch),
+    env: &vs_agent::SessionEnv,
+    state: &vs_agent::StateBinds,
+    home: Option<&std::path::Path>,
+    (mode, enforcement): (vs_sandbox::ConfineMode, vs_sandbox::Enforcement),
+    environment: Option<vs_runtime::RunEnvironment>,
+    slurm_gpu_alias: bool,
+) -> anyhow::Result<u8> {
     let program = launch
         .argv
         .first()
@@ -153,27 +184,35 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
         if slurm_gpu_alias {
             crate::slurm_env::warn_slurm_gpu_alias();
         }
-        let mounts = state_mounts(home.as_deref(), &state);
-        return run_in_slurm(&args, &project, &launch, env, &cwd, slurm_gpu_alias, mounts);
+        let mounts = state_mounts(home, state);
+        return run_in_slurm(
+            args,
+            project,
+            launch,
+            env.clone(),
+            &cwd,
+            slurm_gpu_alias,
+            mounts,
+        );
     }
     if mode == vs_sandbox::ConfineMode::Docker {
-        let mounts = state_mounts(home.as_deref(), &state);
-        return run_in_docker(&args, &project, &launch, &env, &cwd, None, mounts);
+        let mounts = state_mounts(home, state);
+        return run_in_docker(args, project, launch, env, &cwd, None, mounts);
     }
     let mut request = project.sandbox_request(&program, &host_env(), Some(&cwd), helper_exe()?);
-    request.state = state.into();
+    request.state = state.clone().into();
     let confinement = select(request, mode, enforcement)?;
     let mut cmd = session_command(
         confinement
             .as_ref()
             .map(|c| c as &dyn vs_sandbox::Confinement),
-        &launch,
-        &env,
+        launch,
+        env,
         &cwd,
     )?;
     let status = cmd
         .status()
-        .with_context(|| format!("cannot start the session ({})", provider.name()))?;
+        .with_context(|| format!("cannot start the session ({})", provider_name))?;
     Ok(vs_sandbox::launch::exit_code(status) as u8)
 }
 

@@ -20,17 +20,35 @@ use crate::error::AgentError;
 /// nothing a provider's configuration can name as a command (a statusline
 /// script, hook scripts anywhere in the directory, Codex's `notify`
 /// target) is writable, whatever its name.
+///
+/// A provider whose CLI cannot run with its directory read-only
+/// ([`agentshim::Provider::private_state_var`]: Codex) works instead on a
+/// private copy of the whole directory ([`crate::PrivateStateDir`]),
+/// pointed at by that variable and writable in the session; the user's
+/// directory stays read-only, and afterwards only the kept entries go
+/// back ([`StateBinds::return_kept`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StateBinds {
     /// The state directories (canonical), read-only.
     pub read_only: Vec<PathBuf>,
-    /// The kept entries inside them, bound read-write.
+    /// The kept entries inside them, bound read-write; and, once seeded,
+    /// each private copy of a whole state directory.
     pub writable: Vec<PathBuf>,
     /// The user's files a private copy stands in for (never written by
     /// the session; read-only under Landlock, which cannot remap a path).
     pub private: Vec<PathBuf>,
     /// The copies, once seeded (see [`StateBinds::seed_copies`]).
     pub copies: Vec<vs_sandbox::PrivateFile>,
+    /// The provider, when its state directories are copied whole.
+    pub provider: Option<agentshim::Provider>,
+    /// The user's state directories (canonical) a private copy stands in
+    /// for (read-only, in [`StateBinds::read_only`] too).
+    pub private_dirs: Vec<PathBuf>,
+    /// Their copies, once seeded (each also in [`StateBinds::writable`]).
+    pub dir_copies: Vec<crate::PrivateStateDir>,
+    /// Variables the CLI needs to find its copy (`CODEX_HOME`), once
+    /// seeded.
+    pub env: Vec<(OsString, OsString)>,
 }
 
 impl From<StateBinds> for vs_sandbox::ProviderState {
@@ -69,7 +87,34 @@ impl StateBinds {
         for user_file in &self.private {
             self.copies.push(dir.seed(user_file)?);
         }
+        if let Some(provider) = &self.provider {
+            let var = provider.private_state_var();
+            for (i, user_dir) in self.private_dirs.iter().enumerate() {
+                let copy = dir.path().join(format!("state-{i}"));
+                let seeded = crate::PrivateStateDir::seed(provider, user_dir, &copy)?;
+                if let Some(var) = var {
+                    self.env.push((var.into(), copy.clone().into_os_string()));
+                }
+                self.writable.push(copy);
+                self.dir_copies.push(seeded);
+            }
+        }
         Ok(())
+    }
+
+    /// Whether a session directory is needed ([`StateBinds::seed_copies`]).
+    pub fn needs_copies(&self) -> bool {
+        !self.private.is_empty() || !self.private_dirs.is_empty()
+    }
+
+    /// After the session: the kept entries of each private copy go back
+    /// to the user's directory (see [`crate::PrivateStateDir`]).
+    pub fn return_kept(&self) {
+        if let Some(provider) = &self.provider {
+            for copy in &self.dir_copies {
+                copy.return_kept(provider);
+            }
+        }
     }
 }
 
@@ -151,6 +196,13 @@ pub fn prepare_state_paths(
             .cloned()
             .collect();
         crate::named_commands::check(provider, &dir, std::slice::from_ref(&sp.path), home, &kept)?;
+        if provider.private_state_var().is_some() {
+            // Nothing of the user's directory is writable: the session
+            // works on a copy, and only the kept entries go back.
+            out.writable.retain(|w| !w.starts_with(&dir));
+            out.provider = Some(provider.clone());
+            out.private_dirs.push(dir.clone());
+        }
         out.read_only.push(dir);
     }
     Ok(out)

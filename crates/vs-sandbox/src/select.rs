@@ -34,7 +34,9 @@ pub struct ProviderState {
     /// `ProviderState`).
     pub read_only: Vec<PathBuf>,
     /// Entries inside them bound read-write (directories or files, each
-    /// from a descriptor opened beneath its parent with no symlink).
+    /// from a descriptor opened beneath its parent with no symlink), and
+    /// private copies of whole state directories (Codex's, which its CLI
+    /// finds through `CODEX_HOME`), read-write at their own paths.
     pub writable: Vec<PathBuf>,
     /// The user's home-level files a private copy stands in for.
     pub user_files: Vec<PathBuf>,

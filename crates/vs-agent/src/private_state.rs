@@ -1,0 +1,500 @@
+//! A private copy of a provider's whole state directory, for a CLI that
+//! cannot run with it read-only ([`agentshim::Provider::private_state_var`]:
+//! Codex).
+//!
+//! The session's CLI works on a copy seeded from the user's directory (at
+//! most [`MAX_SEED_BYTES`] and [`MAX_SEED_ENTRIES`]; symbolic links are
+//! copied as links, never followed; sockets, FIFOs, devices and SQLite
+//! `-shm` files and the CLI's logs are left out), in the session directory
+//! ([`crate::SessionDir`]), writable in the session. Afterwards only the
+//! provider's [`agentshim::KeptEntry`]s go back to the user's directory
+//! ([`PrivateStateDir::return_kept`]): regular files only, read without
+//! following a symlink, each at most [`MAX_RETURN_FILE_BYTES`], written
+//! beneath descriptors opened with no symlink on the way, atomically (a
+//! temporary file renamed over the old one), never over anything but a
+//! regular file. An append-only log (`*.jsonl`) gets what the session
+//! appended, so lines the user's own CLI wrote meanwhile stay. Everything
+//! else the session wrote (configuration, skills, shell snapshots, PATH
+//! aliases, databases, new files) goes with the copy.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use rustix::fd::OwnedFd;
+use rustix::fs::{AtFlags, Mode, OFlags};
+
+use crate::error::AgentError;
+
+/// The most bytes of the user's state directory copied into a session;
+/// past it the rest is left out (with a warning).
+pub const MAX_SEED_BYTES: u64 = 1 << 30;
+/// The most entries copied into a session; past it the rest is left out.
+pub const MAX_SEED_ENTRIES: usize = 100_000;
+/// The deepest directory level copied or returned.
+const MAX_DEPTH: usize = 32;
+/// The largest file that goes back to the user's directory.
+pub const MAX_RETURN_FILE_BYTES: u64 = 256 << 20;
+/// The most files that go back after one session.
+pub const MAX_RETURN_FILES: usize = 20_000;
+
+/// A session's private copy of one state directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrivateStateDir {
+    /// The user's directory (canonical).
+    pub user: PathBuf,
+    /// The copy, inside the session directory.
+    pub copy: PathBuf,
+    /// Each top-level kept file right after seeding: its length (an
+    /// append-only `*.jsonl` log) or its content (any other).
+    seeded: BTreeMap<String, Seeded>,
+}
+
+impl PrivateStateDir {
+    /// Copies `user` (a canonical directory) to `copy` (a path that must
+    /// not exist yet, in a directory only vibesys writes).
+    pub fn seed(
+        provider: &agentshim::Provider,
+        user: &Path,
+        copy: &Path,
+    ) -> Result<Self, AgentError> {
+        let mut budget = Budget {
+            bytes: MAX_SEED_BYTES,
+            entries: MAX_SEED_ENTRIES,
+            skipped: 0,
+        };
+        let err = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| AgentError::SessionDir { path, source }
+        };
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(copy)
+            .map_err(err(copy))?;
+        copy_tree(user, copy, 0, &mut budget).map_err(err(copy))?;
+        if budget.skipped > 0 {
+            tracing::warn!(
+                path = %user.display(),
+                skipped = budget.skipped,
+                "the provider's state directory is larger than the session's copy may be ({MAX_SEED_BYTES} bytes, {MAX_SEED_ENTRIES} entries): the rest is not in the session"
+            );
+        }
+        let mut seeded = BTreeMap::new();
+        for kept in provider.kept_entries().iter().filter(|k| !k.is_dir) {
+            let path = copy.join(kept.name);
+            if kept.name.ends_with(".jsonl") {
+                if let Ok(meta) = std::fs::symlink_metadata(&path)
+                    && meta.is_file()
+                {
+                    seeded.insert(kept.name.to_owned(), Seeded::Len(meta.len()));
+                }
+            } else if let Ok(Some(content)) = read_bounded(&path, MAX_RETURN_FILE_BYTES) {
+                seeded.insert(kept.name.to_owned(), Seeded::Content(content));
+            }
+        }
+        Ok(Self {
+            user: user.to_path_buf(),
+            copy: copy.to_path_buf(),
+            seeded,
+        })
+    }
+
+    /// Copies the provider's kept entries from the copy back to the
+    /// user's directory (see the module's documentation). Failures are
+    /// warned about, one per entry, and never stop the others.
+    pub fn return_kept(&self, provider: &agentshim::Provider) {
+        let user = match open_dir(None, &self.user) {
+            Ok(fd) => fd,
+            Err(e) => {
+                tracing::warn!(path = %self.user.display(), "cannot open the provider's state directory to return the session's transcripts: {e}");
+                return;
+            }
+        };
+        let copy = match open_dir(None, &self.copy) {
+            Ok(fd) => fd,
+            Err(e) => {
+                tracing::warn!(path = %self.copy.display(), "cannot open the session's copy of the provider's state: {e}");
+                return;
+            }
+        };
+        let mut files = MAX_RETURN_FILES;
+        for kept in provider.kept_entries() {
+            let done = if kept.is_dir {
+                return_dir(&copy, &user, kept.name, 0, &mut files)
+            } else {
+                self.return_file(&copy, &user, kept.name)
+            };
+            if let Err(e) = done {
+                tracing::warn!(path = %self.user.join(kept.name).display(), "the session's copy did not go back: {e}");
+            }
+        }
+    }
+
+    fn return_file(&self, copy: &OwnedFd, user: &OwnedFd, name: &str) -> std::io::Result<()> {
+        let Some(content) = read_at(copy, name)? else {
+            return Ok(());
+        };
+        match self.seeded.get(name) {
+            // Unchanged in the session: the user's stays as it is now.
+            Some(Seeded::Content(seeded)) if *seeded == content => Ok(()),
+            Some(Seeded::Len(seeded)) if content.len() as u64 >= *seeded => {
+                let tail = content.get(*seeded as usize..).unwrap_or_default();
+                append(user, name, tail)
+            }
+            None if name.ends_with(".jsonl") => append(user, name, &content),
+            _ => replace(user, name, &content),
+        }
+    }
+}
+
+/// A top-level kept file as seeded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seeded {
+    Len(u64),
+    Content(Vec<u8>),
+}
+
+struct Budget {
+    bytes: u64,
+    entries: usize,
+    skipped: usize,
+}
+
+fn copy_tree(src: &Path, dst: &Path, depth: usize, budget: &mut Budget) -> std::io::Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(src)?.flatten().collect();
+    // Files before directories: the configuration at the top is copied
+    // before any large tree of transcripts can use up the budget.
+    entries.sort_by_key(|e| {
+        (
+            e.file_type().map(|t| t.is_dir()).unwrap_or(true),
+            e.file_name(),
+        )
+    });
+    for entry in entries {
+        let name = entry.file_name();
+        let from = src.join(&name);
+        let to = dst.join(&name);
+        let Ok(meta) = std::fs::symlink_metadata(&from) else {
+            continue;
+        };
+        if budget.entries == 0 {
+            budget.skipped += 1;
+            continue;
+        }
+        budget.entries -= 1;
+        let ft = meta.file_type();
+        if depth == 0 && skipped_at_top(&name) {
+            continue;
+        }
+        if ft.is_symlink() {
+            if let Ok(target) = std::fs::read_link(&from) {
+                std::os::unix::fs::symlink(target, &to)?;
+            }
+        } else if ft.is_dir() {
+            if depth >= MAX_DEPTH {
+                budget.skipped += 1;
+                continue;
+            }
+            std::fs::DirBuilder::new().mode(0o700).create(&to)?;
+            copy_tree(&from, &to, depth + 1, budget)?;
+        } else if ft.is_file() && !name.to_string_lossy().ends_with("-shm") {
+            if meta.len() > budget.bytes {
+                budget.skipped += 1;
+                continue;
+            }
+            let Ok(Some(content)) = read_bounded(&from, budget.bytes) else {
+                budget.skipped += 1;
+                continue;
+            };
+            budget.bytes -= content.len() as u64;
+            // The user's permission bits (a skill's script stays
+            // executable), never set-id bits.
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777)
+                .open(&to)?;
+            f.write_all(&content)?;
+        }
+    }
+    Ok(())
+}
+
+/// Top-level entries never seeded: Codex's logs (`log/`, the
+/// `logs_*.sqlite` database and its journals), which can grow large, never
+/// go back, and which the CLI recreates.
+fn skipped_at_top(name: &std::ffi::OsStr) -> bool {
+    let name = name.to_string_lossy();
+    name == "log" || (name.starts_with("logs_") && name.contains(".sqlite"))
+}
+
+/// Each regular file below `name` beneath `src` (the copy) into `name`
+/// beneath `parent` (the user's side), recursively; both sides walked
+/// from descriptors with no symlink followed.
+fn return_dir(
+    src: &OwnedFd,
+    parent: &OwnedFd,
+    name: &str,
+    depth: usize,
+    files: &mut usize,
+) -> std::io::Result<()> {
+    if depth > MAX_DEPTH {
+        return Ok(());
+    }
+    let from = match open_dir(Some(src), Path::new(name)) {
+        Ok(fd) => fd,
+        Err(e)
+            if e.raw_os_error() == Some(rustix::io::Errno::NOENT.raw_os_error())
+                || e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error())
+                || e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) =>
+        {
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    match rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700)) {
+        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let dir = open_dir(Some(parent), Path::new(name))?;
+    let mut names = Vec::new();
+    for entry in rustix::fs::Dir::read_from(&from)? {
+        let entry = entry?;
+        let Ok(child) = entry.file_name().to_str() else {
+            continue;
+        };
+        if child == "." || child == ".." {
+            continue;
+        }
+        names.push((child.to_owned(), entry.file_type()));
+    }
+    for (child, ft) in names {
+        if ft == rustix::fs::FileType::Directory {
+            return_dir(&from, &dir, &child, depth + 1, files)?;
+        } else if ft == rustix::fs::FileType::RegularFile {
+            if *files == 0 {
+                return Err(std::io::Error::other(format!(
+                    "more than {MAX_RETURN_FILES} files to return; the rest stays in the copy"
+                )));
+            }
+            *files -= 1;
+            if let Some(content) = read_at(&from, &child)?
+                && read_at(&dir, &child).ok().flatten().as_deref() != Some(&content[..])
+            {
+                replace(&dir, &child, &content)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Opens a directory beneath `parent` (or absolute) with no symlink on
+/// the way.
+fn open_dir(parent: Option<&OwnedFd>, path: &Path) -> std::io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(match parent {
+        Some(p) => rustix::fs::openat(p, path, flags, Mode::empty())?,
+        None => rustix::fs::open(path, flags, Mode::empty())?,
+    })
+}
+
+fn read_bounded(path: &Path, max: u64) -> std::io::Result<Option<Vec<u8>>> {
+    let fd = match rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT | rustix::io::Errno::LOOP) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    read_fd(fd, max)
+}
+
+/// A regular file beneath `dir`, read without following a symlink and
+/// bounded; `None` when missing or not a regular file.
+fn read_at(dir: &OwnedFd, name: &str) -> std::io::Result<Option<Vec<u8>>> {
+    let fd = match rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT | rustix::io::Errno::LOOP) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    read_fd(fd, MAX_RETURN_FILE_BYTES)
+}
+
+fn read_fd(fd: OwnedFd, max: u64) -> std::io::Result<Option<Vec<u8>>> {
+    let file = std::fs::File::from(fd);
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    if meta.len() > max {
+        return Err(std::io::Error::other(format!(
+            "is larger than {max} bytes ({} bytes)",
+            meta.len()
+        )));
+    }
+    let mut content = Vec::new();
+    file.take(max + 1).read_to_end(&mut content)?;
+    if content.len() as u64 > max {
+        return Err(std::io::Error::other(format!(
+            "grew beyond {max} bytes while read"
+        )));
+    }
+    Ok(Some(content))
+}
+
+/// Whether `name` beneath `dir` is missing or a regular file (the only
+/// things a returned file may replace).
+fn replaceable(dir: &OwnedFd, name: &str) -> std::io::Result<bool> {
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => Ok(
+            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
+        ),
+        Err(rustix::io::Errno::NOENT) => Ok(true),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Writes `content` as `name` beneath `dir`: a fresh temporary file,
+/// synced, renamed over the old one.
+fn replace(dir: &OwnedFd, name: &str, content: &[u8]) -> std::io::Result<()> {
+    if !replaceable(dir, name)? {
+        return Err(std::io::Error::other(format!(
+            "{name} is not a regular file in your directory: left alone"
+        )));
+    }
+    let tmp = format!(".{name}.vibesys-{}", std::process::id());
+    let fd = rustix::fs::openat(
+        dir,
+        tmp.as_str(),
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )?;
+    let mut file = std::fs::File::from(fd);
+    let written = file.write_all(content).and_then(|()| file.sync_all());
+    let renamed = written.and_then(|()| {
+        rustix::fs::renameat(dir, tmp.as_str(), dir, name).map_err(std::io::Error::from)
+    });
+    if renamed.is_err() {
+        let _ = rustix::fs::unlinkat(dir, tmp.as_str(), AtFlags::empty());
+    }
+    renamed
+}
+
+/// Appends `tail` to `name` beneath `dir` (created, mode 0600, when
+/// missing), which must be a regular file.
+fn append(dir: &OwnedFd, name: &str, tail: &[u8]) -> std::io::Result<()> {
+    if tail.is_empty() {
+        return Ok(());
+    }
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::WRONLY
+            | OFlags::APPEND
+            | OFlags::CREATE
+            | OFlags::NOFOLLOW
+            | OFlags::NONBLOCK
+            | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )?;
+    let mut file = std::fs::File::from(fd);
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{name} is not a regular file in your directory: left alone"
+        )));
+    }
+    file.write_all(tail)?;
+    file.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn only_kept_entries_go_back_and_never_through_a_symlink() {
+        let tmp = tempfile::tempdir().unwrap();
+        let user = tmp.path().join("codex");
+        std::fs::create_dir_all(user.join("sessions/2026")).unwrap();
+        std::fs::write(user.join("config.toml"), "model = \"x\"\n").unwrap();
+        std::fs::write(user.join("history.jsonl"), "{\"a\":1}\n").unwrap();
+        std::fs::write(user.join("auth.json"), "{\"t\":1}").unwrap();
+        std::fs::write(user.join("sessions/2026/old.jsonl"), "old\n").unwrap();
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, user.join("archived_sessions")).unwrap();
+        std::fs::create_dir_all(user.join("skills/mine")).unwrap();
+        std::fs::write(user.join("skills/mine/run.sh"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(
+            user.join("skills/mine/run.sh"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o4755),
+        )
+        .unwrap();
+        std::fs::write(user.join("logs_2.sqlite"), "big").unwrap();
+        let copy = tmp.path().join("copy");
+        let p = agentshim::Provider::Codex;
+        let dir = PrivateStateDir::seed(&p, &user, &copy).unwrap();
+        let mode = std::fs::metadata(copy.join("skills/mine/run.sh"))
+            .unwrap()
+            .permissions();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode) & 0o7777,
+            0o755
+        );
+        assert!(!copy.join("logs_2.sqlite").exists());
+        assert_eq!(
+            std::fs::read_to_string(copy.join("config.toml")).unwrap(),
+            "model = \"x\"\n"
+        );
+        // The session writes.
+        std::fs::write(copy.join("config.toml"), "notify = [\"evil\"]\n").unwrap();
+        std::fs::create_dir_all(copy.join("skills/.system")).unwrap();
+        std::fs::write(copy.join("skills/.system/x.md"), "evil").unwrap();
+        std::fs::write(copy.join("new-top"), "evil").unwrap();
+        std::fs::write(copy.join("sessions/2026/new.jsonl"), "new\n").unwrap();
+        std::fs::write(copy.join("history.jsonl"), "{\"a\":1}\n{\"b\":2}\n").unwrap();
+        // The user's CLI appends meanwhile, and logs in.
+        std::fs::write(user.join("auth.json"), "{\"t\":2}").unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(user.join("history.jsonl"))
+            .unwrap()
+            .write_all(b"{\"u\":3}\n")
+            .unwrap();
+        // A symlink the agent planted in a kept directory is not followed.
+        std::fs::remove_file(copy.join("archived_sessions")).unwrap();
+        std::fs::create_dir(copy.join("archived_sessions")).unwrap();
+        std::fs::write(copy.join("archived_sessions/a.jsonl"), "a").unwrap();
+        std::os::unix::fs::symlink("/etc/shadow", copy.join("sessions/2026/link")).unwrap();
+        dir.return_kept(&p);
+        assert_eq!(
+            std::fs::read_to_string(user.join("config.toml")).unwrap(),
+            "model = \"x\"\n"
+        );
+        assert!(!user.join("skills/.system").exists() && !user.join("new-top").exists());
+        assert_eq!(
+            std::fs::read_to_string(user.join("sessions/2026/new.jsonl")).unwrap(),
+            "new\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(user.join("history.jsonl")).unwrap(),
+            "{\"a\":1}\n{\"u\":3}\n{\"b\":2}\n"
+        );
+        assert!(std::fs::read_dir(&outside).unwrap().next().is_none());
+        // An auth.json the session left unchanged never clobbers a newer one.
+        assert_eq!(
+            std::fs::read_to_string(user.join("auth.json")).unwrap(),
+            "{\"t\":2}"
+        );
+        assert!(!user.join("sessions/2026/link").exists());
+    }
+}
