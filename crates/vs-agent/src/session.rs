@@ -160,20 +160,30 @@ pub fn prepare_state_paths(
         let dir = vs_sandbox::realpath::canonicalize(&sp.path).map_err(state_err(&sp.path))?;
         for kept in provider.kept_entries() {
             let path = dir.join(kept.name);
-            match std::fs::symlink_metadata(&path) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    if kept.is_dir {
-                        std::fs::create_dir(&path).map_err(state_err(&path))?;
-                    } else if kept.create_empty {
-                        std::fs::OpenOptions::new()
-                            .write(true)
-                            .create_new(true)
-                            .open(&path)
-                            .map_err(state_err(&path))?;
-                    } else {
-                        continue;
-                    }
+            // Made when missing; another session of the same provider
+            // (candidates run in parallel) may make it first: then what
+            // it made is checked like any entry found.
+            let mut found = std::fs::symlink_metadata(&path);
+            if matches!(&found, Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
+                let made = if kept.is_dir {
+                    std::fs::create_dir(&path)
+                } else if kept.create_empty {
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&path)
+                        .map(drop)
+                } else {
+                    continue;
+                };
+                match made {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(state_err(&path)(e)),
                 }
+                found = std::fs::symlink_metadata(&path);
+            }
+            match found {
                 Err(e) => return Err(state_err(&path)(e)),
                 Ok(meta) if meta.is_dir() != kept.is_dir || meta.file_type().is_symlink() => {
                     // Never made writable: it stays read-only with the
