@@ -45,6 +45,7 @@ fn wrapped_bwrap_argv_confines() {
         &BwrapOptions {
             program: "/usr/bin/bwrap".into(),
             network: false,
+            egress: None,
             chdir: None,
             helper: vibesys(),
             writable: Vec::new(),

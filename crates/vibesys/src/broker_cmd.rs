@@ -252,6 +252,7 @@ fn host_job(a: HostJobArgs) -> anyhow::Result<u8> {
         hidden: Vec::new(),
         allow: Vec::new(),
         no_network: false,
+        allow_host: Vec::new(),
     };
     let mut config = vs_sandbox::config::PolicyConfig::load(&a.project)?;
     if a.workspace != a.project {

@@ -534,6 +534,7 @@ impl CliHost {
             hidden: Vec::new(),
             allow: Vec::new(),
             no_network: false,
+            allow_host: Vec::new(),
         };
         args.resolve_in(Workspace::open(worktree)?, config)
     }

@@ -12,6 +12,7 @@
 //! internal-landlock [LIMIT] (--read P)... (--write P)... [--no-network] -- CMD...
 //! internal-docker-attach --container ID --user U --workdir DIR (--env NAME)... -- CMD...
 //! internal-command-server
+//! internal-egress-forward --socket PATH --port N -- CMD...
 //! ```
 //! LIMIT is `--nproc N` or `--pids-cgroup VERSION:MAX PARENT`
 //! ([`ProcessLimit::to_args`]); SLOT is written by [`FdSlot::to_args`].
@@ -77,6 +78,17 @@ pub enum Helper {
     /// The command server, a run container's main process (its stdout is
     /// the reply channel).
     CommandServer,
+    /// Inside a sandbox with an allow-list: relays the sandbox's loopback
+    /// `port` to the egress proxy's `socket` and runs `argv` as its child
+    /// ([`crate::egress::forward`]).
+    EgressForward {
+        /// The proxy's socket as the sandbox sees it.
+        socket: PathBuf,
+        /// The loopback port the proxy variables name.
+        port: u16,
+        /// The command.
+        argv: Vec<OsString>,
+    },
 }
 
 impl Helper {
@@ -88,12 +100,15 @@ impl Helper {
     pub const DOCKER_ATTACH: &'static str = "internal-docker-attach";
     /// The subcommand of [`Helper::CommandServer`].
     pub const COMMAND_SERVER: &'static str = "internal-command-server";
+    /// The subcommand of [`Helper::EgressForward`].
+    pub const EGRESS_FORWARD: &'static str = "internal-egress-forward";
     /// Every helper subcommand.
-    pub const ALL: [&'static str; 4] = [
+    pub const ALL: [&'static str; 5] = [
         Self::LAUNCH,
         Self::LANDLOCK,
         Self::DOCKER_ATTACH,
         Self::COMMAND_SERVER,
+        Self::EGRESS_FORWARD,
     ];
 
     /// This helper's subcommand.
@@ -103,6 +118,7 @@ impl Helper {
             Self::Landlock { .. } => Self::LANDLOCK,
             Self::DockerAttach { .. } => Self::DOCKER_ATTACH,
             Self::CommandServer => Self::COMMAND_SERVER,
+            Self::EgressForward { .. } => Self::EGRESS_FORWARD,
         }
     }
 
@@ -159,6 +175,16 @@ impl Helper {
                 out.extend(argv.iter().cloned());
             }
             Self::CommandServer => {}
+            Self::EgressForward { socket, port, argv } => {
+                out.extend([
+                    "--socket".into(),
+                    socket.clone().into_os_string(),
+                    "--port".into(),
+                    port.to_string().into(),
+                    "--".into(),
+                ]);
+                out.extend(argv.iter().cloned());
+            }
         }
         out
     }
@@ -181,6 +207,7 @@ impl Helper {
             Self::LAUNCH => parse_launch(&mut it).map_err(usage)?,
             Self::LANDLOCK => parse_landlock(&mut it).map_err(usage)?,
             Self::DOCKER_ATTACH => parse_attach(&mut it).map_err(usage)?,
+            Self::EGRESS_FORWARD => parse_forward(&mut it).map_err(usage)?,
             _ => {
                 if let Some(extra) = it.next() {
                     return Err(usage(format!("unexpected argument {extra:?}")));
@@ -204,6 +231,34 @@ fn command(it: &mut impl Iterator<Item = OsString>) -> Result<Vec<OsString>, Str
 fn unbounded() -> ProcessLimit {
     ProcessLimit::Unbounded {
         reason: "no limit was passed to the helper".into(),
+    }
+}
+
+fn parse_forward(it: &mut impl Iterator<Item = OsString>) -> Result<Helper, String> {
+    let mut socket = None;
+    let mut port = None;
+    loop {
+        let Some(arg) = it.next() else {
+            return Err("expected --socket PATH --port N -- CMD...".into());
+        };
+        match arg.to_str() {
+            Some("--") => break,
+            Some("--socket") => socket = it.next().map(PathBuf::from),
+            Some("--port") => {
+                port = it
+                    .next()
+                    .and_then(|p| p.to_str().and_then(|p| p.parse::<u16>().ok()))
+            }
+            _ => return Err(format!("unknown argument {arg:?}")),
+        }
+    }
+    match (socket, port) {
+        (Some(socket), Some(port)) => Ok(Helper::EgressForward {
+            socket,
+            port,
+            argv: command(it)?,
+        }),
+        _ => Err("--socket PATH and --port N are required".into()),
     }
 }
 

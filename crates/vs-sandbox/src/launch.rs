@@ -56,9 +56,10 @@ pub fn run_bwrap(
     argv.extend([
         "--json-status-fd".into(),
         status_fd.to_string().into(),
-        "--".into(),
     ]);
-    argv.extend(command.iter().cloned());
+    argv.extend(plan.env_tail.iter().map(OsString::from));
+    argv.push("--".into());
+    argv.extend(plan.command(command));
     let mut prepared = Prepared::new("bwrap", bwrap_setup(limit), limit)?;
     // The status writer's only copies go with the exec image: EOF on the
     // reader once bwrap and what it leaves are gone.

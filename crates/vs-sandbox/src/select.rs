@@ -54,6 +54,9 @@ pub struct ConfineRequest<'a> {
     pub helper: PathBuf,
     /// Keep the host network.
     pub network: bool,
+    /// Egress by allow-list (with `network`): the network is taken away
+    /// and this proxy's socket is the one door back.
+    pub egress: Option<crate::egress::EgressDoor>,
     /// The directory the command starts in, inside the workspace (the
     /// workspace root when `None`).
     pub chdir: Option<PathBuf>,
@@ -81,6 +84,7 @@ impl<'a> ConfineRequest<'a> {
             resources,
             helper,
             network: true,
+            egress: None,
             chdir: None,
             max_processes: crate::limits::DEFAULT_MAX_PROCESSES,
             devices: Vec::new(),
@@ -273,6 +277,7 @@ fn bwrap(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
             None => find_bwrap(request.path_var.as_deref())?,
         },
         network: request.network,
+        egress: request.egress.filter(|_| request.network),
         chdir: request.chdir,
         helper: request.helper,
         writable: request.state.writable,
@@ -292,7 +297,20 @@ fn bwrap(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
     )?))
 }
 
+/// A backend that cannot (yet) give an allow-list its one door refuses
+/// it: an allow-list never silently means the open network.
+fn refuse_egress(request: &ConfineRequest<'_>, backend: &'static str, why: &str) -> Result<(), SandboxError> {
+    match &request.egress {
+        Some(_) if request.network => Err(SandboxError::Unsupported {
+            backend,
+            reason: format!("an egress allow-list (allow_hosts, --allow-host) is enforced only by bwrap here: {why}; use --confine bwrap, or --no-network"),
+        }),
+        _ => Ok(()),
+    }
+}
+
 fn landlock(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
+    refuse_egress(&request, "landlock", "Landlock's network rules name ports, not hosts, and this launch takes no network namespace of its own")?;
     let unsupported = |reason: String| SandboxError::Unsupported {
         backend: "landlock",
         reason,
@@ -339,6 +357,7 @@ fn landlock(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
 }
 
 fn seatbelt(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
+    refuse_egress(&request, "seatbelt", "the profile cannot yet limit the network to the proxy")?;
     if !request.devices.is_empty() {
         return Err(SandboxError::Unsupported {
             backend: "seatbelt",
@@ -355,6 +374,7 @@ fn seatbelt(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
 }
 
 fn docker(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
+    refuse_egress(&request, "docker", "the container does not yet get the proxy's socket and forwarder")?;
     let Some(options) = request.docker else {
         return Err(SandboxError::Unsupported {
             backend: "docker",

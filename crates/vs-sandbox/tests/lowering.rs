@@ -169,6 +169,7 @@ fn bwrap_argv_snapshot() {
     let options = BwrapOptions {
         program: "/usr/bin/bwrap".into(),
         network: true,
+        egress: None,
         chdir: None,
         helper: "/opt/vibesys/bin/vibesys".into(),
         writable: Vec::new(),
@@ -231,6 +232,7 @@ fn bwrap_binds_a_private_copy_at_another_path() {
     let options = BwrapOptions {
         program: "/usr/bin/bwrap".into(),
         network: true,
+        egress: None,
         chdir: None,
         helper: "/opt/vibesys/bin/vibesys".into(),
         writable: vec!["/home/u/.claude/projects".into()],
