@@ -117,7 +117,11 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
         }
         Some(other) => bail!("the {other} run environment does not run sessions in this build"),
     }
-    let project = args.policy.resolve()?;
+    let mut project = args.policy.resolve()?;
+    // An allow-list admits the provider's own API host.
+    if let Some(host) = provider.api_host(|v| std::env::var_os(v))? {
+        project.add_provider_host(&host)?;
+    }
     let env = session_env_allowlist(std::env::vars_os(), &provider, &args.env)?;
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let mut state = match &home {
@@ -148,6 +152,10 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
     let cwd = project
         .chdir_in(crate::project::cwd().as_deref())
         .unwrap_or_else(|| project.workspace.root().to_path_buf());
+    anyhow::ensure!(
+        !(project.egress_restricted() && mode == vs_sandbox::ConfineMode::Docker),
+        "an egress allow-list (allow_hosts, --allow-host) is enforced only by bwrap in this build: the container and Slurm sessions do not yet get the proxy; use --confine bwrap, or --no-network"
+    );
     if environment == Some(vs_runtime::RunEnvironment::Slurm) {
         if slurm_gpu_alias {
             crate::slurm_env::warn_slurm_gpu_alias();
@@ -161,7 +169,14 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
     }
     let mut request = project.sandbox_request(&program, &host_env(), Some(&cwd), helper_exe()?);
     request.state = state.into();
+    // The allow-list's one door: lives as long as the session.
+    let _proxy = project.start_egress(None)?;
+    request.egress = project.egress_door(_proxy.as_ref());
     let confinement = select(request, mode, enforcement)?;
+    anyhow::ensure!(
+        confinement.is_some() || _proxy.is_none(),
+        "an egress allow-list (allow_hosts, --allow-host) needs confinement, which is disabled: nothing would hold the session to it"
+    );
     let mut cmd = session_command(
         confinement
             .as_ref()

@@ -115,7 +115,7 @@ pub enum ConfigError {
         reason: String,
     },
     /// `allow_hosts` holds patterns that cannot be used.
-    #[error("invalid [sandbox] in {path:?}: {}", list_errors(errors))]
+    #[error("invalid egress allow-list ([sandbox] allow_hosts of {path:?}, or --allow-host): {}", list_errors(errors))]
     AllowHosts {
         /// The file.
         path: PathBuf,
