@@ -201,7 +201,16 @@ pub fn run_with_fds(
 #[cfg(target_os = "linux")]
 fn bwrap_command_error(argv: &[OsString]) -> Option<(&std::ffi::OsStr, std::io::Error)> {
     let split = argv.iter().position(|a| a == "--")?;
-    let (args, command) = (&argv[1..split], &argv[split + 1..]);
+    let (args, mut command) = (&argv[1..split], &argv[split + 1..]);
+    // Behind the egress forwarder (bound in, so not on the host at that
+    // path): the command after the forwarder's own `--`.
+    if command
+        .first()
+        .is_some_and(|p| p == crate::egress::INSIDE_HELPER)
+    {
+        let inner = command.iter().position(|a| a == "--")?;
+        command = &command[inner + 1..];
+    }
     let program = command.first()?;
     let mut chdir = None;
     let mut path_var = std::env::var_os("PATH");
