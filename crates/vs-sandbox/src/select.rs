@@ -123,6 +123,17 @@ pub fn select(
         return Ok(None);
     }
     let backend = Backend::for_mode(mode)?;
+    if let Some(door) = request.egress.as_ref().filter(|_| request.network)
+        && !door.socket.exists()
+    {
+        return Err(SandboxError::Unsupported {
+            backend: "egress",
+            reason: format!(
+                "the egress allow-list's proxy is not running ({} is missing): this entry point does not start it; use --no-network or drop allow_hosts here",
+                door.socket.display()
+            ),
+        });
+    }
     let sandbox = match plan(request, backend)? {
         Plan::Bwrap(s) => AnySandbox::Host(s),
         Plan::Landlock(s) => AnySandbox::Landlock(s),

@@ -97,6 +97,8 @@ pub struct AgentOutcome {
     pub cancelled: bool,
     /// What it printed, bounded (kept as `logs/<n>-agent.log`).
     pub log: Vec<u8>,
+    /// Connections the egress allow-list refused.
+    pub egress_denials: Vec<record::EgressDenial>,
 }
 
 /// The trusted command runner `check` and `measure` go through.
@@ -171,6 +173,8 @@ pub struct StartRequest {
     pub jobs: u32,
     /// The operator's `CUDA_VISIBLE_DEVICES`.
     pub cuda_visible_devices: Option<String>,
+    /// `--allow-host` patterns (validated by the caller).
+    pub allow_hosts: Vec<String>,
 }
 
 /// Whether a run can start in `environment`, checked before anything
@@ -289,6 +293,7 @@ pub fn prepare_run(layout: &StateLayout, request: StartRequest) -> Result<(RunSt
         task,
         protected,
         accelerators,
+        allow_hosts: request.allow_hosts,
         state: RunState::Running,
     };
     store.save_run(&record)?;
@@ -584,6 +589,7 @@ fn candidate_phases(
     };
     let _ = p.store.save_log(n, "agent", &outcome.log);
     p.rec.agent_exit = Some(outcome.exit_code);
+    p.rec.egress_denials = outcome.egress_denials.clone();
     if outcome.cancelled || cancel.is_cancelled() {
         p.cancelled = true;
         return Ok(());
