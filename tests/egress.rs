@@ -68,7 +68,9 @@ fn exec_allow(who: As, p: &Project, hosts: &[String], script: &str) -> std::proc
     }
     args.extend(["--".into(), "sh".into(), "-c".into(), script.into()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    command_as(who, &p.root, &vibesys(), &args).output().unwrap()
+    command_as(who, &p.root, &vibesys(), &args)
+        .output()
+        .unwrap()
 }
 
 const PROBE: &str = r#"
@@ -134,11 +136,17 @@ fn only_the_listed_host_is_reachable_and_only_through_the_proxy() {
             "UDP-OUT-FAILED".into(),
             "DNS-FAILED".into(),
         ] {
-            assert!(format!("\n{text}").contains(&want), "missing {want:?}: {ctx}");
+            assert!(
+                format!("\n{text}").contains(&want),
+                "missing {want:?}: {ctx}"
+            );
         }
         assert!(!text.contains("REFUSED-CONNECT 0"), "{ctx}");
         assert!(!text.contains("REFUSED-SOCKS 0"), "{ctx}");
-        assert!(!text.contains("FORBIDDEN-BODY"), "the refused server answered: {ctx}");
+        assert!(
+            !text.contains("FORBIDDEN-BODY"),
+            "the refused server answered: {ctx}"
+        );
         assert_eq!(
             refused.hits.load(Ordering::SeqCst),
             refused_before,
@@ -152,7 +160,8 @@ fn only_the_listed_host_is_reachable_and_only_through_the_proxy() {
         // One line per refused host, however often it was asked for.
         let err = stderr(&out);
         assert_eq!(
-            err.matches(&format!("vibesys: egress refused: 127.0.0.1:{r} ")).count(),
+            err.matches(&format!("vibesys: egress refused: 127.0.0.1:{r} "))
+                .count(),
             1,
             "{ctx}"
         );
@@ -188,7 +197,15 @@ fn bad_patterns_and_backends_that_cannot_enforce_exit_125() {
         As::Root,
         &p.root,
         &vibesys(),
-        &["exec", "--allow-host", "a b", "--allow-host", "x:0", "--", "true"],
+        &[
+            "exec",
+            "--allow-host",
+            "a b",
+            "--allow-host",
+            "x:0",
+            "--",
+            "true",
+        ],
     )
     .output()
     .unwrap();
@@ -212,7 +229,15 @@ fn bad_patterns_and_backends_that_cannot_enforce_exit_125() {
         As::Root,
         &p.root,
         &vibesys(),
-        &["exec", "--confine", "landlock", "--allow-host", "x.example", "--", "true"],
+        &[
+            "exec",
+            "--confine",
+            "landlock",
+            "--allow-host",
+            "x.example",
+            "--",
+            "true",
+        ],
     )
     .output()
     .unwrap();
@@ -224,7 +249,14 @@ fn bad_patterns_and_backends_that_cannot_enforce_exit_125() {
         As::Root,
         &p.root,
         &vibesys(),
-        &["policy", "show", "--no-network", "--allow-host", "x.example", "--json"],
+        &[
+            "policy",
+            "show",
+            "--no-network",
+            "--allow-host",
+            "x.example",
+            "--json",
+        ],
     )
     .output()
     .unwrap();
@@ -294,7 +326,11 @@ impl Drop for Endpoint {
 }
 
 fn endpoint(dir: &Path) -> Endpoint {
-    std::fs::write(dir.join("hello.json"), r#"[{"text": "hello through the proxy"}]"#).unwrap();
+    std::fs::write(
+        dir.join("hello.json"),
+        r#"[{"text": "hello through the proxy"}]"#,
+    )
+    .unwrap();
     let port_file = dir.join("port");
     let log = dir.join("requests.jsonl");
     let child = Command::new("python3")

@@ -251,7 +251,10 @@ fn describe_plan(
                 .collect();
             text.push_str(&format!("  {}", shell_words(&plan.program, &plan.args)));
             if !plan.env_tail.is_empty() {
-                text.push_str(&format!(" {}", shell_words(Path::new("(then)"), &plan.env_tail)));
+                text.push_str(&format!(
+                    " {}",
+                    shell_words(Path::new("(then)"), &plan.env_tail)
+                ));
             }
             text.push_str(&format!(
                 " -- {}CMD...\n",

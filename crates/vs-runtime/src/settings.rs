@@ -124,13 +124,15 @@ impl ProjectSettings {
         }
         let network = !flags.no_network && config.network.unwrap_or(true);
         let allow = config.allow.iter().chain(&flags.allow).cloned().collect();
-        let allow_hosts =
-            vs_sandbox::egress::AllowList::parse(config.allow_hosts.iter().chain(&flags.allow_hosts))
-                .map_err(|errors| vs_sandbox::config::ConfigError::AllowHosts {
-                    path: workspace.root().join(vs_sandbox::config::CONFIG_FILE),
-                    errors,
-                })?;
-        let mut settings = Self::finish(workspace, config, &policy, &planned, network, allow, true)?;
+        let allow_hosts = vs_sandbox::egress::AllowList::parse(
+            config.allow_hosts.iter().chain(&flags.allow_hosts),
+        )
+        .map_err(|errors| vs_sandbox::config::ConfigError::AllowHosts {
+            path: workspace.root().join(vs_sandbox::config::CONFIG_FILE),
+            errors,
+        })?;
+        let mut settings =
+            Self::finish(workspace, config, &policy, &planned, network, allow, true)?;
         settings.allow_hosts = allow_hosts;
         Ok(settings)
     }
@@ -154,12 +156,13 @@ impl ProjectSettings {
         let policy = ProjectPathPolicy::new(read_only, hidden)?;
         let network = config.network.unwrap_or(true);
         let allow = config.allow.clone();
-        let allow_hosts = config.allow_list().map_err(|errors| {
-            vs_sandbox::config::ConfigError::AllowHosts {
-                path: workspace.root().join(vs_sandbox::config::CONFIG_FILE),
-                errors,
-            }
-        })?;
+        let allow_hosts =
+            config
+                .allow_list()
+                .map_err(|errors| vs_sandbox::config::ConfigError::AllowHosts {
+                    path: workspace.root().join(vs_sandbox::config::CONFIG_FILE),
+                    errors,
+                })?;
         let mut settings = Self::finish(workspace, config, &policy, &[], network, allow, false)?;
         settings.allow_hosts = allow_hosts;
         Ok(settings)

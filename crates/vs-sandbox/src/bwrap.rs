@@ -421,7 +421,7 @@ impl HostSandbox {
     pub fn launch_plan(&self, env: Option<&[(OsString, OsString)]>) -> BwrapPlan {
         let mut plan = self.plan.clone();
         plan.args.extend(env_args(env));
-        plan.args.extend(plan.env_tail.drain(..));
+        plan.args.append(&mut plan.env_tail);
         plan
     }
 

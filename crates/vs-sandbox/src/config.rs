@@ -115,7 +115,10 @@ pub enum ConfigError {
         reason: String,
     },
     /// `allow_hosts` holds patterns that cannot be used.
-    #[error("invalid egress allow-list ([sandbox] allow_hosts of {path:?}, or --allow-host): {}", list_errors(errors))]
+    #[error(
+        "invalid egress allow-list ([sandbox] allow_hosts of {path:?}, or --allow-host): {}",
+        list_errors(errors)
+    )]
     AllowHosts {
         /// The file.
         path: PathBuf,
@@ -183,10 +186,12 @@ impl PolicyConfig {
                 entry: entry.clone(),
             });
         }
-        config.allow_list().map_err(|errors| ConfigError::AllowHosts {
-            path: path.to_path_buf(),
-            errors,
-        })?;
+        config
+            .allow_list()
+            .map_err(|errors| ConfigError::AllowHosts {
+                path: path.to_path_buf(),
+                errors,
+            })?;
         for entry in &config.devices {
             check_device_node(entry).map_err(|reason| ConfigError::Device {
                 path: path.to_path_buf(),
@@ -228,7 +233,9 @@ impl PolicyConfig {
     }
 
     /// `allow_hosts`, parsed.
-    pub fn allow_list(&self) -> Result<crate::egress::AllowList, Vec<crate::egress::HostPatternError>> {
+    pub fn allow_list(
+        &self,
+    ) -> Result<crate::egress::AllowList, Vec<crate::egress::HostPatternError>> {
         crate::egress::AllowList::parse(&self.allow_hosts)
     }
 

@@ -53,10 +53,7 @@ pub fn run_bwrap(
     let status_fd = crate::bwrap::FIRST_SLOT_FD + fds.count() as i32 - 1;
     let mut argv: Vec<OsString> = vec![plan.program.clone().into_os_string()];
     argv.extend(plan.args.iter().map(OsString::from));
-    argv.extend([
-        "--json-status-fd".into(),
-        status_fd.to_string().into(),
-    ]);
+    argv.extend(["--json-status-fd".into(), status_fd.to_string().into()]);
     argv.extend(plan.env_tail.iter().map(OsString::from));
     argv.push("--".into());
     argv.extend(plan.command(command));

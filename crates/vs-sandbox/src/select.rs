@@ -310,18 +310,28 @@ fn bwrap(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
 
 /// A backend that cannot (yet) give an allow-list its one door refuses
 /// it: an allow-list never silently means the open network.
-fn refuse_egress(request: &ConfineRequest<'_>, backend: &'static str, why: &str) -> Result<(), SandboxError> {
+fn refuse_egress(
+    request: &ConfineRequest<'_>,
+    backend: &'static str,
+    why: &str,
+) -> Result<(), SandboxError> {
     match &request.egress {
         Some(_) if request.network => Err(SandboxError::Unsupported {
             backend,
-            reason: format!("an egress allow-list (allow_hosts, --allow-host) is enforced only by bwrap here: {why}; use --confine bwrap, or --no-network"),
+            reason: format!(
+                "an egress allow-list (allow_hosts, --allow-host) is enforced only by bwrap here: {why}; use --confine bwrap, or --no-network"
+            ),
         }),
         _ => Ok(()),
     }
 }
 
 fn landlock(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
-    refuse_egress(&request, "landlock", "Landlock's network rules name ports, not hosts, and this launch takes no network namespace of its own")?;
+    refuse_egress(
+        &request,
+        "landlock",
+        "Landlock's network rules name ports, not hosts, and this launch takes no network namespace of its own",
+    )?;
     let unsupported = |reason: String| SandboxError::Unsupported {
         backend: "landlock",
         reason,
@@ -368,7 +378,11 @@ fn landlock(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
 }
 
 fn seatbelt(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
-    refuse_egress(&request, "seatbelt", "the profile cannot yet limit the network to the proxy")?;
+    refuse_egress(
+        &request,
+        "seatbelt",
+        "the profile cannot yet limit the network to the proxy",
+    )?;
     if !request.devices.is_empty() {
         return Err(SandboxError::Unsupported {
             backend: "seatbelt",
@@ -385,7 +399,11 @@ fn seatbelt(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
 }
 
 fn docker(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
-    refuse_egress(&request, "docker", "the container does not yet get the proxy's socket and forwarder")?;
+    refuse_egress(
+        &request,
+        "docker",
+        "the container does not yet get the proxy's socket and forwarder",
+    )?;
     let Some(options) = request.docker else {
         return Err(SandboxError::Unsupported {
             backend: "docker",

@@ -311,7 +311,8 @@ mod tests {
 
     #[test]
     fn addresses_match_only_themselves() {
-        let list = AllowList::parse(["127.0.0.1:8080", "[::1]:9"]).unwrap_or_else(|e| panic!("{e:?}"));
+        let list =
+            AllowList::parse(["127.0.0.1:8080", "[::1]:9"]).unwrap_or_else(|e| panic!("{e:?}"));
         assert!(list.admits(&host("127.0.0.1"), 8080));
         assert!(list.admits(&host("[::1]"), 9));
         assert!(!list.admits(&host("localhost"), 8080));
@@ -321,18 +322,35 @@ mod tests {
 
     #[test]
     fn bad_patterns_are_named() {
-        let errors = AllowList::parse(["ok.com", "*", "a b", "x:0", "x:99999", "::1", "a..b", "*.*.x"])
-            .err()
-            .unwrap_or_default();
+        let errors = AllowList::parse([
+            "ok.com", "*", "a b", "x:0", "x:99999", "::1", "a..b", "*.*.x",
+        ])
+        .err()
+        .unwrap_or_default();
         let named: Vec<&str> = errors.iter().map(|e| e.pattern.as_str()).collect();
-        assert_eq!(named, ["*", "a b", "x:0", "x:99999", "::1", "a..b", "*.*.x"]);
+        assert_eq!(
+            named,
+            ["*", "a b", "x:0", "x:99999", "::1", "a..b", "*.*.x"]
+        );
     }
 
     #[test]
     fn local_addresses() {
-        for a in ["127.0.0.5", "169.254.169.254", "::1", "fe80::1", "0.0.0.0", "::ffff:127.0.0.1"] {
-            assert!(is_local_address(a.parse().unwrap_or_else(|_| panic!("{a}"))), "{a}");
+        for a in [
+            "127.0.0.5",
+            "169.254.169.254",
+            "::1",
+            "fe80::1",
+            "0.0.0.0",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(
+                is_local_address(a.parse().unwrap_or_else(|_| panic!("{a}"))),
+                "{a}"
+            );
         }
-        assert!(!is_local_address("1.1.1.1".parse().unwrap_or_else(|_| panic!())));
+        assert!(!is_local_address(
+            "1.1.1.1".parse().unwrap_or_else(|_| panic!())
+        ));
     }
 }

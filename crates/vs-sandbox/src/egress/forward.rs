@@ -21,8 +21,9 @@ pub fn run(socket: &Path, port: u16, argv: &[OsString]) -> Result<i32, SandboxEr
         let what = what.to_owned();
         move |source| SandboxError::Os { what, source }
     };
-    let listener = std::net::TcpListener::bind(("127.0.0.1", port))
-        .map_err(os(&format!("egress forwarder: listening on 127.0.0.1:{port}")))?;
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).map_err(os(&format!(
+        "egress forwarder: listening on 127.0.0.1:{port}"
+    )))?;
     listener
         .set_nonblocking(true)
         .map_err(os("egress forwarder: setting the listener non-blocking"))?;

@@ -271,7 +271,12 @@ async fn handle(mut client: UnixStream, state: &Shared) -> std::io::Result<()> {
 }
 
 /// Connects to `host:port` when the list admits it, else says why not.
-async fn admit(state: &Shared, host: &str, port: u16, via: &'static str) -> Result<TcpStream, Refused> {
+async fn admit(
+    state: &Shared,
+    host: &str,
+    port: u16,
+    via: &'static str,
+) -> Result<TcpStream, Refused> {
     let refuse = |reason: String, denied: bool| Refused {
         host: host.to_owned(),
         port,
@@ -306,7 +311,9 @@ async fn admit(state: &Shared, host: &str, port: u16, via: &'static str) -> Resu
         if usable.is_empty() {
             let shown: Vec<IpAddr> = addrs.iter().map(|a| a.ip()).collect();
             return Err(refuse(
-                format!("resolves only to local addresses {shown:?}, which the allow-list does not name"),
+                format!(
+                    "resolves only to local addresses {shown:?}, which the allow-list does not name"
+                ),
                 true,
             ));
         }
@@ -340,7 +347,8 @@ async fn admit(state: &Shared, host: &str, port: u16, via: &'static str) -> Resu
 }
 
 async fn splice(mut a: impl AsyncRead + AsyncWrite + Unpin, mut b: TcpStream) {
-    let _ = tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, COPY_BUFFER, COPY_BUFFER).await;
+    let _ =
+        tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, COPY_BUFFER, COPY_BUFFER).await;
 }
 
 async fn http(mut client: UnixStream, first: u8, state: &Shared) -> std::io::Result<()> {
@@ -350,7 +358,12 @@ async fn http(mut client: UnixStream, first: u8, state: &Shared) -> std::io::Res
             break end;
         }
         if buf.len() >= MAX_HEAD {
-            return respond(&mut client, "431 Request Header Fields Too Large", "request head too large").await;
+            return respond(
+                &mut client,
+                "431 Request Header Fields Too Large",
+                "request head too large",
+            )
+            .await;
         }
         let mut chunk = [0u8; 4096];
         let n = tokio::time::timeout(HEAD_TIMEOUT, client.read(&mut chunk))
