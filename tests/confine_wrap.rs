@@ -85,6 +85,7 @@ fn wrapped_landlock_argv_confines_and_reports_gaps() {
             writable: Vec::new(),
             max_processes: 4096,
             chdir: None,
+            egress: None,
         },
     )
     .unwrap();

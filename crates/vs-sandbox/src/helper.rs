@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! internal-launch (--fd SLOT)... [LIMIT] -- bwrap ARGS -- CMD...
-//! internal-landlock [LIMIT] (--read P)... (--write P)... [--no-network] -- CMD...
+//! internal-landlock [LIMIT] (--read P)... (--write P)... [--no-network] [--egress SOCKET] -- CMD...
 //! internal-docker-attach --container ID --user U --workdir DIR (--env NAME)... -- CMD...
 //! internal-command-server
 //! internal-egress-forward --socket PATH --port N -- CMD...
@@ -148,6 +148,10 @@ impl Helper {
                 }
                 if !plan.network {
                     out.push("--no-network".into());
+                }
+                if let Some(socket) = &plan.egress {
+                    out.push("--egress".into());
+                    out.push(socket.clone().into_os_string());
                 }
                 out.push("--".into());
                 out.extend(argv.iter().cloned());
@@ -294,6 +298,7 @@ fn parse_landlock(it: &mut impl Iterator<Item = OsString>) -> Result<Helper, Str
         read: Vec::new(),
         write: Vec::new(),
         network: true,
+        egress: None,
     };
     let mut limit = unbounded();
     loop {
@@ -303,6 +308,13 @@ fn parse_landlock(it: &mut impl Iterator<Item = OsString>) -> Result<Helper, Str
         match arg.to_str() {
             Some("--") => break,
             Some("--no-network") => plan.network = false,
+            Some("--egress") => {
+                let p = PathBuf::from(it.next().ok_or("--egress needs a socket path")?);
+                if !p.is_absolute() {
+                    return Err(format!("--egress path {p:?} is not absolute"));
+                }
+                plan.egress = Some(p);
+            }
             Some(flag @ ("--read" | "--write")) => {
                 let p = PathBuf::from(it.next().ok_or_else(|| format!("{flag} needs a path"))?);
                 if !p.is_absolute() {
@@ -393,6 +405,7 @@ mod tests {
                 read: vec!["/usr".into()],
                 write: vec!["/w".into(), "/tmp".into()],
                 network: false,
+                egress: Some("/run/user/0/vibesys-egress-1/egress.sock".into()),
             },
             limit: ProcessLimit::Cgroup {
                 version: 2,

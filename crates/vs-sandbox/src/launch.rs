@@ -288,7 +288,16 @@ pub fn run_landlock(
             "landlock partially enforced (older kernel ABI)"
         );
     }
+    let egress = match &plan.egress {
+        Some(socket) => Some((crate::linux::netns::channel()?, socket.clone())),
+        None => None,
+    };
+    let (egress_parent, egress_child) = match egress {
+        Some(((parent, child), socket)) => (Some((parent, socket)), Some(child)),
+        None => (None, None),
+    };
     let setup = ChildSetup {
+        egress_channel: egress_child,
         // A cgroup holds the whole tree, so vibesys (the subreaper) can
         // be the command's parent, with a watchdog beside the command for
         // the case of vibesys being SIGKILLed: one fork on the launch
@@ -300,12 +309,26 @@ pub fn run_landlock(
         nproc: None,
         drop_capabilities: true,
         landlock: Some(ruleset),
+        // With an allow-list too: UDP, raw, MPTCP and every family but
+        // TCP refused, and no listening (the one listener was made before).
         seccomp: landlock_programs(SocketRules {
             deny_unix: true,
             deny_network: !plan.network,
         })?,
         close_inherited: true,
     };
+    // The proxy variables of an allow-list win over the caller's.
+    let egress_env: Option<Vec<(OsString, OsString)>> = plan.egress.as_ref().map(|_| {
+        let mut vars: Vec<(OsString, OsString)> = match env {
+            Some(env) => env.to_vec(),
+            None => std::env::vars_os().collect(),
+        };
+        let proxy = crate::egress::proxy_env();
+        vars.retain(|(k, _)| !proxy.iter().any(|(p, _)| k == p.as_str()));
+        vars.extend(proxy.into_iter().map(|(k, v)| (k.into(), v.into())));
+        vars
+    });
+    let env = egress_env.as_deref().or(env);
     let mut prepared = Prepared::new("landlock", setup, limit)?;
     let spawned = prepared.spawn(Exec {
         argv,
@@ -324,6 +347,25 @@ pub fn run_landlock(
             return Ok(exec_failure(&program, &error));
         }
     };
+    // The listener the command's namespace sent (before it executed):
+    // relayed to the proxy from here, outside the sandbox.
+    if let Some((channel, socket)) = egress_parent {
+        match crate::linux::netns::receive_listener(&channel)
+            .and_then(|l| crate::egress::forward::relay_in_background(l, socket))
+        {
+            Ok(()) => {}
+            Err(e) => {
+                let _ = rustix::process::kill_process(
+                    rustix::process::Pid::from_raw(child.id() as i32)
+                        .unwrap_or(rustix::process::Pid::INIT),
+                    rustix::process::Signal::KILL,
+                );
+                let _ = prepared.wait(&mut child);
+                prepared.finish();
+                return Err(e);
+            }
+        }
+    }
     let status = prepared
         .wait(&mut child)
         .map_err(|source| SandboxError::Os {

@@ -319,7 +319,7 @@ fn refuse_egress(
         Some(_) if request.network => Err(SandboxError::Unsupported {
             backend,
             reason: format!(
-                "an egress allow-list (allow_hosts, --allow-host) is enforced only by bwrap here: {why}; use --confine bwrap, or --no-network"
+                "an egress allow-list (allow_hosts, --allow-host) is enforced only by bwrap and Landlock here: {why}; use --confine bwrap or landlock, or --no-network"
             ),
         }),
         _ => Ok(()),
@@ -327,11 +327,6 @@ fn refuse_egress(
 }
 
 fn landlock(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
-    refuse_egress(
-        &request,
-        "landlock",
-        "Landlock's network rules name ports, not hosts, and this launch takes no network namespace of its own",
-    )?;
     let unsupported = |reason: String| SandboxError::Unsupported {
         backend: "landlock",
         reason,
@@ -369,6 +364,7 @@ fn landlock(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
         writable: state.writable,
         max_processes: request.max_processes,
         chdir: request.chdir,
+        egress: request.egress.filter(|_| request.network),
     };
     Ok(Plan::Landlock(LandlockSandbox::new(
         request.policy,

@@ -48,6 +48,31 @@ pub fn run(socket: &Path, port: u16, argv: &[OsString]) -> Result<i32, SandboxEr
     }
 }
 
+/// Relays what `listener` (made in a sandbox's own network namespace)
+/// accepts to the proxy's `socket`, on a thread of its own for the rest
+/// of this process's life.
+pub fn relay_in_background(
+    listener: std::net::TcpListener,
+    socket: std::path::PathBuf,
+) -> Result<(), SandboxError> {
+    let os = |what: &str| {
+        let what = what.to_owned();
+        move |source| SandboxError::Os { what, source }
+    };
+    listener
+        .set_nonblocking(true)
+        .map_err(os("egress relay: setting the listener non-blocking"))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .map_err(os("egress relay: building its runtime"))?;
+    std::thread::Builder::new()
+        .name("vibesys-egress-relay".into())
+        .spawn(move || runtime.block_on(relay(listener, socket)))
+        .map_err(os("egress relay: starting its thread"))?;
+    Ok(())
+}
+
 async fn relay(listener: std::net::TcpListener, socket: std::path::PathBuf) {
     let Ok(listener) = TcpListener::from_std(listener) else {
         return;
