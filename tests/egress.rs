@@ -1,4 +1,4 @@
-//! Egress by allow-list, end to end with real bwrap: two servers on the
+//! Egress by allow-list, end to end with real bwrap and Landlock: two servers on the
 //! host's loopback, one named by `--allow-host 127.0.0.1:PORT`. Inside, the
 //! allowed one answers curl (plain HTTP, CONNECT, SOCKS5) and Python
 //! through vibesys's proxy; the other is refused by the proxy and
@@ -60,9 +60,15 @@ fn server(body: &'static str) -> Server {
     Server { port, hits }
 }
 
-/// `vibesys exec --confine bwrap --allow-host ... -- sh -c SCRIPT` as `who`.
-fn exec_allow(who: As, p: &Project, hosts: &[String], script: &str) -> std::process::Output {
-    let mut args: Vec<String> = vec!["exec".into(), "--confine".into(), "bwrap".into()];
+/// `vibesys exec --confine BACKEND --allow-host ... -- sh -c SCRIPT` as `who`.
+fn exec_allow(
+    who: As,
+    backend: &str,
+    p: &Project,
+    hosts: &[String],
+    script: &str,
+) -> std::process::Output {
+    let mut args: Vec<String> = vec!["exec".into(), "--confine".into(), backend.into()];
     for h in hosts {
         args.extend(["--allow-host".into(), h.clone()]);
     }
@@ -82,15 +88,12 @@ for port in (allowed, refused):
         socket.create_connection(("127.0.0.1", port), timeout=5); print("DIRECT-OPEN", port)
     except OSError as e:
         print("DIRECT-FAILED", port, e.errno)
-u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-try:
-    u.sendto(b"LEAK", ("127.0.0.1", udp)); print("UDP-LOCAL-SENT")
-except OSError as e:
-    print("UDP-LOCAL-FAILED", e.errno)
-try:
-    u.sendto(b"LEAK", ("192.0.2.1", 53)); print("UDP-OUT-SENT")
-except OSError as e:
-    print("UDP-OUT-FAILED", e.errno)
+for target, name in ((("127.0.0.1", udp), "UDP-LOCAL"), (("192.0.2.1", 53), "UDP-OUT")):
+    try:
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.sendto(b"LEAK", target); print(name + "-SENT")
+    except OSError as e:
+        print(name + "-FAILED", e.errno)
 try:
     socket.getaddrinfo("example.com", 443); print("DNS-RESOLVED")
 except OSError as e:
@@ -107,7 +110,10 @@ fn only_the_listed_host_is_reachable_and_only_through_the_proxy() {
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
     udp.set_nonblocking(true).unwrap();
     let udp_port = udp.local_addr().unwrap().port();
-    for who in users() {
+    for (who, backend) in users()
+        .into_iter()
+        .flat_map(|w| [(w, "bwrap"), (w, "landlock")])
+    {
         let p = project(who);
         std::fs::write(p.root.join("probe.py"), PROBE).unwrap();
         let (a, r) = (allowed.port, refused.port);
@@ -121,10 +127,13 @@ fn only_the_listed_host_is_reachable_and_only_through_the_proxy() {
              python3 probe.py {a} {r} {udp_port}"
         );
         let refused_before = refused.hits.load(Ordering::SeqCst);
-        let out = exec_allow(who, &p, &[format!("127.0.0.1:{a}")], &script);
+        let out = exec_allow(who, backend, &p, &[format!("127.0.0.1:{a}")], &script);
         assert_code(&out, 0);
         let text = stdout(&out);
-        let ctx = format!("{who:?}\n--- stdout\n{text}\n--- stderr\n{}", stderr(&out));
+        let ctx = format!(
+            "{who:?} {backend}\n--- stdout\n{text}\n--- stderr\n{}",
+            stderr(&out)
+        );
         for want in [
             format!("\nALLOWED-{a}\n"),
             format!("TUNNEL-ALLOWED-{a}\n"),
@@ -177,6 +186,7 @@ fn a_name_that_leads_to_loopback_is_refused_unless_the_address_is_listed() {
     let a = allowed.port;
     let out = exec_allow(
         As::Root,
+        "bwrap",
         &p,
         &[format!("localhost:{a}")],
         &format!("echo CODE $(curl -s -o /dev/null -w '%{{http_code}}' http://localhost:{a}/)"),
@@ -225,24 +235,30 @@ fn bad_patterns_and_backends_that_cannot_enforce_exit_125() {
     assert!(stderr(&out).contains("\"*\""), "{}", stderr(&out));
     std::fs::write(p.root.join("vibesys.toml"), "").unwrap();
 
+    // A backend that cannot enforce an allow-list refuses it (Seatbelt's
+    // plan is text here; Docker's refusal is the same function).
     let out = command_as(
         As::Root,
         &p.root,
         &vibesys(),
         &[
-            "exec",
-            "--confine",
-            "landlock",
+            "policy",
+            "show",
+            "--backend",
+            "seatbelt",
             "--allow-host",
             "x.example",
-            "--",
-            "true",
+            "--json",
         ],
     )
     .output()
     .unwrap();
-    assert_code(&out, 125);
-    assert!(stderr(&out).contains("allow-list"), "{}", stderr(&out));
+    assert_code(&out, 0);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let err = v["backends"]["seatbelt"]["error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(err.contains("allow-list"), "{v}");
 
     // network = false still means none: the allow-list opens nothing.
     let out = command_as(
@@ -365,7 +381,10 @@ fn the_real_claude_cli_completes_a_turn_through_the_proxy() {
     require_tool("python3", "apt-get install python3 python3-pip");
     let cli = claude_cli();
     let other = server("REFUSED");
-    for who in users() {
+    for (who, backend) in users()
+        .into_iter()
+        .flat_map(|w| [(w, "bwrap"), (w, "landlock")])
+    {
         let p = project(who);
         let home = p.outside.join("home");
         let bin = p.outside.join("bin");
@@ -396,7 +415,7 @@ fn the_real_claude_cli_completes_a_turn_through_the_proxy() {
                 "--provider",
                 "claude",
                 "--confine",
-                "bwrap",
+                backend,
                 "--allow-host",
                 &format!("127.0.0.1:{}", other.port + 1),
                 "--",
@@ -413,11 +432,14 @@ fn the_real_claude_cli_completes_a_turn_through_the_proxy() {
         assert_code(&out, 0);
         assert!(
             stdout(&out).contains("hello through the proxy"),
-            "{who:?}: {}\n{}",
+            "{who:?} {backend}: {}\n{}",
             stdout(&out),
             stderr(&out)
         );
         let requests = std::fs::read_to_string(&ep.log).unwrap_or_default();
-        assert!(requests.contains("/v1/messages"), "{who:?}: {requests}");
+        assert!(
+            requests.contains("/v1/messages"),
+            "{who:?} {backend}: {requests}"
+        );
     }
 }
