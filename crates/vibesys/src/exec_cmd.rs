@@ -35,10 +35,10 @@ Exit status: the command's own status (128+N when killed by signal N); 125 when 
 itself fails (invalid policy, sandbox unavailable, bad operator value): the command did not run.
 
 The policy comes from vibesys.toml ([sandbox] read_only, hidden, allow, network, allow_hosts,
-widen, git, max_processes), the flags, the run-state paths when .vibesys/state exists, and the default
-protections (agent.toml, .env, .env.* hidden; .git, vibesys.toml, .vibesys read-only). vibesys
-stays the parent: SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to the command, and whatever
-it leaves running is killed when it exits.
+widen, git, max_processes), the flags, the run-state paths when .vibesys/state exists, and the
+default protections (agent.toml, .env, .env.* hidden; .git, vibesys.toml, .vibesys read-only).
+vibesys stays the parent: SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to the command, and
+whatever it leaves running is killed when it exits.
 
 The command gets an allow-listed environment (see --env and --inherit-env), never the caller's
 credentials by default.")]
