@@ -395,17 +395,22 @@ fn seatbelt(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
 }
 
 fn docker(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
-    refuse_egress(
-        &request,
-        "docker",
-        "the container does not yet get the proxy's socket and forwarder",
-    )?;
     let Some(options) = request.docker else {
         return Err(SandboxError::Unsupported {
             backend: "docker",
             reason: "no container options were given (the pinned image and the run id)".into(),
         });
     };
+    let mut options = options;
+    if let Some(door) = request.egress.clone().filter(|_| request.network) {
+        if options.command_server.is_none() {
+            return Err(SandboxError::Unsupported {
+                backend: "docker",
+                reason: "an egress allow-list needs a static vibesys in the container as its forwarder (the command server): set VIBESYS_COMMAND_SERVER to one (scripts/build-static.sh builds it)".into(),
+            });
+        }
+        options.egress = Some(door);
+    }
     let plan = crate::docker::DockerPlan::new(request.policy, &options);
     let report = crate::docker::docker_report(request.policy, &options);
     Ok(Plan::Docker {

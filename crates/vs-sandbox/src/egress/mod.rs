@@ -58,6 +58,13 @@ pub fn proxy_env() -> Vec<(String, String)> {
     out
 }
 
+/// Whether `name` is one of the proxy variables [`proxy_env`] sets.
+pub fn is_proxy_var(name: &str) -> bool {
+    ["HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY"]
+        .iter()
+        .any(|p| p.eq_ignore_ascii_case(name))
+}
+
 /// The argv that runs `command` behind the forwarder (`helper` is the
 /// vibesys executable as the sandbox sees it).
 pub fn forwarder_argv(helper: &str, socket: &str, command: &[OsString]) -> Vec<OsString> {

@@ -57,13 +57,13 @@ pub unsafe fn enter_and_listen(channel: RawFd, port: u16) -> Result<(), (u8, i32
         let mut ifr: libc::ifreq = std::mem::zeroed();
         ifr.ifr_name[0] = b'l' as libc::c_char;
         ifr.ifr_name[1] = b'o' as libc::c_char;
-        if libc::ioctl(s, libc::SIOCGIFFLAGS, &mut ifr) != 0 {
+        if libc::ioctl(s, libc::SIOCGIFFLAGS as _, &mut ifr) != 0 {
             let e = errno();
             libc::close(s);
             return Err((1, e));
         }
         ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-        if libc::ioctl(s, libc::SIOCSIFFLAGS, &ifr) != 0 {
+        if libc::ioctl(s, libc::SIOCSIFFLAGS as _, &ifr) != 0 {
             let e = errno();
             libc::close(s);
             return Err((1, e));
