@@ -637,6 +637,10 @@ impl CliHost {
         let mut request =
             project.sandbox_request(&program, &host_env(), Some(c.worktree), helper_exe()?);
         request.docker = Some(options.clone());
+        // The allow-list's one door, for the turn (the container's
+        // forwarder reaches it through its socket).
+        let proxy = project.start_egress(None)?;
+        request.egress = project.egress_door(proxy.as_ref());
         let sandbox = select(request, ConfineMode::Docker, Enforcement::Required)?
             .context("refusing to run the agent: no container was started")?;
         let mut argv = vec![OsString::from("sh"), "-c".into(), LAUNCH_SCRIPT.into()];
@@ -644,7 +648,8 @@ impl CliHost {
         let argv = sandbox.wrap(&argv)?;
         let result = run_turn(&argv, c.worktree, &vars, cancel);
         drop(sandbox);
-        let outcome = result?;
+        let mut outcome = result?;
+        outcome.egress_denials = egress_denials(proxy.as_ref());
         if outcome.exit_code == 127 && outcome.log.ends_with(MISSING_PROGRAM) {
             bail!(
                 "the agent command {:?} is not on PATH in the image {} ({})",
@@ -698,22 +703,30 @@ impl CliHost {
         let vars = self.agent_env(c)?;
         let argv = confinement.wrap(&self.launch.argv)?;
         let mut outcome = run_turn(&argv, c.worktree, &vars, cancel)?;
-        if let Some(proxy) = proxy {
-            outcome.egress_denials = proxy
-                .denials()
-                .0
-                .into_iter()
-                .map(|d| vs_runtime::run::record::EgressDenial {
-                    time: d.time,
-                    host: d.host,
-                    port: d.port,
-                    reason: d.reason,
-                    via: d.via.to_owned(),
-                })
-                .collect();
-        }
+        outcome.egress_denials = egress_denials(proxy.as_ref());
         Ok(outcome)
     }
+}
+
+/// The refusals of a turn's egress proxy, for the candidate's record.
+fn egress_denials(
+    proxy: Option<&vs_sandbox::egress::EgressProxy>,
+) -> Vec<vs_runtime::run::record::EgressDenial> {
+    let Some(proxy) = proxy else {
+        return Vec::new();
+    };
+    proxy
+        .denials()
+        .0
+        .into_iter()
+        .map(|d| vs_runtime::run::record::EgressDenial {
+            time: d.time,
+            host: d.host,
+            port: d.port,
+            reason: d.reason,
+            via: d.via.to_owned(),
+        })
+        .collect()
 }
 
 /// A run's accelerator plan as the Docker backend's devices.

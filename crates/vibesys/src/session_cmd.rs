@@ -152,10 +152,6 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
     let cwd = project
         .chdir_in(crate::project::cwd().as_deref())
         .unwrap_or_else(|| project.workspace.root().to_path_buf());
-    anyhow::ensure!(
-        !(project.egress_restricted() && mode == vs_sandbox::ConfineMode::Docker),
-        "an egress allow-list (allow_hosts, --allow-host) is enforced only by bwrap in this build: the container and Slurm sessions do not yet get the proxy; use --confine bwrap, or --no-network"
-    );
     if environment == Some(vs_runtime::RunEnvironment::Slurm) {
         if slurm_gpu_alias {
             crate::slurm_env::warn_slurm_gpu_alias();
@@ -269,6 +265,9 @@ fn run_in_docker(
         .context("the provider command is empty")?;
     let mut request = project.sandbox_request(program, &host_env(), Some(cwd), helper_exe()?);
     request.docker = Some(options);
+    // The allow-list's one door: lives as long as the session.
+    let _proxy = project.start_egress(None)?;
+    request.egress = project.egress_door(_proxy.as_ref());
     let sandbox = select(
         request,
         vs_sandbox::ConfineMode::Docker,
