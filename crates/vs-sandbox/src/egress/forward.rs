@@ -40,10 +40,10 @@ pub fn run(socket: &Path, port: u16, argv: &[OsString]) -> Result<i32, SandboxEr
         return Err(SandboxError::InvalidCommand("the command is empty".into()));
     };
     match std::process::Command::new(program).args(args).status() {
-        Ok(status) => Ok(crate::launch::exit_code(status)),
+        Ok(status) => Ok(crate::exit_codes::exit_code(status)),
         Err(e) => {
             eprintln!("vibesys: error: cannot run {program:?}: {e}");
-            Ok(crate::launch::exec_failure_code(&e))
+            Ok(crate::exit_codes::exec_failure_code(&e))
         }
     }
 }
