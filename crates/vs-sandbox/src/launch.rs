@@ -348,10 +348,10 @@ pub fn run_landlock(
         }
     };
     // The listener the command's namespace sent (before it executed):
-    // relayed to the proxy from here, outside the sandbox.
+    // handed to the proxy, which accepts on it from outside the sandbox.
     if let Some((channel, socket)) = egress_parent {
         match crate::linux::netns::receive_listener(&channel)
-            .and_then(|l| crate::egress::forward::relay_in_background(l, socket))
+            .and_then(|l| hand_to_proxy(&l, &socket))
         {
             Ok(()) => {}
             Err(e) => {
@@ -374,6 +374,23 @@ pub fn run_landlock(
         });
     prepared.finish();
     Ok(exit_code(status?))
+}
+
+/// Hands `listener` (made in a sandbox's network namespace) to the egress
+/// proxy's datagram `socket`.
+#[cfg(target_os = "linux")]
+fn hand_to_proxy(listener: &std::net::TcpListener, socket: &Path) -> Result<(), SandboxError> {
+    use std::os::fd::AsRawFd;
+    let fail = |source| SandboxError::Os {
+        what: format!(
+            "handing the sandbox's listener to the egress proxy at {}",
+            socket.display()
+        ),
+        source,
+    };
+    let sock = std::os::unix::net::UnixDatagram::unbound().map_err(fail)?;
+    sock.connect(socket).map_err(fail)?;
+    crate::linux::netns::send_fd(sock.as_raw_fd(), listener.as_raw_fd()).map_err(fail)
 }
 
 /// Whether the Landlock child tries a user namespace of its own: when not

@@ -1,8 +1,10 @@
 //! The egress proxy: vibesys's one door out of a sandbox with an
-//! allow-list. It listens on a Unix socket outside the sandbox (bound in,
-//! and reached through [`super::forward`] on the sandbox's loopback),
-//! speaks HTTP (CONNECT and plain requests) and SOCKS5 on the same
-//! socket, resolves names itself, and connects only to a host and port the
+//! allow-list. It runs outside the sandbox and serves listeners made
+//! inside it: a sandbox's launch (or [`super::forward`], its forwarder)
+//! listens on its own loopback and hands that listener over the proxy's
+//! Unix datagram socket (bound in), so every connection is accepted by
+//! the proxy itself, one hop. It speaks HTTP (CONNECT and plain requests)
+//! and SOCKS5 on the same port, resolves names itself, and connects only to a host and port the
 //! list admits. A name that resolves to a loopback, link-local or
 //! otherwise local address is refused unless the list names that address.
 //! Every refusal is recorded ([`Denials`]).
@@ -21,7 +23,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio::net::{TcpListener, TcpStream};
 
 use super::allow::{AllowList, Host, is_local_address};
 
@@ -37,6 +39,9 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 pub const COPY_BUFFER: usize = 64 * 1024;
 /// Refusals kept in memory for the run record (the log file has all).
 pub const MAX_KEPT_DENIALS: usize = 10_000;
+/// Listeners served by one proxy (a sandbox hands over one; more are
+/// closed).
+pub const MAX_LISTENERS: usize = 16;
 
 /// One refused connection.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -120,9 +125,9 @@ impl EgressProxy {
         let dir = private_dir(runtime_dir)
             .map_err(err(format!("creating a directory below {runtime_dir:?}")))?;
         let socket = dir.join("egress.sock");
-        let listener = std::os::unix::net::UnixListener::bind(&socket)
+        let handoff = std::os::unix::net::UnixDatagram::bind(&socket)
             .map_err(err(format!("binding {socket:?}")))?;
-        listener
+        handoff
             .set_nonblocking(true)
             .map_err(err("setting the socket non-blocking".into()))?;
         let log = match log {
@@ -154,11 +159,11 @@ impl EgressProxy {
             .name("vibesys-egress".into())
             .spawn(move || {
                 runtime.block_on(async move {
-                    let Ok(listener) = UnixListener::from_std(listener) else {
+                    let Ok(handoff) = tokio::net::UnixDatagram::from_std(handoff) else {
                         return;
                     };
                     tokio::select! {
-                        _ = serve(listener, state) => {}
+                        _ = listeners(handoff, state) => {}
                         _ = stopped => {}
                     }
                 });
@@ -173,7 +178,7 @@ impl EgressProxy {
         })
     }
 
-    /// The Unix socket clients connect to.
+    /// The Unix datagram socket a sandbox hands its listener over.
     pub fn socket(&self) -> &Path {
         &self.socket
     }
@@ -229,14 +234,55 @@ struct Shared {
     slots: tokio::sync::Semaphore,
 }
 
-async fn serve(listener: UnixListener, state: Arc<Shared>) {
+/// Receives the listeners sandboxes hand over and serves each (at most
+/// [`MAX_LISTENERS`]; anything else sent is closed).
+async fn listeners(handoff: tokio::net::UnixDatagram, state: Arc<Shared>) {
+    let mut served = 0;
+    loop {
+        if handoff.readable().await.is_err() {
+            return;
+        }
+        let received = handoff.try_io(tokio::io::Interest::READABLE, || {
+            receive_fd(std::os::fd::AsRawFd::as_raw_fd(&handoff))
+        });
+        let Ok(fd) = received else {
+            continue;
+        };
+        if served >= MAX_LISTENERS {
+            continue;
+        }
+        let listener = std::net::TcpListener::from(fd);
+        if listener.set_nonblocking(true).is_err() {
+            continue;
+        }
+        let Ok(listener) = TcpListener::from_std(listener) else {
+            continue;
+        };
+        served += 1;
+        tokio::spawn(serve(listener, state.clone()));
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn receive_fd(sock: std::os::fd::RawFd) -> std::io::Result<std::os::fd::OwnedFd> {
+    crate::linux::netns::receive_fd(sock)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn receive_fd(_sock: std::os::fd::RawFd) -> std::io::Result<std::os::fd::OwnedFd> {
+    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+}
+
+async fn serve(listener: TcpListener, state: Arc<Shared>) {
     loop {
         let Ok(permit) = state.slots.acquire().await else {
             return;
         };
         let Ok((stream, _)) = listener.accept().await else {
-            continue;
+            // A listener that fails (not one, or closed) is dropped.
+            return;
         };
+        let _ = stream.set_nodelay(true);
         permit.forget();
         let state = state.clone();
         tokio::spawn(async move {
@@ -255,7 +301,7 @@ struct Refused {
     denied: bool,
 }
 
-async fn handle(mut client: UnixStream, state: &Shared) -> std::io::Result<()> {
+async fn handle(mut client: TcpStream, state: &Shared) -> std::io::Result<()> {
     let mut first = [0u8; 1];
     let n = tokio::time::timeout(HEAD_TIMEOUT, client.read(&mut first))
         .await
@@ -351,7 +397,7 @@ async fn splice(mut a: impl AsyncRead + AsyncWrite + Unpin, mut b: TcpStream) {
         tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, COPY_BUFFER, COPY_BUFFER).await;
 }
 
-async fn http(mut client: UnixStream, first: u8, state: &Shared) -> std::io::Result<()> {
+async fn http(mut client: TcpStream, first: u8, state: &Shared) -> std::io::Result<()> {
     let mut buf = vec![first];
     let head_end = loop {
         if let Some(end) = find_head_end(&buf) {
@@ -487,7 +533,7 @@ fn authority(text: &str, default: Option<u16>) -> Option<(String, u16)> {
     Some((host.to_owned(), port))
 }
 
-async fn respond(client: &mut UnixStream, status: &str, body: &str) -> std::io::Result<()> {
+async fn respond(client: &mut TcpStream, status: &str, body: &str) -> std::io::Result<()> {
     let body = format!("vibesys egress proxy: {body}\n");
     let msg = format!(
         "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -497,7 +543,7 @@ async fn respond(client: &mut UnixStream, status: &str, body: &str) -> std::io::
     client.shutdown().await
 }
 
-async fn refused(client: &mut UnixStream, r: &Refused) -> std::io::Result<()> {
+async fn refused(client: &mut TcpStream, r: &Refused) -> std::io::Result<()> {
     let status = if r.denied {
         "403 Forbidden"
     } else {
@@ -512,7 +558,7 @@ async fn refused(client: &mut UnixStream, r: &Refused) -> std::io::Result<()> {
 }
 
 /// SOCKS5 (RFC 1928), no authentication, CONNECT only.
-async fn socks5(mut client: UnixStream, state: &Shared) -> std::io::Result<()> {
+async fn socks5(mut client: TcpStream, state: &Shared) -> std::io::Result<()> {
     let reply = |code: u8| [5, code, 0, 1, 0, 0, 0, 0, 0, 0];
     let request = tokio::time::timeout(HEAD_TIMEOUT, socks5_request(&mut client))
         .await
@@ -540,7 +586,7 @@ async fn socks5(mut client: UnixStream, state: &Shared) -> std::io::Result<()> {
 /// `Ok(Err(0xff))` when no acceptable method was offered (after that
 /// answer is due).
 async fn socks5_request(
-    client: &mut UnixStream,
+    client: &mut TcpStream,
 ) -> std::io::Result<Result<(Option<String>, u16), u8>> {
     let n = client.read_u8().await?;
     let mut methods = vec![0u8; usize::from(n)];

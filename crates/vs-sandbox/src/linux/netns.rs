@@ -121,10 +121,17 @@ pub unsafe fn enter_and_listen(channel: RawFd, port: u16) -> Result<(), (u8, i32
 
 /// In the launcher, once the child has executed: the listener it sent.
 pub fn receive_listener(channel: &OwnedFd) -> Result<std::net::TcpListener, SandboxError> {
-    let fail = |source| SandboxError::Os {
-        what: "receiving the egress listener from the sandbox's network namespace".into(),
-        source,
-    };
+    receive_fd(channel.as_raw_fd())
+        .map(std::net::TcpListener::from)
+        .map_err(|source| SandboxError::Os {
+            what: "receiving the egress listener from the sandbox's network namespace".into(),
+            source,
+        })
+}
+
+/// Sends descriptor `fd` over the Unix datagram socket `sock` (connected),
+/// with one byte of data.
+pub fn send_fd(sock: RawFd, fd: RawFd) -> std::io::Result<()> {
     let mut byte = [0u8; 1];
     let mut iov = libc::iovec {
         iov_base: byte.as_mut_ptr().cast(),
@@ -132,36 +139,72 @@ pub fn receive_listener(channel: &OwnedFd) -> Result<std::net::TcpListener, Sand
     };
     let mut control = [0u64; 4];
     // SAFETY: a zeroed msghdr is valid; every pointer set below points to
+    // live stack memory of the right size, and the control header written
+    // lies inside `control` (CMSG_SPACE(4) <= 32 bytes).
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(4) as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null() {
+            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(4) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
+        if libc::sendmsg(sock, &msg, 0) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Receives one descriptor sent with [`send_fd`] on `sock`, without
+/// blocking (`WouldBlock` when nothing is queued). A message without
+/// exactly one descriptor is an error (and any it carried is closed).
+pub fn receive_fd(sock: RawFd) -> std::io::Result<OwnedFd> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = [0u64; 8];
+    // SAFETY: a zeroed msghdr is valid; every pointer set below points to
     // live stack memory of the right size.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr().cast();
-    // SAFETY: CMSG_SPACE is arithmetic.
-    msg.msg_controllen = unsafe { libc::CMSG_SPACE(4) } as _;
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
     // SAFETY: recvmsg writes into the buffers `msg` describes.
-    let n = unsafe {
-        libc::recvmsg(
-            channel.as_raw_fd(),
-            &mut msg,
-            libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC,
-        )
-    };
+    let n = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC) };
     if n < 0 {
-        return Err(fail(std::io::Error::last_os_error()));
+        return Err(std::io::Error::last_os_error());
     }
-    // SAFETY: the header and data pointers come from the kernel's answer
-    // in `control`, checked for the one SCM_RIGHTS descriptor we expect.
+    let mut received: Vec<OwnedFd> = Vec::new();
+    // SAFETY: the headers and their data come from the kernel's answer in
+    // `control`; each SCM_RIGHTS descriptor is a new one we now own.
     unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        if cmsg.is_null()
-            || (*cmsg).cmsg_level != libc::SOL_SOCKET
-            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
-            || (*cmsg).cmsg_len as usize != libc::CMSG_LEN(4) as usize
-        {
-            return Err(fail(std::io::Error::other("no descriptor was sent")));
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(cmsg);
+                let len = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                for i in 0..len / std::mem::size_of::<RawFd>() {
+                    let fd = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
+                    received.push(OwnedFd::from_raw_fd(fd));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
-        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>());
-        Ok(std::net::TcpListener::from(OwnedFd::from_raw_fd(fd)))
     }
+    if received.len() != 1 || msg.msg_flags & libc::MSG_CTRUNC != 0 {
+        return Err(std::io::Error::other("not exactly one descriptor was sent"));
+    }
+    received
+        .pop()
+        .ok_or_else(|| std::io::Error::other("no descriptor was sent"))
 }
