@@ -78,9 +78,9 @@ pub enum Helper {
     /// The command server, a run container's main process (its stdout is
     /// the reply channel).
     CommandServer,
-    /// Inside a sandbox with an allow-list: relays the sandbox's loopback
-    /// `port` to the egress proxy's `socket` and runs `argv` as its child
-    /// ([`crate::egress::forward`]).
+    /// Inside a sandbox with an allow-list: listens on the sandbox's
+    /// loopback `port`, hands that listener to the egress proxy's `socket`
+    /// and executes `argv` in its place ([`crate::egress::forward`]).
     EgressForward {
         /// The proxy's socket as the sandbox sees it.
         socket: PathBuf,

@@ -38,7 +38,7 @@ pub struct LandlockOptions {
     /// (inside the workspace), or the workspace root when `None`.
     pub chdir: Option<PathBuf>,
     /// Egress by allow-list (with `network`): the command gets a network
-    /// namespace of its own whose one open port is relayed to this proxy.
+    /// namespace of its own whose one listener is handed to this proxy.
     pub egress: Option<crate::egress::EgressDoor>,
 }
 
@@ -80,7 +80,7 @@ impl LandlockSandbox {
         let mut report = landlock_report(policy, options.network && !restricted, &limit);
         if let (true, Some(door)) = (restricted, &options.egress) {
             report.hardening.push(format!(
-                "egress: a network namespace of its own (an unprivileged caller's in a user namespace of its own), its loopback's one listener at 127.0.0.1:{} relayed from outside to vibesys's proxy (named by HTTPS_PROXY, HTTP_PROXY and ALL_PROXY), which admits only {}; TCP connect only to that port (Landlock), every other family refused (seccomp); no resolver inside",
+                "egress: a network namespace of its own (an unprivileged caller's in a user namespace of its own), its loopback's one listener at 127.0.0.1:{} accepted from outside by vibesys's proxy (named by HTTPS_PROXY, HTTP_PROXY and ALL_PROXY), which admits only {}; TCP connect only to that port (Landlock), every other family refused (seccomp); no resolver inside",
                 crate::egress::INSIDE_PORT,
                 door.allow
                     .patterns()

@@ -41,7 +41,7 @@ pub struct LandlockPlan {
     pub network: bool,
     /// An egress allow-list: the egress proxy's socket on the host. The
     /// command then gets a network namespace of its own whose one open
-    /// port is relayed to it (TCP connect only to that port; `network`
+    /// listener is handed to it (TCP connect only to that port; `network`
     /// is false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<PathBuf>,

@@ -3,8 +3,8 @@
 //! (in the user namespace it just entered, or as root), brings its
 //! loopback up, listens on `127.0.0.1:`[`crate::egress::INSIDE_PORT`]
 //! there and hands that listener to the launcher over a socket pair. The
-//! launcher, in the host's namespace, relays what the listener accepts to
-//! the egress proxy: the command's only way out.
+//! launcher, in the host's namespace, hands it to the egress proxy, which
+//! accepts on it from outside: the command's only way out.
 #![allow(unsafe_code)]
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
