@@ -553,10 +553,20 @@ pub fn docker_report(policy: &ResolvedPolicy, options: &DockerOptions) -> Enforc
                     .join(", ")
             )
         },
-        format!(
-            "network: {}",
-            if options.network { "bridge" } else { "none" }
-        ),
+        match (&options.egress, options.network) {
+            (Some(door), true) => format!(
+                "network: none; the one door out is vibesys's proxy (its socket mounted in; the container's loopback listener at 127.0.0.1:{}, named by HTTPS_PROXY, HTTP_PROXY and ALL_PROXY, is handed to it by the static vibesys and accepted from outside), admitting only {}",
+                crate::egress::INSIDE_PORT,
+                door.allow
+                    .patterns()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            (None, true) => "network: bridge".to_owned(),
+            (_, false) => "network: none".to_owned(),
+        },
         format!("runs as {} (the host user)", options.user),
         format!("pids limit {}", options.pids_limit),
         format!("memory limit {} bytes", options.memory_bytes),
