@@ -19,6 +19,7 @@
 #                    $VIBESYS_TOOLS/remote-clients; once per machine)
 #   musl-tools       musl-gcc for the C code of dependencies in the static vibesys
 #                    (scripts/build-static.sh: the docker and slurm tests' command server)
+#   curl python3     clients of the egress tests and scripts/bench-egress.sh
 set -euo pipefail
 need=()
 have() { command -v "$1" >/dev/null 2>&1; }
@@ -38,6 +39,8 @@ have munged || need+=(munge)
 have debootstrap || need+=(debootstrap)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 have musl-gcc || need+=(musl-tools)
+have curl || need+=(curl)
+have python3 || need+=(python3)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "install-deps: missing ${need[*]}; run as root or install them" >&2
