@@ -26,6 +26,7 @@
 #                    wheels, whose real Claude Code and Codex CLIs scripts/claude-cli.sh and
 #                    scripts/codex-cli.sh extract (tests/real_cli.rs, the demo, the agent
 #                    image; once per machine, sha256-checked)
+#   curl python3     clients of the egress tests and scripts/bench-egress.sh
 set -euo pipefail
 need=()
 have() { command -v "$1" >/dev/null 2>&1; }
@@ -48,6 +49,8 @@ python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 have musl-gcc || need+=(musl-tools)
 have docker-registry || need+=(docker-registry)
 have htpasswd || need+=(apache2-utils)
+have curl || need+=(curl)
+have python3 || need+=(python3)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "install-deps: missing ${need[*]}; run as root or install them" >&2

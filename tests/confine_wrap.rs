@@ -45,6 +45,7 @@ fn wrapped_bwrap_argv_confines() {
         &BwrapOptions {
             program: "/usr/bin/bwrap".into(),
             network: false,
+            egress: None,
             chdir: None,
             helper: vibesys(),
             writable: Vec::new(),
@@ -84,6 +85,7 @@ fn wrapped_landlock_argv_confines_and_reports_gaps() {
             writable: Vec::new(),
             max_processes: 4096,
             chdir: None,
+            egress: None,
         },
     )
     .unwrap();

@@ -35,6 +35,14 @@ pub enum AgentShimError {
     /// A custom command with no program.
     #[error("the custom agent command is empty")]
     EmptyCustomCommand,
+    /// A base-URL variable that is not an http(s) URL with a host.
+    #[error("{var}={value:?} is not an http:// or https:// URL with a host")]
+    BadBaseUrl {
+        /// The variable.
+        var: &'static str,
+        /// Its value (at most 200 characters).
+        value: String,
+    },
     /// A session id that could be mistaken for a flag, or is not printable.
     #[error("invalid session id {id:?}: {reason}")]
     InvalidSessionId {
@@ -361,6 +369,61 @@ impl Provider {
             Some(p) if !p.is_empty() => Ok(Self::Custom(CustomCommand { argv })),
             _ => Err(AgentShimError::EmptyCustomCommand),
         }
+    }
+
+    /// The variable that moves the provider's API endpoint, and its
+    /// default endpoint.
+    pub fn api_endpoint(&self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Self::Codex => Some(("OPENAI_BASE_URL", "https://api.openai.com")),
+            Self::Claude => Some(("ANTHROPIC_BASE_URL", "https://api.anthropic.com")),
+            Self::Gemini => Some((
+                "GOOGLE_GEMINI_BASE_URL",
+                "https://generativelanguage.googleapis.com",
+            )),
+            Self::Custom(_) => None,
+        }
+    }
+
+    /// The provider's API host as `host:port` (an egress allow-list
+    /// admits it): the operator's base URL variable, read through `var`,
+    /// else the default endpoint. `None` for a custom command; an error
+    /// when the variable is not an `http://` or `https://` URL.
+    pub fn api_host(
+        &self,
+        var: impl Fn(&str) -> Option<std::ffi::OsString>,
+    ) -> Result<Option<String>, AgentShimError> {
+        let Some((name, default)) = self.api_endpoint() else {
+            return Ok(None);
+        };
+        let value = var(name)
+            .map(|v| v.to_string_lossy().into_owned())
+            .filter(|v| !v.trim().is_empty());
+        let url = value.as_deref().unwrap_or(default).trim();
+        let bad = || AgentShimError::BadBaseUrl {
+            var: name,
+            value: url.chars().take(200).collect(),
+        };
+        let (rest, port) = if let Some(r) = url.strip_prefix("https://") {
+            (r, 443)
+        } else if let Some(r) = url.strip_prefix("http://") {
+            (r, 80)
+        } else {
+            return Err(bad());
+        };
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        if authority.is_empty() || authority.contains('@') {
+            return Err(bad());
+        }
+        let has_port = match authority.rfind(']') {
+            Some(end) => authority[end..].contains(':'),
+            None => authority.contains(':'),
+        };
+        Ok(Some(if has_port {
+            authority.to_owned()
+        } else {
+            format!("{authority}:{port}")
+        }))
     }
 
     /// The known providers.
@@ -730,6 +793,31 @@ impl Provider {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn api_hosts_follow_the_base_url() {
+        let none = |_: &str| None;
+        assert_eq!(
+            Provider::Claude.api_host(none).unwrap(),
+            Some("api.anthropic.com:443".into())
+        );
+        assert_eq!(
+            Provider::Gemini.api_host(none).unwrap(),
+            Some("generativelanguage.googleapis.com:443".into())
+        );
+        let local = |v: &str| (v == "OPENAI_BASE_URL").then(|| "http://127.0.0.1:8080/v1".into());
+        assert_eq!(
+            Provider::Codex.api_host(local).unwrap(),
+            Some("127.0.0.1:8080".into())
+        );
+        let plain = |_: &str| Some("http://proxy.example/v1".into());
+        assert_eq!(
+            Provider::Claude.api_host(plain).unwrap(),
+            Some("proxy.example:80".into())
+        );
+        let bad = |_: &str| Some("ftp://x".into());
+        assert!(Provider::Claude.api_host(bad).is_err());
+    }
 
     #[test]
     fn names_parse_and_unknown_names_list_the_known_ones() {

@@ -275,6 +275,7 @@ fn host_job(a: HostJobArgs) -> anyhow::Result<u8> {
             hidden: Vec::new(),
             allow: Vec::new(),
             no_network: false,
+            allow_host: Vec::new(),
         };
         if a.workspace != a.project {
             // A run's candidate worktree: a [sandbox] path its checkout

@@ -34,11 +34,11 @@ pub enum ConfineArg {
 Exit status: the command's own status (128+N when killed by signal N); 125 when vibesys
 itself fails (invalid policy, sandbox unavailable, bad operator value): the command did not run.
 
-The policy comes from vibesys.toml ([sandbox] read_only, hidden, allow, network, widen, git,
-max_processes), the flags, the run-state paths when .vibesys/state exists, and the default
-protections (agent.toml, .env, .env.* hidden; .git, vibesys.toml, .vibesys read-only). vibesys
-stays the parent: SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to the command, and whatever
-it leaves running is killed when it exits.
+The policy comes from vibesys.toml ([sandbox] read_only, hidden, allow, network, allow_hosts,
+widen, git, max_processes), the flags, the run-state paths when .vibesys/state exists, and the
+default protections (agent.toml, .env, .env.* hidden; .git, vibesys.toml, .vibesys read-only).
+vibesys stays the parent: SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to the command, and
+whatever it leaves running is killed when it exits.
 
 The command gets an allow-listed environment (see --env and --inherit-env), never the caller's
 credentials by default.")]
@@ -108,6 +108,9 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     let cwd = cwd();
     let mut request =
         project.sandbox_request(&args.command[0], &host_env(), cwd.as_deref(), helper_exe()?);
+    // The allow-list's one door: lives as long as the command.
+    let proxy = project.start_egress(None)?;
+    request.egress = project.egress_door(proxy.as_ref());
     if mode == ConfineMode::Docker {
         request.docker = Some(crate::docker_cmd::options_for(
             &project,
@@ -116,11 +119,16 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
         )?);
     }
     let Some(sandbox) = select(request, mode, enforcement)? else {
+        anyhow::ensure!(
+            proxy.is_none(),
+            "an egress allow-list (allow_hosts, --allow-host) needs confinement, which is disabled: nothing would hold the command to it"
+        );
         return run_unconfined(&args.command, &project, cwd.as_deref());
     };
     // vibesys stays the parent: a failure to confine is an error (nothing
     // ran); otherwise the command's own status.
     let code = sandbox.run(&args.command, env.as_deref())?;
+    drop(proxy);
     Ok(u8::try_from(code).unwrap_or(crate::EXIT_VIBESYS_ERROR))
 }
 

@@ -46,6 +46,10 @@ struct ShowArgs {
     /// Print JSON (stable; documented in docs/cli.md).
     #[arg(long)]
     json: bool,
+    /// Show the policy a session or run of this provider gets (codex,
+    /// claude, gemini): an allow-list then admits its API host too.
+    #[arg(long, value_name = "NAME")]
+    provider: Option<String>,
     /// The command whose plan to show, as `exec -- CMD` would run it (its
     /// host resources depend on it; default `sh`).
     #[arg(last = true, value_name = "CMD")]
@@ -61,7 +65,13 @@ pub fn run(args: PolicyCmdArgs) -> anyhow::Result<u8> {
 
 fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
     // The settings `exec` resolves, without writing to the project.
-    let project = args.policy.plan()?;
+    let mut project = args.policy.plan()?;
+    if let Some(name) = &args.provider {
+        let provider: agentshim::Provider = name.parse()?;
+        if let Some(host) = provider.api_host(|v| std::env::var_os(v))? {
+            project.add_provider_host(&host)?;
+        }
+    }
     let command: Vec<OsString> = if args.command.is_empty() {
         vec!["sh".into()]
     } else {
@@ -129,12 +139,14 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
             "resolved": project.resolved.entries(),
             "defaults": project.defaults,
             "network": project.network,
+            "egress": network_json(&project),
             "resources": resources.iter().collect::<Vec<_>>(),
             "backends": backends,
         });
         crate::output::print_json(&out)?;
     } else {
         let mut head = format!("workspace: {}\n", project.workspace.root().display());
+        head.push_str(&network_text(&project));
         for d in &project.defaults.entries {
             head.push_str(&format!(
                 "default   {:<9} {}{}\n",
@@ -163,6 +175,44 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
         crate::output::print_text(&(head + &text))?;
     }
     Ok(0)
+}
+
+/// `network: ...`: open, none, or the allow-list (and the provider
+/// hosts it gained).
+fn network_text(project: &crate::project::ProjectPolicy) -> String {
+    if !project.network {
+        return "network   none\n".into();
+    }
+    if project.allow_hosts.is_empty() {
+        return "network   open\n".into();
+    }
+    let mut out = format!(
+        "network   allow-list: {}\n",
+        project
+            .allow_hosts
+            .patterns()
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for h in &project.provider_hosts {
+        out.push_str(&format!("network   {h} added: the provider's API host\n"));
+    }
+    out
+}
+
+fn network_json(project: &crate::project::ProjectPolicy) -> serde_json::Value {
+    let mode = match (project.network, project.allow_hosts.is_empty()) {
+        (false, _) => "none",
+        (true, true) => "open",
+        (true, false) => "allow-list",
+    };
+    json!({
+        "mode": mode,
+        "allow_hosts": project.allow_hosts,
+        "provider_hosts": project.provider_hosts,
+    })
 }
 
 fn backend_name(b: Backend) -> &'static str {
@@ -200,7 +250,19 @@ fn describe_plan(
                 .map(|(k, _)| k.to_string_lossy().into_owned())
                 .collect();
             text.push_str(&format!("  {}", shell_words(&plan.program, &plan.args)));
-            text.push_str(" -- CMD...\n");
+            if !plan.env_tail.is_empty() {
+                text.push_str(&format!(
+                    " {}",
+                    shell_words(Path::new("(then)"), &plan.env_tail)
+                ));
+            }
+            text.push_str(&format!(
+                " -- {}CMD...\n",
+                plan.command_prefix
+                    .iter()
+                    .map(|a| format!("{a} "))
+                    .collect::<String>()
+            ));
             text.push_str(&format!(
                 "  environment (--clearenv, then --setenv by name): {}\n",
                 names.join(" ")

@@ -31,6 +31,12 @@ pub struct PolicyArgs {
     /// Unshare the network (loopback only).
     #[arg(long = "no-network")]
     pub no_network: bool,
+    /// Restrict the network to this host (repeatable): HOST, HOST:PORT,
+    /// *.DOMAIN (subdomains only) or an address (IPv6 in brackets); port
+    /// 443 and 80 when none is given. Adds to [sandbox] allow_hosts; the
+    /// command reaches only these, through vibesys's proxy.
+    #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
+    pub allow_host: Vec<String>,
 }
 
 /// A project's settings, validated against its workspace (built by
@@ -46,6 +52,7 @@ impl PolicyArgs {
             hidden: Vec::new(),
             allow: Vec::new(),
             no_network: false,
+            allow_host: Vec::new(),
         }
     }
 
@@ -56,6 +63,7 @@ impl PolicyArgs {
             hidden: self.hidden.clone(),
             allow: self.allow.clone(),
             no_network: self.no_network,
+            allow_hosts: self.allow_host.clone(),
         }
     }
 

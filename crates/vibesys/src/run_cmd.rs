@@ -151,6 +151,12 @@ pub struct StartArgs {
     /// The project directory (default: the current directory).
     #[arg(long, value_name = "DIR")]
     project: Option<PathBuf>,
+    /// Restrict the agent's network to this host (repeatable; adds to
+    /// [sandbox] allow_hosts; the provider's API host joins): HOST,
+    /// HOST:PORT, *.DOMAIN or an address. Refused hosts are counted in
+    /// `run status` and listed in its --json.
+    #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
+    allow_host: Vec<String>,
     /// For `custom`: the agent command.
     #[arg(
         trailing_var_arg = true,
@@ -218,6 +224,12 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
         prepare_state(&layout)?;
         vs_runtime::run::preflight(&layout, environment)?;
     }
+    vs_sandbox::egress::AllowList::parse(&args.allow_host).map_err(|errors| {
+        anyhow::anyhow!(
+            "invalid --allow-host: {}",
+            vs_sandbox::config::list_errors(&errors)
+        )
+    })?;
     let is_custom = args.provider.trim().eq_ignore_ascii_case("custom");
     if is_custom && args.command.is_empty() {
         bail!("--provider custom needs the agent command after --");
@@ -299,6 +311,7 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
         jobs: args.jobs,
         cuda_visible_devices: std::env::var("CUDA_VISIBLE_DEVICES").ok(),
         accelerator_backend: backend,
+        allow_hosts: args.allow_host.clone(),
     };
     let request = finish_request(request)?;
     let (store, mut record) = vs_runtime::run::prepare_run(&layout, request)?;
@@ -490,6 +503,10 @@ fn table(status: &RunStatus) -> String {
             }
             _ => String::new(),
         };
+        let tail = match c.egress_denials.len() {
+            0 => tail,
+            n => format!("[egress refused {n}] {tail}"),
+        };
         let _ = writeln!(
             out,
             "{:<3} {:<8} {:<6} {:<7} {:<7} {:<7} {:<8} {:>9.2}  {}",
@@ -520,6 +537,8 @@ struct CliHost {
     protected: Vec<String>,
     /// The accelerators recorded in `run.json`, applied to every agent turn.
     accelerators: vs_runtime::run::accelerator::AcceleratorPlan,
+    /// `run start --allow-host`, from `run.json`.
+    allow_hosts: Vec<String>,
     /// slurm: the run's broker (stopped, its jobs cancelled, when the run
     /// ends).
     broker: Option<crate::slurm_env::BrokerChild>,
@@ -546,6 +565,7 @@ impl CliHost {
             launch,
             protected: record.task.protected.clone(),
             accelerators: record.accelerators.clone(),
+            allow_hosts: record.allow_hosts.clone(),
             broker: None,
             candidates: record.candidates,
             run_id: record.run_id.to_string(),
@@ -605,8 +625,14 @@ impl CliHost {
             hidden: Vec::new(),
             allow: Vec::new(),
             no_network: false,
+            allow_host: self.allow_hosts.clone(),
         };
-        args.resolve_in(Workspace::open(worktree)?, config)
+        let mut project = args.resolve_in(Workspace::open(worktree)?, config)?;
+        // An allow-list admits the provider's own API host.
+        if let Some(host) = self.provider.api_host(|v| std::env::var_os(v))? {
+            project.add_provider_host(&host)?;
+        }
+        Ok(project)
     }
 
     fn docker_options(&self, container_run_id: String) -> anyhow::Result<DockerOptions> {
@@ -693,6 +719,10 @@ impl CliHost {
         let mut request =
             project.sandbox_request(&program, &host_env(), Some(c.worktree), helper_exe()?);
         request.docker = Some(options.clone());
+        // The allow-list's one door, for the turn (the container's
+        // forwarder reaches it through its socket).
+        let proxy = project.start_egress(None)?;
+        request.egress = project.egress_door(proxy.as_ref());
         let sandbox = select(request, ConfineMode::Docker, Enforcement::Required)?
             .context("refusing to run the agent: no container was started")?;
         let mut argv = vec![OsString::from("sh"), "-c".into(), LAUNCH_SCRIPT.into()];
@@ -700,7 +730,8 @@ impl CliHost {
         let argv = sandbox.wrap(&argv)?;
         let result = run_turn(&argv, c.worktree, &vars, cancel);
         drop(sandbox);
-        let outcome = result?;
+        let mut outcome = result?;
+        outcome.egress_denials = egress_denials(proxy.as_ref());
         if outcome.exit_code == 127 && outcome.log.ends_with(MISSING_PROGRAM) {
             bail!(
                 "the agent command {:?} is not on PATH in the image {} ({})",
@@ -754,6 +785,10 @@ impl CliHost {
             project.sandbox_request(&program, &host_env(), Some(c.worktree), helper_exe()?);
         request.devices = self.accelerators.device_nodes.clone();
         request.state = state.clone().into();
+        // The allow-list's one door: lives for the turn; its refusals go
+        // to the candidate's record.
+        let proxy = project.start_egress(None)?;
+        request.egress = project.egress_door(proxy.as_ref());
         let confinement = select(request, mode, Enforcement::Required)?
             .context("refusing to run the agent: no confinement was set up")?;
         let mut vars = self.agent_env(c)?;
@@ -764,8 +799,31 @@ impl CliHost {
         let argv = confinement.wrap(&self.launch.argv)?;
         let outcome = run_turn(&argv, c.worktree, &vars, cancel);
         state.return_kept();
-        outcome
+        let mut outcome = outcome?;
+        outcome.egress_denials = egress_denials(proxy.as_ref());
+        Ok(outcome)
     }
+}
+
+/// The refusals of a turn's egress proxy, for the candidate's record.
+fn egress_denials(
+    proxy: Option<&vs_sandbox::egress::EgressProxy>,
+) -> Vec<vs_runtime::run::record::EgressDenial> {
+    let Some(proxy) = proxy else {
+        return Vec::new();
+    };
+    proxy
+        .denials()
+        .0
+        .into_iter()
+        .map(|d| vs_runtime::run::record::EgressDenial {
+            time: d.time,
+            host: d.host,
+            port: d.port,
+            reason: d.reason,
+            via: d.via.to_owned(),
+        })
+        .collect()
 }
 
 /// A run's accelerator plan as the Docker backend's devices.
@@ -806,6 +864,7 @@ fn run_turn(
         exit_code: r.exit_code,
         cancelled: r.cancelled,
         log,
+        egress_denials: Vec::new(),
     })
 }
 

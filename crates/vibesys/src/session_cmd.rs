@@ -121,7 +121,11 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
         }
         Some(other) => bail!("the {other} run environment does not run sessions in this build"),
     }
-    let project = args.policy.resolve()?;
+    let mut project = args.policy.resolve()?;
+    // An allow-list admits the provider's own API host.
+    if let Some(host) = provider.api_host(|v| std::env::var_os(v))? {
+        project.add_provider_host(&host)?;
+    }
     let mut env = session_env_allowlist(std::env::vars_os(), &provider, &args.env)?;
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let mut state = match &home {
@@ -201,7 +205,14 @@ fn run_session(
     }
     let mut request = project.sandbox_request(&program, &host_env(), Some(&cwd), helper_exe()?);
     request.state = state.clone().into();
+    // The allow-list's one door: lives as long as the session.
+    let _proxy = project.start_egress(None)?;
+    request.egress = project.egress_door(_proxy.as_ref());
     let confinement = select(request, mode, enforcement)?;
+    anyhow::ensure!(
+        confinement.is_some() || _proxy.is_none(),
+        "an egress allow-list (allow_hosts, --allow-host) needs confinement, which is disabled: nothing would hold the session to it"
+    );
     let mut cmd = session_command(
         confinement
             .as_ref()
@@ -294,6 +305,9 @@ fn run_in_docker(
         .context("the provider command is empty")?;
     let mut request = project.sandbox_request(program, &host_env(), Some(cwd), helper_exe()?);
     request.docker = Some(options);
+    // The allow-list's one door: lives as long as the session.
+    let _proxy = project.start_egress(None)?;
+    request.egress = project.egress_door(_proxy.as_ref());
     let sandbox = select(
         request,
         vs_sandbox::ConfineMode::Docker,

@@ -33,6 +33,8 @@ pub struct PolicyFlags {
     pub allow: Vec<PathBuf>,
     /// Unshare the network.
     pub no_network: bool,
+    /// `--allow-host` patterns, added to `[sandbox] allow_hosts`.
+    pub allow_hosts: Vec<String>,
 }
 
 /// Whether loading may create the run state's hidden directories.
@@ -63,6 +65,13 @@ pub struct ProjectSettings {
     pub network: bool,
     /// Host paths the operator allows (`[sandbox] allow` and `--allow`).
     pub allow: Vec<PathBuf>,
+    /// The egress allow-list (`[sandbox] allow_hosts` and
+    /// `--allow-host`, plus a provider's API host added by
+    /// [`ProjectSettings::add_provider_host`]): non-empty, with
+    /// `network`, the network is only these hosts.
+    pub allow_hosts: vs_sandbox::egress::AllowList,
+    /// Hosts added for a provider (named by `policy show`).
+    pub provider_hosts: Vec<String>,
     /// Whether a linked worktree's git directories are host resources
     /// (read-only, so git works in a candidate worktree).
     linked_git: bool,
@@ -119,7 +128,17 @@ impl ProjectSettings {
         }
         let network = !flags.no_network && config.network.unwrap_or(true);
         let allow = config.allow.iter().chain(&flags.allow).cloned().collect();
-        Self::finish(workspace, config, &policy, &planned, network, allow, true)
+        let allow_hosts = vs_sandbox::egress::AllowList::parse(
+            config.allow_hosts.iter().chain(&flags.allow_hosts),
+        )
+        .map_err(|errors| vs_sandbox::config::ConfigError::AllowHosts {
+            path: workspace.root().join(vs_sandbox::config::CONFIG_FILE),
+            errors,
+        })?;
+        let mut settings =
+            Self::finish(workspace, config, &policy, &planned, network, allow, true)?;
+        settings.allow_hosts = allow_hosts;
+        Ok(settings)
     }
 
     /// The settings of a build or evaluation checkout (a throwaway copy of
@@ -162,7 +181,16 @@ impl ProjectSettings {
         let policy = ProjectPathPolicy::new(read_only, hidden)?;
         let network = config.network.unwrap_or(true);
         let allow = config.allow.clone();
-        Self::finish(workspace, config, &policy, &[], network, allow, false)
+        let allow_hosts =
+            config
+                .allow_list()
+                .map_err(|errors| vs_sandbox::config::ConfigError::AllowHosts {
+                    path: workspace.root().join(vs_sandbox::config::CONFIG_FILE),
+                    errors,
+                })?;
+        let mut settings = Self::finish(workspace, config, &policy, &[], network, allow, false)?;
+        settings.allow_hosts = allow_hosts;
+        Ok(settings)
     }
 
     /// Adds the default protections (credentials hidden; .git,
@@ -189,7 +217,69 @@ impl ProjectSettings {
             config,
             network,
             allow,
+            allow_hosts: vs_sandbox::egress::AllowList::default(),
+            provider_hosts: Vec::new(),
             linked_git,
+        })
+    }
+
+    /// Whether the network is restricted to the allow-list (present,
+    /// non-empty, and the network not turned off).
+    pub fn egress_restricted(&self) -> bool {
+        self.network && !self.allow_hosts.is_empty()
+    }
+
+    /// Adds a provider's API host (`host:port`) to a non-empty allow-list
+    /// (an open or a closed network stays as it is).
+    pub fn add_provider_host(&mut self, host_port: &str) -> Result<()> {
+        if self.allow_hosts.is_empty() {
+            return Ok(());
+        }
+        let pattern = vs_sandbox::egress::HostPattern::parse(host_port).map_err(|e| {
+            vs_sandbox::config::ConfigError::AllowHosts {
+                path: self.workspace.root().join(vs_sandbox::config::CONFIG_FILE),
+                errors: vec![e],
+            }
+        })?;
+        self.allow_hosts.push(pattern);
+        self.provider_hosts.push(host_port.to_owned());
+        Ok(())
+    }
+
+    /// Starts the egress proxy when the network is restricted to the
+    /// allow-list (refusals appended to `log` when given); `None` when
+    /// it is open or closed.
+    pub fn start_egress(
+        &self,
+        log: Option<&Path>,
+    ) -> std::result::Result<Option<vs_sandbox::egress::EgressProxy>, vs_sandbox::egress::ProxyError>
+    {
+        if !self.egress_restricted() {
+            return Ok(None);
+        }
+        let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|p| p.is_dir())
+            .unwrap_or_else(std::env::temp_dir);
+        vs_sandbox::egress::EgressProxy::start(self.allow_hosts.clone(), &runtime, log).map(Some)
+    }
+
+    /// The door a request gets for `proxy` (`None` without one; a planned
+    /// socket path when `proxy` is `None` and the list restricts, for
+    /// `policy show`).
+    pub fn egress_door(
+        &self,
+        proxy: Option<&vs_sandbox::egress::EgressProxy>,
+    ) -> Option<vs_sandbox::egress::EgressDoor> {
+        if !self.egress_restricted() {
+            return None;
+        }
+        Some(vs_sandbox::egress::EgressDoor {
+            allow: self.allow_hosts.clone(),
+            socket: match proxy {
+                Some(p) => p.socket().to_path_buf(),
+                None => PathBuf::from("<egress proxy socket>"),
+            },
         })
     }
 
@@ -238,6 +328,7 @@ impl ProjectSettings {
             .map(|(_, v)| v.clone());
         let mut request = ConfineRequest::new(&self.resolved, resources, helper);
         request.network = self.network;
+        request.egress = self.egress_door(None);
         request.chdir = self.chdir_in(cwd);
         request.max_processes = self.config.max_processes();
         request.devices = self.config.devices.clone();

@@ -27,6 +27,9 @@ pub struct BwrapOptions {
     pub program: PathBuf,
     /// Keep the host network (the default: agents reach their model API).
     pub network: bool,
+    /// Egress by allow-list: the network is unshared and the proxy's
+    /// socket is bound in, with the forwarder in front of the command.
+    pub egress: Option<crate::egress::EgressDoor>,
     /// The directory the command starts in (inside the workspace), or the
     /// workspace root when `None`.
     pub chdir: Option<PathBuf>,
@@ -64,6 +67,11 @@ pub struct BwrapPlan {
     pub args: Vec<String>,
     /// Descriptors the arguments refer to, numbered from 3 in order.
     pub fds: Vec<FdSlot>,
+    /// Arguments after the command's environment (the proxy variables of
+    /// an allow-list: they win over the caller's).
+    pub env_tail: Vec<String>,
+    /// What runs in front of the command (the egress forwarder).
+    pub command_prefix: Vec<String>,
 }
 
 impl BwrapPlan {
@@ -77,6 +85,7 @@ impl BwrapPlan {
         b.host(resources);
         b.system(options);
         b.provider_state(options);
+        let (env_tail, command_prefix) = b.egress(options);
         b.workspace(policy);
         let chdir = start_dir(policy, options);
         b.args(["--chdir".to_owned(), chdir.display().to_string()]);
@@ -84,6 +93,8 @@ impl BwrapPlan {
             program: options.program.clone(),
             args: b.args,
             fds: b.fds,
+            env_tail,
+            command_prefix,
         }
     }
 
@@ -92,9 +103,20 @@ impl BwrapPlan {
         let mut argv = Vec::with_capacity(self.args.len() + command.len() + 2);
         argv.push(self.program.clone().into_os_string());
         argv.extend(self.args.iter().map(OsString::from));
+        argv.extend(self.env_tail.iter().map(OsString::from));
         argv.push("--".into());
-        argv.extend(command.iter().cloned());
+        argv.extend(self.command(command));
         argv
+    }
+
+    /// The command as bwrap runs it: behind the egress forwarder when
+    /// there is one.
+    pub fn command(&self, command: &[OsString]) -> Vec<OsString> {
+        self.command_prefix
+            .iter()
+            .map(OsString::from)
+            .chain(command.iter().cloned())
+            .collect()
     }
 }
 
@@ -114,7 +136,7 @@ impl PlanBuilder {
             "--unshare-uts",
         ]);
         self.arg("--unshare-cgroup-try");
-        if !options.network {
+        if !options.network || options.egress.is_some() {
             self.arg("--unshare-net");
         }
         self.args([
@@ -226,6 +248,34 @@ impl PlanBuilder {
                 private.target.display().to_string(),
             ]);
         }
+    }
+
+    /// An allow-list's one door: the proxy's socket and the forwarder
+    /// bound in; returns the proxy variables and the forwarder's argv.
+    fn egress(&mut self, options: &BwrapOptions) -> (Vec<String>, Vec<String>) {
+        use crate::egress::{INSIDE_HELPER, INSIDE_SOCKET};
+        let Some(door) = &options.egress else {
+            return (Vec::new(), Vec::new());
+        };
+        self.args([
+            "--bind".to_owned(),
+            door.socket.display().to_string(),
+            INSIDE_SOCKET.to_owned(),
+        ]);
+        self.args([
+            "--ro-bind".to_owned(),
+            options.helper.display().to_string(),
+            INSIDE_HELPER.to_owned(),
+        ]);
+        let mut env = Vec::new();
+        for (k, v) in crate::egress::proxy_env() {
+            env.extend(["--setenv".to_owned(), k, v]);
+        }
+        let prefix = crate::egress::forwarder_argv(INSIDE_HELPER, INSIDE_SOCKET, &[])
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        (env, prefix)
     }
 
     /// The workspace from a checked descriptor, its metadata directories
@@ -371,6 +421,7 @@ impl HostSandbox {
     pub fn launch_plan(&self, env: Option<&[(OsString, OsString)]>) -> BwrapPlan {
         let mut plan = self.plan.clone();
         plan.args.extend(env_args(env));
+        plan.args.append(&mut plan.env_tail);
         plan
     }
 
@@ -469,17 +520,21 @@ pub fn bwrap_report(
             names.join(", ")
         ));
     }
-    report.hardening.push(if options.network {
-        "network: shared with the host (agents reach their model API)".into()
-    } else {
-        "network: unshared (loopback only)".into()
+    report.hardening.push(match (&options.egress, options.network) {
+        (Some(door), true) => format!(
+            "network: unshared; the one door out is vibesys's proxy (its socket bound in; the sandbox's loopback listener at 127.0.0.1:{}, named by HTTPS_PROXY, HTTP_PROXY and ALL_PROXY, is handed to it and accepted from outside), admitting only {}; no resolver inside",
+            crate::egress::INSIDE_PORT,
+            door.allow.patterns().iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+        ),
+        (None, true) => "network: shared with the host (agents reach their model API)".into(),
+        (_, false) => "network: unshared (loopback only)".into(),
     });
     if let ProcessLimit::Unbounded { reason } = limit {
         report
             .gaps
             .push(format!("the number of processes is not bounded: {reason}"));
     }
-    if options.network {
+    if options.network && options.egress.is_none() {
         report.gaps.push(
             "with the host network, abstract unix sockets of host daemons remain reachable; use --no-network to close them".into(),
         );

@@ -34,6 +34,11 @@ pub struct PolicyConfig {
     /// Keep the host network (default true).
     #[serde(default)]
     pub network: Option<bool>,
+    /// Egress by allow-list: `HOST[:PORT]`, `*.DOMAIN[:PORT]` or an
+    /// address (see [`crate::egress::allow`]). Non-empty: the network is
+    /// only these hosts, through vibesys's proxy.
+    #[serde(default)]
+    pub allow_hosts: Vec<String>,
     /// Default protections the operator drops, each logged at start-up
     /// (`agent.toml`, `.env`, `.env.*`, `.git`, `vibesys.toml`, `.vibesys`).
     #[serde(default)]
@@ -109,6 +114,17 @@ pub enum ConfigError {
         /// Why it cannot be bound.
         reason: String,
     },
+    /// `allow_hosts` holds patterns that cannot be used.
+    #[error(
+        "invalid egress allow-list ([sandbox] allow_hosts of {path:?}, or --allow-host): {}",
+        list_errors(errors)
+    )]
+    AllowHosts {
+        /// The file.
+        path: PathBuf,
+        /// Each bad pattern and why.
+        errors: Vec<crate::egress::HostPatternError>,
+    },
     /// An `allow` entry is not absolute.
     #[error("invalid [sandbox] in {path:?}: allow entry {entry:?} is not an absolute path")]
     RelativeAllow {
@@ -117,6 +133,15 @@ pub enum ConfigError {
         /// The entry.
         entry: PathBuf,
     },
+}
+
+/// The bad patterns, each named with its reason.
+pub fn list_errors(errors: &[crate::egress::HostPatternError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The 1-based number and the text (at most 120 characters) of the line
@@ -161,6 +186,12 @@ impl PolicyConfig {
                 entry: entry.clone(),
             });
         }
+        config
+            .allow_list()
+            .map_err(|errors| ConfigError::AllowHosts {
+                path: path.to_path_buf(),
+                errors,
+            })?;
         for entry in &config.devices {
             check_device_node(entry).map_err(|reason| ConfigError::Device {
                 path: path.to_path_buf(),
@@ -199,6 +230,13 @@ impl PolicyConfig {
     /// `max_processes`, or its default.
     pub fn max_processes(&self) -> u64 {
         self.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES)
+    }
+
+    /// `allow_hosts`, parsed.
+    pub fn allow_list(
+        &self,
+    ) -> Result<crate::egress::AllowList, Vec<crate::egress::HostPatternError>> {
+        crate::egress::AllowList::parse(&self.allow_hosts)
     }
 
     /// The policy the configuration lists.

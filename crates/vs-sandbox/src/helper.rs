@@ -9,9 +9,10 @@
 //!
 //! ```text
 //! internal-launch (--fd SLOT)... [LIMIT] -- bwrap ARGS -- CMD...
-//! internal-landlock [LIMIT] (--read P)... (--write P)... [--no-network] -- CMD...
+//! internal-landlock [LIMIT] (--read P)... (--write P)... [--no-network] [--egress SOCKET] -- CMD...
 //! internal-docker-attach --container ID --user U --workdir DIR (--env NAME)... -- CMD...
 //! internal-command-server
+//! internal-egress-forward --socket PATH --port N -- CMD...
 //! ```
 //! LIMIT is `--nproc N` or `--pids-cgroup VERSION:MAX PARENT`
 //! ([`ProcessLimit::to_args`]); SLOT is written by [`FdSlot::to_args`].
@@ -77,6 +78,17 @@ pub enum Helper {
     /// The command server, a run container's main process (its stdout is
     /// the reply channel).
     CommandServer,
+    /// Inside a sandbox with an allow-list: listens on the sandbox's
+    /// loopback `port`, hands that listener to the egress proxy's `socket`
+    /// and executes `argv` in its place ([`crate::egress::forward`]).
+    EgressForward {
+        /// The proxy's socket as the sandbox sees it.
+        socket: PathBuf,
+        /// The loopback port the proxy variables name.
+        port: u16,
+        /// The command.
+        argv: Vec<OsString>,
+    },
 }
 
 impl Helper {
@@ -88,12 +100,15 @@ impl Helper {
     pub const DOCKER_ATTACH: &'static str = "internal-docker-attach";
     /// The subcommand of [`Helper::CommandServer`].
     pub const COMMAND_SERVER: &'static str = "internal-command-server";
+    /// The subcommand of [`Helper::EgressForward`].
+    pub const EGRESS_FORWARD: &'static str = "internal-egress-forward";
     /// Every helper subcommand.
-    pub const ALL: [&'static str; 4] = [
+    pub const ALL: [&'static str; 5] = [
         Self::LAUNCH,
         Self::LANDLOCK,
         Self::DOCKER_ATTACH,
         Self::COMMAND_SERVER,
+        Self::EGRESS_FORWARD,
     ];
 
     /// This helper's subcommand.
@@ -103,6 +118,7 @@ impl Helper {
             Self::Landlock { .. } => Self::LANDLOCK,
             Self::DockerAttach { .. } => Self::DOCKER_ATTACH,
             Self::CommandServer => Self::COMMAND_SERVER,
+            Self::EgressForward { .. } => Self::EGRESS_FORWARD,
         }
     }
 
@@ -133,6 +149,10 @@ impl Helper {
                 if !plan.network {
                     out.push("--no-network".into());
                 }
+                if let Some(socket) = &plan.egress {
+                    out.push("--egress".into());
+                    out.push(socket.clone().into_os_string());
+                }
                 out.push("--".into());
                 out.extend(argv.iter().cloned());
             }
@@ -159,6 +179,16 @@ impl Helper {
                 out.extend(argv.iter().cloned());
             }
             Self::CommandServer => {}
+            Self::EgressForward { socket, port, argv } => {
+                out.extend([
+                    "--socket".into(),
+                    socket.clone().into_os_string(),
+                    "--port".into(),
+                    port.to_string().into(),
+                    "--".into(),
+                ]);
+                out.extend(argv.iter().cloned());
+            }
         }
         out
     }
@@ -181,6 +211,7 @@ impl Helper {
             Self::LAUNCH => parse_launch(&mut it).map_err(usage)?,
             Self::LANDLOCK => parse_landlock(&mut it).map_err(usage)?,
             Self::DOCKER_ATTACH => parse_attach(&mut it).map_err(usage)?,
+            Self::EGRESS_FORWARD => parse_forward(&mut it).map_err(usage)?,
             _ => {
                 if let Some(extra) = it.next() {
                     return Err(usage(format!("unexpected argument {extra:?}")));
@@ -204,6 +235,34 @@ fn command(it: &mut impl Iterator<Item = OsString>) -> Result<Vec<OsString>, Str
 fn unbounded() -> ProcessLimit {
     ProcessLimit::Unbounded {
         reason: "no limit was passed to the helper".into(),
+    }
+}
+
+fn parse_forward(it: &mut impl Iterator<Item = OsString>) -> Result<Helper, String> {
+    let mut socket = None;
+    let mut port = None;
+    loop {
+        let Some(arg) = it.next() else {
+            return Err("expected --socket PATH --port N -- CMD...".into());
+        };
+        match arg.to_str() {
+            Some("--") => break,
+            Some("--socket") => socket = it.next().map(PathBuf::from),
+            Some("--port") => {
+                port = it
+                    .next()
+                    .and_then(|p| p.to_str().and_then(|p| p.parse::<u16>().ok()))
+            }
+            _ => return Err(format!("unknown argument {arg:?}")),
+        }
+    }
+    match (socket, port) {
+        (Some(socket), Some(port)) => Ok(Helper::EgressForward {
+            socket,
+            port,
+            argv: command(it)?,
+        }),
+        _ => Err("--socket PATH and --port N are required".into()),
     }
 }
 
@@ -239,6 +298,7 @@ fn parse_landlock(it: &mut impl Iterator<Item = OsString>) -> Result<Helper, Str
         read: Vec::new(),
         write: Vec::new(),
         network: true,
+        egress: None,
     };
     let mut limit = unbounded();
     loop {
@@ -248,6 +308,13 @@ fn parse_landlock(it: &mut impl Iterator<Item = OsString>) -> Result<Helper, Str
         match arg.to_str() {
             Some("--") => break,
             Some("--no-network") => plan.network = false,
+            Some("--egress") => {
+                let p = PathBuf::from(it.next().ok_or("--egress needs a socket path")?);
+                if !p.is_absolute() {
+                    return Err(format!("--egress path {p:?} is not absolute"));
+                }
+                plan.egress = Some(p);
+            }
             Some(flag @ ("--read" | "--write")) => {
                 let p = PathBuf::from(it.next().ok_or_else(|| format!("{flag} needs a path"))?);
                 if !p.is_absolute() {
@@ -338,6 +405,7 @@ mod tests {
                 read: vec!["/usr".into()],
                 write: vec!["/w".into(), "/tmp".into()],
                 network: false,
+                egress: Some("/run/user/0/vibesys-egress-1/egress.sock".into()),
             },
             limit: ProcessLimit::Cgroup {
                 version: 2,

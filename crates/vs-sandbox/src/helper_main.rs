@@ -49,6 +49,9 @@ impl Helper {
                 argv,
             } => attach(container, user, workdir, env, argv),
             Self::CommandServer => return crate::docker::serve_commands(),
+            Self::EgressForward { socket, port, argv } => {
+                crate::egress::forward::run(&socket, port, &argv)
+            }
         };
         match result {
             Ok(code) => code,

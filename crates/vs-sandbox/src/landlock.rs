@@ -37,6 +37,9 @@ pub struct LandlockOptions {
     /// The directory [`crate::AnySandbox::run`] starts the command in
     /// (inside the workspace), or the workspace root when `None`.
     pub chdir: Option<PathBuf>,
+    /// Egress by allow-list (with `network`): the command gets a network
+    /// namespace of its own whose one listener is handed to this proxy.
+    pub egress: Option<crate::egress::EgressDoor>,
 }
 
 /// Agent confinement with Landlock (Linux 5.13+). Weaker than bwrap:
@@ -61,7 +64,11 @@ impl LandlockSandbox {
         resources: &HostResources,
         options: &LandlockOptions,
     ) -> Result<Self, SandboxError> {
-        let mut plan = LandlockPlan::new(policy, resources, options.network)?;
+        let restricted = options.network && options.egress.is_some();
+        let mut plan = LandlockPlan::new(policy, resources, options.network && !restricted)?;
+        if restricted {
+            plan.egress = options.egress.as_ref().map(|d| d.socket.clone());
+        }
         for w in &options.writable {
             if policy.workspace().root().starts_with(w) {
                 return Err(SandboxError::UnsafeWorkspace {
@@ -73,7 +80,19 @@ impl LandlockSandbox {
             plan.write.push(w.clone());
         }
         let limit = ProcessLimit::choose(options.max_processes);
-        let report = landlock_report(policy, options.network, &limit);
+        let mut report = landlock_report(policy, options.network && !restricted, &limit);
+        if let (true, Some(door)) = (restricted, &options.egress) {
+            report.hardening.push(format!(
+                "egress: a network namespace of its own (an unprivileged caller's in a user namespace of its own), its loopback's one listener at 127.0.0.1:{} accepted from outside by vibesys's proxy (named by HTTPS_PROXY, HTTP_PROXY and ALL_PROXY), which admits only {}; TCP connect only to that port (Landlock), every other family refused (seccomp); no resolver inside",
+                crate::egress::INSIDE_PORT,
+                door.allow
+                    .patterns()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         Ok(Self {
             plan,
             chdir: options

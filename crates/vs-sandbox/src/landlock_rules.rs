@@ -39,6 +39,12 @@ pub struct LandlockPlan {
     pub write: Vec<PathBuf>,
     /// Whether TCP stays allowed.
     pub network: bool,
+    /// An egress allow-list: the egress proxy's socket on the host. The
+    /// command then gets a network namespace of its own whose one open
+    /// listener is handed to it (TCP connect only to that port; `network`
+    /// is false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<PathBuf>,
 }
 
 impl LandlockPlan {
@@ -97,6 +103,7 @@ impl LandlockPlan {
             read,
             write,
             network,
+            egress: None,
         })
     }
 }

@@ -53,12 +53,10 @@ pub fn run_bwrap(
     let status_fd = crate::bwrap::FIRST_SLOT_FD + fds.count() as i32 - 1;
     let mut argv: Vec<OsString> = vec![plan.program.clone().into_os_string()];
     argv.extend(plan.args.iter().map(OsString::from));
-    argv.extend([
-        "--json-status-fd".into(),
-        status_fd.to_string().into(),
-        "--".into(),
-    ]);
-    argv.extend(command.iter().cloned());
+    argv.extend(["--json-status-fd".into(), status_fd.to_string().into()]);
+    argv.extend(plan.env_tail.iter().map(OsString::from));
+    argv.push("--".into());
+    argv.extend(plan.command(command));
     let mut prepared = Prepared::new("bwrap", bwrap_setup(limit), limit)?;
     // The status writer's only copies go with the exec image: EOF on the
     // reader once bwrap and what it leaves are gone.
@@ -200,7 +198,16 @@ pub fn run_with_fds(
 #[cfg(target_os = "linux")]
 fn bwrap_command_error(argv: &[OsString]) -> Option<(&std::ffi::OsStr, std::io::Error)> {
     let split = argv.iter().position(|a| a == "--")?;
-    let (args, command) = (&argv[1..split], &argv[split + 1..]);
+    let (args, mut command) = (&argv[1..split], &argv[split + 1..]);
+    // Behind the egress forwarder (bound in, so not on the host at that
+    // path): the command after the forwarder's own `--`.
+    if command
+        .first()
+        .is_some_and(|p| p == crate::egress::INSIDE_HELPER)
+    {
+        let inner = command.iter().position(|a| a == "--")?;
+        command = &command[inner + 1..];
+    }
     let program = command.first()?;
     let mut chdir = None;
     let mut path_var = std::env::var_os("PATH");
@@ -281,7 +288,16 @@ pub fn run_landlock(
             "landlock partially enforced (older kernel ABI)"
         );
     }
+    let egress = match &plan.egress {
+        Some(socket) => Some((crate::linux::netns::channel()?, socket.clone())),
+        None => None,
+    };
+    let (egress_parent, egress_child) = match egress {
+        Some(((parent, child), socket)) => (Some((parent, socket)), Some(child)),
+        None => (None, None),
+    };
     let setup = ChildSetup {
+        egress_channel: egress_child,
         // A cgroup holds the whole tree, so vibesys (the subreaper) can
         // be the command's parent, with a watchdog beside the command for
         // the case of vibesys being SIGKILLed: one fork on the launch
@@ -293,12 +309,26 @@ pub fn run_landlock(
         nproc: None,
         drop_capabilities: true,
         landlock: Some(ruleset),
+        // With an allow-list too: UDP, raw, MPTCP and every family but
+        // TCP refused, and no listening (the one listener was made before).
         seccomp: landlock_programs(SocketRules {
             deny_unix: true,
             deny_network: !plan.network,
         })?,
         close_inherited: true,
     };
+    // The proxy variables of an allow-list win over the caller's.
+    let egress_env: Option<Vec<(OsString, OsString)>> = plan.egress.as_ref().map(|_| {
+        let mut vars: Vec<(OsString, OsString)> = match env {
+            Some(env) => env.to_vec(),
+            None => std::env::vars_os().collect(),
+        };
+        let proxy = crate::egress::proxy_env();
+        vars.retain(|(k, _)| !proxy.iter().any(|(p, _)| k == p.as_str()));
+        vars.extend(proxy.into_iter().map(|(k, v)| (k.into(), v.into())));
+        vars
+    });
+    let env = egress_env.as_deref().or(env);
     let mut prepared = Prepared::new("landlock", setup, limit)?;
     let spawned = prepared.spawn(Exec {
         argv,
@@ -317,6 +347,25 @@ pub fn run_landlock(
             return Ok(exec_failure(&program, &error));
         }
     };
+    // The listener the command's namespace sent (before it executed):
+    // handed to the proxy, which accepts on it from outside the sandbox.
+    if let Some((channel, socket)) = egress_parent {
+        match crate::linux::netns::receive_listener(&channel)
+            .and_then(|l| hand_to_proxy(&l, &socket))
+        {
+            Ok(()) => {}
+            Err(e) => {
+                let _ = rustix::process::kill_process(
+                    rustix::process::Pid::from_raw(child.id() as i32)
+                        .unwrap_or(rustix::process::Pid::INIT),
+                    rustix::process::Signal::KILL,
+                );
+                let _ = prepared.wait(&mut child);
+                prepared.finish();
+                return Err(e);
+            }
+        }
+    }
     let status = prepared
         .wait(&mut child)
         .map_err(|source| SandboxError::Os {
@@ -325,6 +374,23 @@ pub fn run_landlock(
         });
     prepared.finish();
     Ok(exit_code(status?))
+}
+
+/// Hands `listener` (made in a sandbox's network namespace) to the egress
+/// proxy's datagram `socket`.
+#[cfg(target_os = "linux")]
+fn hand_to_proxy(listener: &std::net::TcpListener, socket: &Path) -> Result<(), SandboxError> {
+    use std::os::fd::AsRawFd;
+    let fail = |source| SandboxError::Os {
+        what: format!(
+            "handing the sandbox's listener to the egress proxy at {}",
+            socket.display()
+        ),
+        source,
+    };
+    let sock = std::os::unix::net::UnixDatagram::unbound().map_err(fail)?;
+    sock.connect(socket).map_err(fail)?;
+    crate::linux::netns::send_fd(sock.as_raw_fd(), listener.as_raw_fd()).map_err(fail)
 }
 
 /// Whether the Landlock child tries a user namespace of its own: when not

@@ -14,6 +14,7 @@ pub mod confinement;
 pub mod controls;
 pub mod defaults;
 pub mod docker;
+pub mod egress;
 pub mod error;
 pub mod exit_codes;
 pub mod fd_slot;

@@ -56,6 +56,9 @@ pub struct ConfineRequest<'a> {
     pub helper: PathBuf,
     /// Keep the host network.
     pub network: bool,
+    /// Egress by allow-list (with `network`): the network is taken away
+    /// and this proxy's socket is the one door back.
+    pub egress: Option<crate::egress::EgressDoor>,
     /// The directory the command starts in, inside the workspace (the
     /// workspace root when `None`).
     pub chdir: Option<PathBuf>,
@@ -83,6 +86,7 @@ impl<'a> ConfineRequest<'a> {
             resources,
             helper,
             network: true,
+            egress: None,
             chdir: None,
             max_processes: crate::limits::DEFAULT_MAX_PROCESSES,
             devices: Vec::new(),
@@ -121,6 +125,17 @@ pub fn select(
         return Ok(None);
     }
     let backend = Backend::for_mode(mode)?;
+    if let Some(door) = request.egress.as_ref().filter(|_| request.network)
+        && !door.socket.exists()
+    {
+        return Err(SandboxError::Unsupported {
+            backend: "egress",
+            reason: format!(
+                "the egress allow-list's proxy is not running ({} is missing): this entry point does not start it; use --no-network or drop allow_hosts here",
+                door.socket.display()
+            ),
+        });
+    }
     let sandbox = match plan(request, backend)? {
         Plan::Bwrap(s) => AnySandbox::Host(s),
         Plan::Landlock(s) => AnySandbox::Landlock(s),
@@ -276,6 +291,7 @@ fn bwrap(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
             None => find_bwrap(request.path_var.as_deref())?,
         },
         network: request.network,
+        egress: request.egress.filter(|_| request.network),
         chdir: request.chdir,
         helper: request.helper,
         writable: request.state.writable,
@@ -293,6 +309,24 @@ fn bwrap(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
         &resources,
         &options,
     )?))
+}
+
+/// A backend that cannot (yet) give an allow-list its one door refuses
+/// it: an allow-list never silently means the open network.
+fn refuse_egress(
+    request: &ConfineRequest<'_>,
+    backend: &'static str,
+    why: &str,
+) -> Result<(), SandboxError> {
+    match &request.egress {
+        Some(_) if request.network => Err(SandboxError::Unsupported {
+            backend,
+            reason: format!(
+                "an egress allow-list (allow_hosts, --allow-host) is enforced only by bwrap and Landlock here: {why}; use --confine bwrap or landlock, or --no-network"
+            ),
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn landlock(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
@@ -333,6 +367,7 @@ fn landlock(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
         writable: state.writable,
         max_processes: request.max_processes,
         chdir: request.chdir,
+        egress: request.egress.filter(|_| request.network),
     };
     Ok(Plan::Landlock(LandlockSandbox::new(
         request.policy,
@@ -342,6 +377,11 @@ fn landlock(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
 }
 
 fn seatbelt(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
+    refuse_egress(
+        &request,
+        "seatbelt",
+        "the profile cannot yet limit the network to the proxy",
+    )?;
     if !request.devices.is_empty() {
         return Err(SandboxError::Unsupported {
             backend: "seatbelt",
@@ -364,6 +404,16 @@ fn docker(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
             reason: "no container options were given (the pinned image and the run id)".into(),
         });
     };
+    let mut options = options;
+    if let Some(door) = request.egress.clone().filter(|_| request.network) {
+        if options.command_server.is_none() {
+            return Err(SandboxError::Unsupported {
+                backend: "docker",
+                reason: "an egress allow-list needs a static vibesys in the container as its forwarder (the command server): set VIBESYS_COMMAND_SERVER to one (scripts/build-static.sh builds it)".into(),
+            });
+        }
+        options.egress = Some(door);
+    }
     let plan = crate::docker::DockerPlan::new(request.policy, &options);
     let report = crate::docker::docker_report(request.policy, &options);
     Ok(Plan::Docker {

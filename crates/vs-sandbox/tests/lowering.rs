@@ -169,6 +169,7 @@ fn bwrap_argv_snapshot() {
     let options = BwrapOptions {
         program: "/usr/bin/bwrap".into(),
         network: true,
+        egress: None,
         chdir: None,
         helper: "/opt/vibesys/bin/vibesys".into(),
         writable: Vec::new(),
@@ -231,6 +232,7 @@ fn bwrap_binds_a_private_copy_at_another_path() {
     let options = BwrapOptions {
         program: "/usr/bin/bwrap".into(),
         network: true,
+        egress: None,
         chdir: None,
         helper: "/opt/vibesys/bin/vibesys".into(),
         writable: vec!["/home/u/.claude/projects".into()],
@@ -365,5 +367,75 @@ fn the_landlock_report_names_the_process_that_kills_leftovers() {
     assert!(
         without.starts_with("a supervisor process (a subreaper) between vibesys and the command"),
         "{without}"
+    );
+}
+
+/// An allow-list under bwrap: the network unshared, the proxy's socket and
+/// the forwarder bound in, the proxy variables after the command's own
+/// environment, the forwarder in front of the command.
+#[test]
+fn bwrap_lowers_an_egress_allow_list() {
+    let (_dir, ws) = workspace();
+    let resolved = sample_policy().resolve(&ws).unwrap();
+    let door = vs_sandbox::egress::EgressDoor {
+        allow: vs_sandbox::egress::AllowList::parse(["pypi.org", "127.0.0.1:8080"]).unwrap(),
+        socket: "/run/user/0/vibesys-egress-1/egress.sock".into(),
+    };
+    let options = BwrapOptions {
+        program: "/usr/bin/bwrap".into(),
+        network: true,
+        egress: Some(door),
+        chdir: None,
+        helper: "/opt/vibesys/bin/vibesys".into(),
+        writable: Vec::new(),
+        private_files: Vec::new(),
+        max_processes: 4096,
+        proc_read_only: Vec::new(),
+        devices: Vec::new(),
+    };
+    let sandbox = HostSandbox::new(&resolved, &resources(), &options).unwrap();
+    let plan = sandbox.launch_plan(Some(&[("HTTPS_PROXY".into(), "http://evil:1".into())]));
+    let args = plan.args.join(" ");
+    assert!(args.contains("--unshare-net"), "{args}");
+    assert!(
+        args.contains(
+            "--bind /run/user/0/vibesys-egress-1/egress.sock /.vibesys-egress/proxy.sock"
+        ),
+        "{args}"
+    );
+    assert!(
+        args.contains("--ro-bind /opt/vibesys/bin/vibesys /.vibesys-egress/vibesys"),
+        "{args}"
+    );
+    // The caller's value first, the door's after it: the last one wins.
+    let evil = args.find("--setenv HTTPS_PROXY http://evil:1").unwrap();
+    let door = args
+        .rfind("--setenv HTTPS_PROXY http://127.0.0.1:3128")
+        .unwrap();
+    assert!(evil < door, "{args}");
+    assert!(args.contains("--setenv NO_PROXY "), "{args}");
+    let argv: Vec<String> = plan
+        .argv(&["true".into()])
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let cmd = argv.iter().position(|a| a == "--").unwrap();
+    assert_eq!(
+        argv[cmd + 1..],
+        [
+            "/.vibesys-egress/vibesys",
+            "internal-egress-forward",
+            "--socket",
+            "/.vibesys-egress/proxy.sock",
+            "--port",
+            "3128",
+            "--",
+            "true"
+        ]
+    );
+    let report = sandbox.report().hardening.join("\n");
+    assert!(
+        report.contains("admitting only pypi.org:{443,80}, 127.0.0.1:8080"),
+        "{report}"
     );
 }

@@ -132,6 +132,7 @@ mod tests {
         let options = vs_sandbox::BwrapOptions {
             program: "/bin/sh".into(),
             network: true,
+            egress: None,
             chdir: None,
             helper: "/bin/sh".into(),
             writable: Vec::new(),

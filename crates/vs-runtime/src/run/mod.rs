@@ -104,6 +104,8 @@ pub struct AgentOutcome {
     pub cancelled: bool,
     /// What it printed, bounded (kept as `logs/<n>-agent.log`).
     pub log: Vec<u8>,
+    /// Connections the egress allow-list refused.
+    pub egress_denials: Vec<record::EgressDenial>,
 }
 
 /// The confined command runner one `check` or `measure` goes through.
@@ -185,6 +187,8 @@ pub struct StartRequest {
     /// The accelerator backend [`choose_environment`] chose `environment`
     /// for.
     pub accelerator_backend: accelerator::AcceleratorBackend,
+    /// `--allow-host` patterns (validated by the caller).
+    pub allow_hosts: Vec<String>,
 }
 
 /// Where a run's agent goes ([`accelerator::choose_environment`] decides,
@@ -336,6 +340,7 @@ pub fn prepare_run(layout: &StateLayout, request: StartRequest) -> Result<(RunSt
         task,
         protected,
         accelerators,
+        allow_hosts: request.allow_hosts,
         state: RunState::Running,
     };
     store.save_run(&record)?;
@@ -646,6 +651,7 @@ fn candidate_phases(
         Err(e) => return p.done("agent", t, Err(format!("{e}"))),
     };
     let _ = p.store.save_log(n, "agent", &outcome.log);
+    p.rec.egress_denials = outcome.egress_denials.clone();
     if outcome.cancelled || cancel.is_cancelled() {
         // Stopped, not ended: its exit status is the stop's, not the
         // agent's; the time it ran is kept.

@@ -78,8 +78,28 @@ pub struct RunRecord {
     /// The accelerators planned for the agent (see [`crate::run::accelerator`]).
     #[serde(default)]
     pub accelerators: crate::run::accelerator::AcceleratorPlan,
+    /// `run start --allow-host` patterns, added to `[sandbox]
+    /// allow_hosts` for every agent turn (a resume keeps them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_hosts: Vec<String>,
     /// Where the run stands.
     pub state: RunState,
+}
+
+/// One connection the egress proxy refused during an agent turn.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressDenial {
+    /// When, RFC 3339 UTC.
+    pub time: String,
+    /// The host asked for.
+    pub host: String,
+    /// The port asked for.
+    pub port: u16,
+    /// Why it was refused.
+    pub reason: String,
+    /// `connect`, `http` or `socks5`.
+    pub via: String,
 }
 
 /// How one phase of a candidate ended.
@@ -154,6 +174,10 @@ pub struct CandidateRecord {
     pub started_at: Option<String>,
     /// When it finished.
     pub finished_at: Option<String>,
+    /// Connections the egress allow-list refused in the agent's last turn
+    /// (at most the proxy's bound).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress_denials: Vec<EgressDenial>,
 }
 
 impl CandidateRecord {
@@ -172,6 +196,7 @@ impl CandidateRecord {
             error: None,
             started_at: None,
             finished_at: None,
+            egress_denials: Vec::new(),
         }
     }
 

@@ -243,7 +243,7 @@ pub(super) async fn start_container(
         attach_stdout: Some(serving),
         attach_stderr: Some(serving),
         tty: Some(false),
-        env: Some(Vec::new()),
+        env: Some(plan.container_env.clone()),
         host_config: Some(host),
         ..Default::default()
     };

@@ -98,6 +98,10 @@ pub struct DockerOptions {
     /// broker's agent socket, a private copy of a provider's file): never a
     /// path of the workspace, each verified in the started container.
     pub extra_mounts: Vec<ExtraMount>,
+    /// Egress by allow-list (with `network`): network `none`, the proxy's
+    /// socket mounted in and the static vibesys (the command server's)
+    /// as a forwarder in front of the server on the container's loopback.
+    pub egress: Option<crate::egress::EgressDoor>,
     /// Host devices handed to the container (an accelerator's; none by
     /// default).
     pub devices: DeviceAccess,
@@ -215,6 +219,7 @@ impl DockerOptions {
             chdir: None,
             command_server: None,
             extra_mounts: Vec::new(),
+            egress: None,
             devices: DeviceAccess::default(),
         }
     }
@@ -325,6 +330,10 @@ pub struct DockerPlan {
     pub env_names: Vec<String>,
     /// Where commands start.
     pub workdir: PathBuf,
+    /// `NAME=VALUE` of the container itself, inherited by every command
+    /// (the proxy variables of an allow-list).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub container_env: Vec<String>,
 }
 
 /// The container's main process. It needs only a POSIX shell in the image.
@@ -392,6 +401,18 @@ impl DockerPlan {
                 read_only: true,
             });
         }
+        let egress = options
+            .egress
+            .as_ref()
+            .filter(|_| options.network && options.command_server.is_some());
+        if let Some(door) = egress {
+            mounts.push(PlannedMount {
+                role: MountRole::Extra,
+                source: door.socket.clone(),
+                target: PathBuf::from(crate::egress::INSIDE_SOCKET),
+                read_only: false,
+            });
+        }
         for extra in &options.extra_mounts {
             if !extra.source.is_absolute() || !extra.target.is_absolute() {
                 continue;
@@ -423,23 +444,53 @@ impl DockerPlan {
                 "no-new-privileges".to_owned(),
                 format!("seccomp={}", crate::syscall_rules::docker_seccomp_profile()),
             ],
-            network_mode: if options.network { "bridge" } else { "none" }.to_owned(),
+            network_mode: if options.network && egress.is_none() {
+                "bridge"
+            } else {
+                "none"
+            }
+            .to_owned(),
             devices: options.devices.planned_devices(),
             device_requests: options.devices.planned_requests(),
             pids_limit: options.pids_limit,
             memory_bytes: options.memory_bytes,
             init: true,
-            lifeline: match options.command_server {
-                Some(_) => vec![SERVER_PATH.to_owned(), SERVER_SUBCOMMAND.to_owned()],
-                None => LIFELINE.iter().map(|s| (*s).to_owned()).collect(),
+            lifeline: match (&options.command_server, egress) {
+                (Some(_), Some(_)) => crate::egress::forwarder_argv(
+                    SERVER_PATH,
+                    crate::egress::INSIDE_SOCKET,
+                    &[SERVER_PATH.into(), SERVER_SUBCOMMAND.into()],
+                )
+                .into_iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+                (Some(_), None) => vec![SERVER_PATH.to_owned(), SERVER_SUBCOMMAND.to_owned()],
+                (None, _) => LIFELINE.iter().map(|s| (*s).to_owned()).collect(),
             },
             execute_via: match options.command_server {
                 Some(_) => "command-server",
                 None => "engine-exec",
             }
             .to_owned(),
-            env_names: options.env.names().to_vec(),
+            env_names: match egress {
+                // The caller's proxy variables never override the door.
+                Some(_) => options
+                    .env
+                    .names()
+                    .iter()
+                    .filter(|n| !crate::egress::is_proxy_var(n))
+                    .cloned()
+                    .collect(),
+                None => options.env.names().to_vec(),
+            },
             workdir,
+            container_env: match egress {
+                Some(_) => crate::egress::proxy_env()
+                    .into_iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect(),
+                None => Vec::new(),
+            },
         }
     }
 }
@@ -502,10 +553,20 @@ pub fn docker_report(policy: &ResolvedPolicy, options: &DockerOptions) -> Enforc
                     .join(", ")
             )
         },
-        format!(
-            "network: {}",
-            if options.network { "bridge" } else { "none" }
-        ),
+        match (&options.egress, options.network) {
+            (Some(door), true) => format!(
+                "network: none; the one door out is vibesys's proxy (its socket mounted in; the container's loopback listener at 127.0.0.1:{}, named by HTTPS_PROXY, HTTP_PROXY and ALL_PROXY, is handed to it by the static vibesys and accepted from outside), admitting only {}",
+                crate::egress::INSIDE_PORT,
+                door.allow
+                    .patterns()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            (None, true) => "network: bridge".to_owned(),
+            (_, false) => "network: none".to_owned(),
+        },
         format!("runs as {} (the host user)", options.user),
         format!("pids limit {}", options.pids_limit),
         format!("memory limit {} bytes", options.memory_bytes),

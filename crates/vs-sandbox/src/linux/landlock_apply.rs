@@ -61,6 +61,16 @@ pub fn prepare(plan: &LandlockPlan) -> Result<(OwnedFd, LandlockOutcome), Sandbo
             .map_err(err)?;
     }
     let mut created = ruleset.create().map_err(err)?;
+    // An egress allow-list: in the command's own network namespace the
+    // one port it may connect to is the proxy's listener.
+    if plan.egress.is_some() && !plan.network {
+        created = created
+            .add_rule(landlock::NetPort::new(
+                crate::egress::INSIDE_PORT,
+                AccessNet::ConnectTcp,
+            ))
+            .map_err(|e| unavailable(format!("adding the egress port rule failed: {e}")))?;
+    }
     let add = |created: landlock::RulesetCreated,
                path: &PathBuf,
                access: landlock::BitFlags<AccessFs>|

@@ -103,6 +103,10 @@ pub struct ChildSetup {
     pub seccomp: Vec<Vec<libc::sock_filter>>,
     /// Mark every descriptor from 3 up close-on-exec.
     pub close_inherited: bool,
+    /// An egress allow-list: take a network namespace of its own and send
+    /// a listener on its loopback over this channel
+    /// ([`super::netns::enter_and_listen`]).
+    pub egress_channel: Option<OwnedFd>,
 }
 
 /// The stages of [`ChildSetup`], named in errors.
@@ -124,6 +128,9 @@ const STAGES: &[&str] = &[
     "placing the sandbox's descriptors",
     "changing to the command's directory",
     "executing the command",
+    "taking a network namespace of its own (an egress allow-list under Landlock needs one: root, or an unprivileged user namespace)",
+    "bringing up the loopback of the new network namespace",
+    "listening for the egress proxy in the new network namespace",
 ];
 
 /// Where the clone's child reports its own steps in [`STAGES`].
@@ -425,6 +432,7 @@ impl Prepared {
                 })
                 .collect(),
             close_inherited: s.close_inherited,
+            egress_channel: s.egress_channel.as_ref().map_or(-1, AsRawFd::as_raw_fd),
             maps: [
                 (self.paths[0].as_ptr(), b"deny".as_ptr(), 4),
                 (
@@ -628,6 +636,7 @@ struct ChildPlan {
     landlock: RawFd,
     seccomp: Vec<libc::sock_fprog>,
     close_inherited: bool,
+    egress_channel: RawFd,
     maps: [(*const libc::c_char, *const u8, usize); 3],
     tty: *const libc::c_char,
 }
@@ -727,6 +736,10 @@ impl ChildPlan {
                     libc::close(fd);
                     check(4, w as libc::c_long)?;
                 }
+            }
+            if self.egress_channel >= 0 {
+                super::netns::enter_and_listen(self.egress_channel, crate::egress::INSIDE_PORT)
+                    .map_err(|(step, e)| (17 + step, e))?;
             }
             if let Some(max) = self.nproc {
                 let lim = libc::rlimit {

@@ -1,0 +1,445 @@
+//! Egress by allow-list, end to end with real bwrap and Landlock: two servers on the
+//! host's loopback, one named by `--allow-host 127.0.0.1:PORT`. Inside, the
+//! allowed one answers curl (plain HTTP, CONNECT, SOCKS5) and Python
+//! through vibesys's proxy; the other is refused by the proxy and
+//! unreachable by a direct TCP connect, UDP never leaves, a DNS lookup
+//! fails, and the refusal is named on stderr. The real Claude Code CLI
+//! completes a turn against the scripted endpoint through the proxy, the
+//! provider's host admitted by the session itself. As root and as an
+//! unprivileged user. Bad patterns and backends that cannot enforce an
+//! allow-list exit 125.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// An HTTP server on the host's loopback answering `BODY-<port>`, counting
+/// the connections it accepts.
+struct Server {
+    port: u16,
+    hits: Arc<AtomicUsize>,
+}
+
+fn server(body: &'static str) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = hits.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            counter.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 1024];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let text = format!("{body}-{port}\n");
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                    text.len()
+                );
+            });
+        }
+    });
+    Server { port, hits }
+}
+
+/// `vibesys exec --confine BACKEND --allow-host ... -- sh -c SCRIPT` as `who`.
+fn exec_allow(
+    who: As,
+    backend: &str,
+    p: &Project,
+    hosts: &[String],
+    script: &str,
+) -> std::process::Output {
+    let mut args: Vec<String> = vec!["exec".into(), "--confine".into(), backend.into()];
+    for h in hosts {
+        args.extend(["--allow-host".into(), h.clone()]);
+    }
+    args.extend(["--".into(), "sh".into(), "-c".into(), script.into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    command_as(who, &p.root, &vibesys(), &args)
+        .output()
+        .unwrap()
+}
+
+const PROBE: &str = r#"
+import os, socket, sys, urllib.request
+allowed, refused, udp = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+print("PY", urllib.request.urlopen("http://127.0.0.1:%d/" % allowed, timeout=10).read().decode().strip())
+for port in (allowed, refused):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5); print("DIRECT-OPEN", port)
+    except OSError as e:
+        print("DIRECT-FAILED", port, e.errno)
+for target, name in ((("127.0.0.1", udp), "UDP-LOCAL"), (("192.0.2.1", 53), "UDP-OUT")):
+    try:
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.sendto(b"LEAK", target); print(name + "-SENT")
+    except OSError as e:
+        print(name + "-FAILED", e.errno)
+try:
+    socket.getaddrinfo("example.com", 443); print("DNS-RESOLVED")
+except OSError as e:
+    print("DNS-FAILED")
+"#;
+
+#[test]
+fn only_the_listed_host_is_reachable_and_only_through_the_proxy() {
+    require_tool("bwrap", "apt-get install bubblewrap");
+    require_tool("curl", "apt-get install curl");
+    require_tool("python3", "apt-get install python3");
+    let allowed = server("ALLOWED");
+    let refused = server("FORBIDDEN-BODY");
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let udp_port = udp.local_addr().unwrap().port();
+    for (who, backend) in users()
+        .into_iter()
+        .flat_map(|w| [(w, "bwrap"), (w, "landlock")])
+    {
+        let p = project(who);
+        std::fs::write(p.root.join("probe.py"), PROBE).unwrap();
+        let (a, r) = (allowed.port, refused.port);
+        let script = format!(
+            "curl -sS http://127.0.0.1:{a}/; \
+             curl -sS -p http://127.0.0.1:{a}/ | sed s/^/TUNNEL-/; \
+             curl -sS --proxy socks5h://127.0.0.1:3128 http://127.0.0.1:{a}/ | sed s/^/SOCKS-/; \
+             echo REFUSED-HTTP $(curl -s -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{r}/); \
+             curl -s -p http://127.0.0.1:{r}/ >/dev/null; echo REFUSED-CONNECT $?; \
+             curl -s --proxy socks5h://127.0.0.1:3128 http://127.0.0.1:{r}/ >/dev/null; echo REFUSED-SOCKS $?; \
+             python3 probe.py {a} {r} {udp_port}"
+        );
+        let refused_before = refused.hits.load(Ordering::SeqCst);
+        let out = exec_allow(who, backend, &p, &[format!("127.0.0.1:{a}")], &script);
+        assert_code(&out, 0);
+        let text = stdout(&out);
+        let ctx = format!(
+            "{who:?} {backend}\n--- stdout\n{text}\n--- stderr\n{}",
+            stderr(&out)
+        );
+        for want in [
+            format!("\nALLOWED-{a}\n"),
+            format!("TUNNEL-ALLOWED-{a}\n"),
+            format!("SOCKS-ALLOWED-{a}\n"),
+            "REFUSED-HTTP 403\n".into(),
+            format!("PY ALLOWED-{a}\n"),
+            format!("DIRECT-FAILED {a} "),
+            format!("DIRECT-FAILED {r} "),
+            "UDP-OUT-FAILED".into(),
+            "DNS-FAILED".into(),
+        ] {
+            assert!(
+                format!("\n{text}").contains(&want),
+                "missing {want:?}: {ctx}"
+            );
+        }
+        assert!(!text.contains("REFUSED-CONNECT 0"), "{ctx}");
+        assert!(!text.contains("REFUSED-SOCKS 0"), "{ctx}");
+        assert!(
+            !text.contains("FORBIDDEN-BODY"),
+            "the refused server answered: {ctx}"
+        );
+        assert_eq!(
+            refused.hits.load(Ordering::SeqCst),
+            refused_before,
+            "the refused server was reached: {ctx}"
+        );
+        let mut datagram = [0u8; 16];
+        assert!(
+            udp.recv_from(&mut datagram).is_err(),
+            "a datagram reached the host: {ctx}"
+        );
+        // One line per refused host, however often it was asked for.
+        let err = stderr(&out);
+        assert_eq!(
+            err.matches(&format!("vibesys: egress refused: 127.0.0.1:{r} "))
+                .count(),
+            1,
+            "{ctx}"
+        );
+    }
+}
+
+#[test]
+fn a_name_that_leads_to_loopback_is_refused_unless_the_address_is_listed() {
+    require_tool("bwrap", "apt-get install bubblewrap");
+    require_tool("curl", "apt-get install curl");
+    let allowed = server("ALLOWED");
+    let p = project(As::Root);
+    let a = allowed.port;
+    let out = exec_allow(
+        As::Root,
+        "bwrap",
+        &p,
+        &[format!("localhost:{a}")],
+        &format!("echo CODE $(curl -s -o /dev/null -w '%{{http_code}}' http://localhost:{a}/)"),
+    );
+    assert_code(&out, 0);
+    assert!(stdout(&out).contains("CODE 403"), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains(&format!("localhost:{a} (resolves only to local addresses")),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn bad_patterns_and_backends_that_cannot_enforce_exit_125() {
+    let p = project(As::Root);
+    let out = command_as(
+        As::Root,
+        &p.root,
+        &vibesys(),
+        &[
+            "exec",
+            "--allow-host",
+            "a b",
+            "--allow-host",
+            "x:0",
+            "--",
+            "true",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_code(&out, 125);
+    let err = stderr(&out);
+    assert!(err.contains("\"a b\"") && err.contains("\"x:0\""), "{err}");
+
+    std::fs::write(
+        p.root.join("vibesys.toml"),
+        "[sandbox]\nallow_hosts = [\"*\"]\n",
+    )
+    .unwrap();
+    let out = command_as(As::Root, &p.root, &vibesys(), &["policy", "show"])
+        .output()
+        .unwrap();
+    assert_code(&out, 125);
+    assert!(stderr(&out).contains("\"*\""), "{}", stderr(&out));
+    std::fs::write(p.root.join("vibesys.toml"), "").unwrap();
+
+    // A backend that cannot enforce an allow-list refuses it (Seatbelt's
+    // plan is text here; Docker's refusal is the same function).
+    let out = command_as(
+        As::Root,
+        &p.root,
+        &vibesys(),
+        &[
+            "policy",
+            "show",
+            "--backend",
+            "seatbelt",
+            "--allow-host",
+            "x.example",
+            "--json",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_code(&out, 0);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let err = v["backends"]["seatbelt"]["error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(err.contains("allow-list"), "{v}");
+
+    // network = false still means none: the allow-list opens nothing.
+    let out = command_as(
+        As::Root,
+        &p.root,
+        &vibesys(),
+        &[
+            "policy",
+            "show",
+            "--no-network",
+            "--allow-host",
+            "x.example",
+            "--json",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_code(&out, 0);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["egress"]["mode"], "none", "{v}");
+}
+
+#[test]
+fn policy_show_names_the_providers_host() {
+    let p = project(As::Root);
+    let out = command_as(
+        As::Root,
+        &p.root,
+        &vibesys(),
+        &[
+            "policy",
+            "show",
+            "--allow-host",
+            "*.pypi.org",
+            "--provider",
+            "claude",
+            "--json",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_code(&out, 0);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["egress"]["mode"], "allow-list");
+    assert_eq!(
+        v["egress"]["allow_hosts"],
+        serde_json::json!(["*.pypi.org:{443,80}", "api.anthropic.com:443"])
+    );
+    assert_eq!(
+        v["egress"]["provider_hosts"],
+        serde_json::json!(["api.anthropic.com:443"])
+    );
+}
+
+/// The real CLI's path, from the pinned wheel (downloaded once).
+fn claude_cli() -> PathBuf {
+    let out = Command::new("bash")
+        .arg(repo_root().join("scripts/claude-cli.sh"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "scripts/claude-cli.sh could not give the Claude Code CLI: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// The scripted model endpoint, killed on drop.
+struct Endpoint {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn endpoint(dir: &Path) -> Endpoint {
+    std::fs::write(
+        dir.join("hello.json"),
+        r#"[{"text": "hello through the proxy"}]"#,
+    )
+    .unwrap();
+    let port_file = dir.join("port");
+    let log = dir.join("requests.jsonl");
+    let child = Command::new("python3")
+        .arg(repo_root().join("scripts/model-endpoint.py"))
+        .args(["--port", "0", "--port-file"])
+        .arg(&port_file)
+        .arg("--script")
+        .arg(dir.join("hello.json"))
+        .arg("--log")
+        .arg(&log)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let port = loop {
+        if let Some(port) = std::fs::read_to_string(&port_file)
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+        {
+            break port;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "no endpoint");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Endpoint { child, port, log }
+}
+
+#[test]
+fn the_real_claude_cli_completes_a_turn_through_the_proxy() {
+    require_tool("bwrap", "apt-get install bubblewrap");
+    require_tool("python3", "apt-get install python3 python3-pip");
+    let cli = claude_cli();
+    let other = server("REFUSED");
+    for (who, backend) in users()
+        .into_iter()
+        .flat_map(|w| [(w, "bwrap"), (w, "landlock")])
+    {
+        let p = project(who);
+        let home = p.outside.join("home");
+        let bin = p.outside.join("bin");
+        std::fs::create_dir_all(home.join(".claude")).unwrap();
+        std::fs::create_dir_all(&bin).unwrap();
+        std::os::unix::fs::symlink(&cli, bin.join("claude")).unwrap();
+        if who == As::User {
+            let (uid, gid) = test_user();
+            let status = Command::new("chown")
+                .args(["-R", "-h", &format!("{uid}:{gid}")])
+                .arg(&home)
+                .arg(&bin)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        let ep = endpoint(&p.outside);
+        let base_url = format!("http://127.0.0.1:{}", ep.port);
+        let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+        // The list names only a host that is not the endpoint: the
+        // session adds its provider's host (ANTHROPIC_BASE_URL's).
+        let out = command_as(
+            who,
+            &p.root,
+            &vibesys(),
+            &[
+                "session",
+                "--provider",
+                "claude",
+                "--confine",
+                backend,
+                "--allow-host",
+                &format!("127.0.0.1:{}", other.port + 1),
+                "--",
+                "-p",
+                "hello",
+            ],
+        )
+        .env("PATH", &path)
+        .env("HOME", &home)
+        .env("ANTHROPIC_BASE_URL", &base_url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .output()
+        .unwrap();
+        assert_code(&out, 0);
+        assert!(
+            stdout(&out).contains("hello through the proxy"),
+            "{who:?} {backend}: {}\n{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        let requests = std::fs::read_to_string(&ep.log).unwrap_or_default();
+        assert!(
+            requests.contains("/v1/messages"),
+            "{who:?} {backend}: {requests}"
+        );
+    }
+}

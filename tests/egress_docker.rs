@@ -1,0 +1,73 @@
+//! Egress by allow-list under Docker, end to end with the real Engine: the
+//! container has `--network none`, the proxy's socket mounted in and the
+//! static vibesys as a forwarder in front of the command server. Busybox's
+//! wget reaches the listed loopback server through the proxy, is refused
+//! the other, and cannot connect directly; the refusal is named on
+//! stderr. No bridge, no private-range address: the servers are on the
+//! host's loopback, reached by the proxy outside the container.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod docker_support;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+
+use docker_support::{TestImage, require_docker, static_vibesys, unique, vibesys, workspace};
+
+/// A loopback HTTP server answering `BODY-<port>`.
+fn server(body: &'static str) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let text = format!("{body}-{port}\n");
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                text.len()
+            );
+        }
+    });
+    port
+}
+
+#[test]
+fn only_the_listed_host_is_reachable_from_the_container() {
+    require_docker();
+    let img = TestImage::new();
+    let ws = workspace();
+    let (a, r) = (server("ALLOWED"), server("FORBIDDEN-BODY"));
+    let script = format!(
+        "wget -q -O - http://127.0.0.1:{a}/; \
+         wget -q -O - http://127.0.0.1:{r}/; echo REFUSED-RC $?; \
+         wget -q -Y off -T 3 -O - http://127.0.0.1:{a}/; echo DIRECT-RC $?; \
+         echo PROXY=$HTTP_PROXY"
+    );
+    let out = vibesys(ws.path())
+        .env("VIBESYS_IMAGES_LOCK", &img.lock)
+        .env("VIBESYS_RUN_ID", unique("egress"))
+        .env("VIBESYS_COMMAND_SERVER", static_vibesys())
+        .env("HTTP_PROXY", "http://192.0.2.1:1")
+        .args(["exec", "--confine", "docker", "--image", &img.name])
+        .arg("--allow-host")
+        .arg(format!("127.0.0.1:{a}"))
+        .args(["--", "/bin/sh", "-c", &script])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let ctx = format!("--- stdout\n{text}\n--- stderr\n{err}");
+    assert_eq!(out.status.code(), Some(0), "{ctx}");
+    assert!(text.contains(&format!("ALLOWED-{a}\n")), "{ctx}");
+    assert!(!text.contains("FORBIDDEN-BODY"), "{ctx}");
+    assert!(!text.contains("REFUSED-RC 0"), "{ctx}");
+    assert!(!text.contains("DIRECT-RC 0"), "{ctx}");
+    // The caller's own proxy variable does not override the door.
+    assert!(text.contains("PROXY=http://127.0.0.1:3128"), "{ctx}");
+    assert!(
+        err.contains(&format!("vibesys: egress refused: 127.0.0.1:{r} ")),
+        "{ctx}"
+    );
+}
