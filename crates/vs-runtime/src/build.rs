@@ -15,19 +15,19 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, Write};
+use std::io::{self, Seek};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use vs_sandbox::Confinement;
 
 use crate::error::{Result, RuntimeError};
 use crate::fsutil::{
-    ensure_dir_chain, existing_dir_chain, kind_name, random_bytes, read_bounded, write_atomic,
+    CopyError, copy_hashed, ensure_dir_chain, existing_dir_chain, kind_name, random_bytes,
+    read_bounded, write_atomic,
 };
 use crate::gate::{self, CONFIG_FILE, ProtectedSet};
 use crate::id::{CandidateId, RunId};
@@ -52,8 +52,6 @@ const MAX_ARG_LEN: usize = 64 * 1024;
 const MAX_TIMEOUT_SECS: u64 = 7 * 24 * 3600;
 /// Largest configuration or record read.
 const SMALL_FILE_LIMIT: u64 = 4 * 1024 * 1024;
-/// Copy buffer.
-const BUF_SIZE: usize = 1024 * 1024;
 
 /// `[build]` of `vibesys.toml` as written; unknown keys are an error.
 #[derive(Deserialize)]
@@ -543,26 +541,14 @@ fn verify_and_copy(root: &Path, name: &str, artifacts: &Path, run: &RunId) -> Re
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&tmp)
             .map_err(|e| RuntimeError::io("create", &tmp, e))?;
-        let mut hasher = Sha256::new();
-        let mut buf = vec![0u8; BUF_SIZE];
-        let mut size: u64 = 0;
-        loop {
-            let n = match src.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(reject(format!("cannot read it: {e}"))),
-            };
-            size += n as u64;
-            if size > MAX_OUTPUT_BYTES {
-                return Err(reject(format!(
+        let (size, sha256) =
+            copy_hashed(&mut src, &mut dst, MAX_OUTPUT_BYTES).map_err(|e| match e {
+                CopyError::Read(e) => reject(format!("cannot read it: {e}")),
+                CopyError::Write(e) => RuntimeError::io("write", &tmp, e),
+                CopyError::TooLarge => reject(format!(
                     "it is larger than the limit of {MAX_OUTPUT_BYTES} bytes"
-                )));
-            }
-            hasher.update(&buf[..n]);
-            dst.write_all(&buf[..n])
-                .map_err(|e| RuntimeError::io("write", &tmp, e))?;
-        }
+                )),
+            })?;
         // Read-only for everyone; executable when the output was, so an
         // evaluator can run exactly these bytes.
         let mode = if executable { 0o555 } else { 0o444 };
@@ -570,7 +556,7 @@ fn verify_and_copy(root: &Path, name: &str, artifacts: &Path, run: &RunId) -> Re
             .map_err(|e| RuntimeError::io("set permissions of", &tmp, e))?;
         dst.sync_all()
             .map_err(|e| RuntimeError::io("sync", &tmp, e))?;
-        Ok((size, hex::encode(hasher.finalize())))
+        Ok((size, sha256))
     })();
     let (size, sha256) = match copied {
         Ok(v) => v,
@@ -767,17 +753,14 @@ impl TrustedBuild {
         if !ft.is_file() {
             return Err(changed(format!("a {}", kind_name(&ft))));
         }
-        let mut hasher = Sha256::new();
-        let mut buf = vec![0u8; BUF_SIZE];
-        loop {
-            match file.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => hasher.update(&buf[..n]),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(RuntimeError::io("read", &path, e)),
+        // No more than the recorded size is read: a longer file changed.
+        let found = match copy_hashed(&mut file, &mut io::sink(), out.size) {
+            Ok((_, found)) => found,
+            Err(CopyError::TooLarge) => return Err(changed("a larger file".to_owned())),
+            Err(CopyError::Read(e) | CopyError::Write(e)) => {
+                return Err(RuntimeError::io("read", &path, e));
             }
-        }
-        let found = hex::encode(hasher.finalize());
+        };
         if found != out.sha256 {
             return Err(changed(found));
         }

@@ -8,6 +8,47 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Result, RuntimeError};
 
+/// Why [`copy_hashed`] stopped.
+#[derive(Debug)]
+pub(crate) enum CopyError {
+    /// Reading the source failed.
+    Read(io::Error),
+    /// Writing the destination failed.
+    Write(io::Error),
+    /// The source held more than the limit.
+    TooLarge,
+}
+
+/// Copies `src` to `dst` through one bounded buffer, hashing every byte
+/// that passes (sha256), and stops past `limit` bytes: the size and the
+/// hex digest of what was copied.
+pub(crate) fn copy_hashed(
+    src: &mut impl Read,
+    dst: &mut impl Write,
+    limit: u64,
+) -> std::result::Result<(u64, String), CopyError> {
+    use sha2::{Digest, Sha256};
+    const BUF_SIZE: usize = 1024 * 1024;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; BUF_SIZE];
+    let mut size: u64 = 0;
+    loop {
+        let n = match src.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(CopyError::Read(e)),
+        };
+        size += n as u64;
+        if size > limit {
+            return Err(CopyError::TooLarge);
+        }
+        hasher.update(&buf[..n]);
+        dst.write_all(&buf[..n]).map_err(CopyError::Write)?;
+    }
+    Ok((size, hex::encode(hasher.finalize())))
+}
+
 /// Describes a file type for error messages (one vocabulary with the
 /// sandbox policy's errors).
 pub(crate) fn kind_name(ft: &fs::FileType) -> &'static str {
@@ -176,6 +217,20 @@ mod tests {
                 .unwrap()
                 .is_some()
         );
+    }
+
+    #[test]
+    fn a_hashed_copy_is_the_bytes_and_their_sha256_within_the_limit() {
+        let data = b"abc".repeat(1000);
+        let mut out = Vec::new();
+        let (size, hex) = copy_hashed(&mut &data[..], &mut out, 3000).unwrap();
+        assert_eq!((size, out.as_slice()), (3000, &data[..]));
+        use sha2::Digest;
+        assert_eq!(hex, hex::encode(sha2::Sha256::digest(&data)));
+        assert!(matches!(
+            copy_hashed(&mut &data[..], &mut Vec::new(), 2999),
+            Err(CopyError::TooLarge)
+        ));
     }
 
     #[test]

@@ -6,23 +6,19 @@
 //! from; and a fresh, empty `HOME` outside every workspace.
 
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, Mode, OFlags};
-use sha2::{Digest, Sha256};
 
 use crate::build::{BuildOutput, TrustedBuild};
 use crate::error::{Result, RuntimeError};
-use crate::fsutil::random_bytes;
+use crate::fsutil::{CopyError, copy_hashed, random_bytes};
 use crate::id::{CandidateId, RunId};
 use crate::state::StateLayout;
 use crate::worktree::CandidateWorktree;
-
-/// Copy buffer.
-const BUF_SIZE: usize = 1024 * 1024;
 
 /// How the directory of an evaluation checkout is named below the run's
 /// candidate worktrees (`eval-<n>-<nonce>`).
@@ -234,22 +230,13 @@ fn place_output(root: &Path, build: &TrustedBuild, out: &BuildOutput) -> Result<
     )
     .map_err(|e| reject(format!("cannot create it: {e}")))?;
     let mut dst = fs::File::from(dst);
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; BUF_SIZE];
-    let mut size: u64 = 0;
-    loop {
-        let n = match src.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(RuntimeError::io("read", &artifact, e)),
-        };
-        size += n as u64;
-        hasher.update(&buf[..n]);
-        dst.write_all(&buf[..n])
-            .map_err(|e| reject(format!("cannot write it: {e}")))?;
-    }
-    let found = hex::encode(hasher.finalize());
+    // No more than the recorded size is copied: a longer artifact changed.
+    let (size, found) = match copy_hashed(&mut src, &mut dst, out.size) {
+        Ok(copied) => copied,
+        Err(CopyError::TooLarge) => (out.size.saturating_add(1), String::new()),
+        Err(CopyError::Read(e)) => return Err(RuntimeError::io("read", &artifact, e)),
+        Err(CopyError::Write(e)) => return Err(reject(format!("cannot write it: {e}"))),
+    };
     if found != out.sha256 || size != out.size {
         return Err(RuntimeError::ArtifactChanged {
             name: out.path.clone(),
