@@ -14,12 +14,13 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, UdpSocket};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::model_endpoint::{Endpoint, claude_cli};
 use common::*;
 
 /// An HTTP server on the host's loopback answering `BODY-<port>`, counting
@@ -313,66 +314,8 @@ fn policy_show_names_the_providers_host() {
     );
 }
 
-/// The real CLI's path, from the pinned wheel (downloaded once).
-fn claude_cli() -> PathBuf {
-    let out = Command::new("bash")
-        .arg(repo_root().join("scripts/claude-cli.sh"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "scripts/claude-cli.sh could not give the Claude Code CLI: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
-
-/// The scripted model endpoint, killed on drop.
-struct Endpoint {
-    child: Child,
-    port: u16,
-    log: PathBuf,
-}
-
-impl Drop for Endpoint {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn endpoint(dir: &Path) -> Endpoint {
-    std::fs::write(
-        dir.join("hello.json"),
-        r#"[{"text": "hello through the proxy"}]"#,
-    )
-    .unwrap();
-    let port_file = dir.join("port");
-    let log = dir.join("requests.jsonl");
-    let child = Command::new("python3")
-        .arg(repo_root().join("scripts/model-endpoint.py"))
-        .args(["--port", "0", "--port-file"])
-        .arg(&port_file)
-        .arg("--script")
-        .arg(dir.join("hello.json"))
-        .arg("--log")
-        .arg(&log)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    let port = loop {
-        if let Some(port) = std::fs::read_to_string(&port_file)
-            .ok()
-            .and_then(|p| p.trim().parse().ok())
-        {
-            break port;
-        }
-        assert!(start.elapsed() < Duration::from_secs(20), "no endpoint");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    Endpoint { child, port, log }
+fn endpoint(_dir: &Path) -> Endpoint {
+    Endpoint::start(&[("", r#"[{"text": "hello through the proxy"}]"#)])
 }
 
 #[test]
@@ -390,7 +333,7 @@ fn the_real_claude_cli_completes_a_turn_through_the_proxy() {
         let bin = p.outside.join("bin");
         std::fs::create_dir_all(home.join(".claude")).unwrap();
         std::fs::create_dir_all(&bin).unwrap();
-        std::os::unix::fs::symlink(&cli, bin.join("claude")).unwrap();
+        std::os::unix::fs::symlink(cli, bin.join("claude")).unwrap();
         if who == As::User {
             let (uid, gid) = test_user();
             let status = Command::new("chown")

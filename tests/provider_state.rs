@@ -11,10 +11,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Command;
 
+use common::model_endpoint::{Endpoint, claude_cli};
 use common::*;
 
 /// The scripts the operator's settings name, relative to `~/.claude`: a
@@ -45,69 +45,8 @@ const ATTACK: &str = r#"[{"tool": "Bash", "input": {"command": "cd ~/.claude; fo
 
 const HELLO: &str = r#"[{"text": "hello back"}]"#;
 
-/// The real CLI's path, from the pinned wheel (downloaded once).
-fn claude_cli() -> PathBuf {
-    require_tool("python3", "apt-get install python3 python3-pip");
-    let out = Command::new("bash")
-        .arg(repo_root().join("scripts/claude-cli.sh"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "scripts/claude-cli.sh could not give the Claude Code CLI: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
-
-/// The scripted endpoint, killed on drop.
-struct Endpoint {
-    child: Child,
-    port: u16,
-    log: PathBuf,
-}
-
-impl Drop for Endpoint {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn endpoint(dir: &Path) -> Endpoint {
-    std::fs::write(dir.join("attack.json"), ATTACK).unwrap();
-    std::fs::write(dir.join("hello.json"), HELLO).unwrap();
-    let port_file = dir.join("port");
-    let log = dir.join("requests.jsonl");
-    let child = Command::new("python3")
-        .arg(repo_root().join("scripts/model-endpoint.py"))
-        .args(["--port", "0", "--port-file"])
-        .arg(&port_file)
-        .arg("--script")
-        .arg(format!("attack={}", dir.join("attack.json").display()))
-        .arg("--script")
-        .arg(dir.join("hello.json"))
-        .arg("--log")
-        .arg(&log)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    let port = loop {
-        if let Some(port) = std::fs::read_to_string(&port_file)
-            .ok()
-            .and_then(|p| p.trim().parse().ok())
-        {
-            break port;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the model endpoint did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    Endpoint { child, port, log }
+fn endpoint(_dir: &Path) -> Endpoint {
+    Endpoint::start(&[("attack", ATTACK), ("", HELLO)])
 }
 
 /// The text of every tool result the CLI sent back to the endpoint.
@@ -181,7 +120,7 @@ fn a_session_cannot_plant_what_the_operators_next_claude_runs() {
         let home = p.outside.join("home");
         let bin = p.outside.join("bin");
         std::fs::create_dir_all(&bin).unwrap();
-        std::os::unix::fs::symlink(&cli, bin.join("claude")).unwrap();
+        std::os::unix::fs::symlink(cli, bin.join("claude")).unwrap();
         operator_home(&home);
         if who == As::User {
             let (uid, gid) = test_user();

@@ -17,94 +17,14 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::model_endpoint::{Endpoint, claude_cli};
 use common::*;
 
-/// The real CLI, fetched once (scripts/install-deps.sh fetches it in CI).
-fn claude_cli() -> &'static Path {
-    static CLI: OnceLock<PathBuf> = OnceLock::new();
-    CLI.get_or_init(|| {
-        require_tool("python3", "apt-get install python3 python3-pip");
-        let out = Command::new(repo_root().join("scripts/claude-cli.sh"))
-            .output()
-            .expect("cannot run scripts/claude-cli.sh");
-        assert!(
-            out.status.success(),
-            "this test needs the real Claude Code CLI: scripts/claude-cli.sh (run by scripts/install-deps.sh) downloads the pinned claude-agent-sdk wheel from PyPI once; it failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-    })
-}
-
-/// scripts/model-endpoint.py on a free loopback port, killed on drop.
-struct Endpoint {
-    child: Child,
-    port: u16,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
 impl Endpoint {
-    /// Plays `scripts` (`(MATCH, steps as JSON)`; MATCH empty: the fallback).
-    fn start(scripts: &[(&str, &str)]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let port_file = dir.path().join("port");
-        let log = dir.path().join("requests.jsonl");
-        let mut cmd = Command::new("python3");
-        cmd.arg(repo_root().join("scripts/model-endpoint.py"))
-            .arg("--port-file")
-            .arg(&port_file)
-            .arg("--log")
-            .arg(&log);
-        for (i, (matcher, steps)) in scripts.iter().enumerate() {
-            let file = dir.path().join(format!("script-{i}.json"));
-            std::fs::write(&file, steps).unwrap();
-            let spec = if matcher.is_empty() {
-                file.display().to_string()
-            } else {
-                format!("{matcher}={}", file.display())
-            };
-            cmd.arg("--script").arg(spec);
-        }
-        let mut child = cmd
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let end = Instant::now() + Duration::from_secs(10);
-        let port = loop {
-            if let Ok(text) = std::fs::read_to_string(&port_file)
-                && let Ok(p) = text.trim().parse()
-            {
-                break p;
-            }
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!("the model endpoint exited: {status}");
-            }
-            assert!(Instant::now() < end, "the model endpoint did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        Endpoint {
-            child,
-            port,
-            log,
-            _dir: dir,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// Every request logged, whole.
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
     /// The logged requests that played a script.
     fn turns(&self) -> Vec<serde_json::Value> {
         self.log_text()
@@ -159,13 +79,6 @@ fn cwd_of(entry: &serde_json::Value) -> Option<String> {
                 .map(|c| c.trim().to_owned())
         })
     })
-}
-
-impl Drop for Endpoint {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 const SECRET: &str = "sk-real-cli-hidden-4242";

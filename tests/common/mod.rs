@@ -7,6 +7,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod engine_images;
+pub mod model_endpoint;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

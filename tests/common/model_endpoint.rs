@@ -1,0 +1,104 @@
+//! The real Claude Code CLI of the pinned wheel and the scripted model
+//! endpoint (scripts/model-endpoint.py) on loopback, for the tests that
+//! drive the real CLI (real_cli, provider_state, egress).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::{repo_root, require_tool};
+
+/// The real CLI, fetched once (scripts/install-deps.sh fetches it in CI).
+pub fn claude_cli() -> &'static Path {
+    static CLI: OnceLock<PathBuf> = OnceLock::new();
+    CLI.get_or_init(|| {
+        require_tool("python3", "apt-get install python3 python3-pip");
+        let out = Command::new(repo_root().join("scripts/claude-cli.sh"))
+            .output()
+            .expect("cannot run scripts/claude-cli.sh");
+        assert!(
+            out.status.success(),
+            "this test needs the real Claude Code CLI: scripts/claude-cli.sh (run by scripts/install-deps.sh) downloads the pinned claude-agent-sdk wheel from PyPI once; it failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    })
+}
+
+/// scripts/model-endpoint.py on a free loopback port, killed on drop.
+pub struct Endpoint {
+    child: Child,
+    /// The loopback port it listens on.
+    pub port: u16,
+    /// Its JSONL log of every request.
+    pub log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Endpoint {
+    /// Plays `scripts` (`(MATCH, steps as JSON)`; MATCH empty: the fallback).
+    pub fn start(scripts: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let port_file = dir.path().join("port");
+        let log = dir.path().join("requests.jsonl");
+        let mut cmd = Command::new("python3");
+        cmd.arg(repo_root().join("scripts/model-endpoint.py"))
+            .arg("--port-file")
+            .arg(&port_file)
+            .arg("--log")
+            .arg(&log);
+        for (i, (matcher, steps)) in scripts.iter().enumerate() {
+            let file = dir.path().join(format!("script-{i}.json"));
+            std::fs::write(&file, steps).unwrap();
+            let spec = if matcher.is_empty() {
+                file.display().to_string()
+            } else {
+                format!("{matcher}={}", file.display())
+            };
+            cmd.arg("--script").arg(spec);
+        }
+        let mut child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let end = Instant::now() + Duration::from_secs(10);
+        let port = loop {
+            if let Ok(text) = std::fs::read_to_string(&port_file)
+                && let Ok(p) = text.trim().parse()
+            {
+                break p;
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("the model endpoint exited: {status}");
+            }
+            assert!(Instant::now() < end, "the model endpoint did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        Endpoint {
+            child,
+            port,
+            log,
+            _dir: dir,
+        }
+    }
+
+    /// Its base URL (`ANTHROPIC_BASE_URL`).
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Every request logged, whole.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
