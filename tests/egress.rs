@@ -15,12 +15,11 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{TcpListener, UdpSocket};
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::model_endpoint::{Endpoint, claude_cli};
+use common::model_endpoint::{Endpoint, claude_cli, cli_home};
 use common::*;
 
 /// An HTTP server on the host's loopback answering `BODY-<port>`, counting
@@ -322,31 +321,18 @@ fn endpoint(_dir: &Path) -> Endpoint {
 fn the_real_claude_cli_completes_a_turn_through_the_proxy() {
     require_tool("bwrap", "apt-get install bubblewrap");
     require_tool("python3", "apt-get install python3 python3-pip");
-    let cli = claude_cli();
+    claude_cli();
     let other = server("REFUSED");
     for (who, backend) in users()
         .into_iter()
         .flat_map(|w| [(w, "bwrap"), (w, "landlock")])
     {
         let p = project(who);
-        let home = p.outside.join("home");
-        let bin = p.outside.join("bin");
-        std::fs::create_dir_all(home.join(".claude")).unwrap();
-        std::fs::create_dir_all(&bin).unwrap();
-        std::os::unix::fs::symlink(cli, bin.join("claude")).unwrap();
-        if who == As::User {
-            let (uid, gid) = test_user();
-            let status = Command::new("chown")
-                .args(["-R", "-h", &format!("{uid}:{gid}")])
-                .arg(&home)
-                .arg(&bin)
-                .status()
-                .unwrap();
-            assert!(status.success());
-        }
+        let (home, path) = cli_home(who, &p.outside, |home| {
+            std::fs::create_dir_all(home.join(".claude")).unwrap();
+        });
         let ep = endpoint(&p.outside);
-        let base_url = format!("http://127.0.0.1:{}", ep.port);
-        let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+        let base_url = ep.url();
         // The list names only a host that is not the endpoint: the
         // session adds its provider's host (ANTHROPIC_BASE_URL's).
         let out = command_as(

@@ -12,9 +12,8 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
-use common::model_endpoint::{Endpoint, claude_cli};
+use common::model_endpoint::{Endpoint, claude_cli, cli_home};
 use common::*;
 
 /// The scripts the operator's settings name, relative to `~/.claude`: a
@@ -111,30 +110,15 @@ fn named_contents(home: &Path) -> Vec<(String, Option<String>)> {
 #[test]
 fn a_session_cannot_plant_what_the_operators_next_claude_runs() {
     require_tool("bwrap", "apt-get install bubblewrap");
-    let cli = claude_cli();
+    claude_cli();
     for (who, backend) in users()
         .into_iter()
         .flat_map(|w| [(w, "bwrap"), (w, "landlock")])
     {
         let p = project(who);
-        let home = p.outside.join("home");
-        let bin = p.outside.join("bin");
-        std::fs::create_dir_all(&bin).unwrap();
-        std::os::unix::fs::symlink(cli, bin.join("claude")).unwrap();
-        operator_home(&home);
-        if who == As::User {
-            let (uid, gid) = test_user();
-            let status = Command::new("chown")
-                .args(["-R", "-h", &format!("{uid}:{gid}")])
-                .arg(&home)
-                .arg(&bin)
-                .status()
-                .unwrap();
-            assert!(status.success());
-        }
+        let (home, path) = cli_home(who, &p.outside, operator_home);
         let ep = endpoint(&p.outside);
-        let base_url = format!("http://127.0.0.1:{}", ep.port);
-        let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+        let base_url = ep.url();
         let before = named_contents(&home);
 
         // The confined session: its one tool call is the attack.
@@ -191,13 +175,18 @@ fn a_session_cannot_plant_what_the_operators_next_claude_runs() {
         // The operator's next turn, unconfined: its hooks run, nothing
         // the agent planted does.
         let _ = std::fs::remove_file(home.join("ran.log"));
-        let turn = command_as(who, &p.root, &bin.join("claude"), &["-p", "hello"])
-            .env("PATH", &path)
-            .env("HOME", &home)
-            .env("ANTHROPIC_BASE_URL", &base_url)
-            .env("ANTHROPIC_API_KEY", "test-key")
-            .output()
-            .unwrap();
+        let turn = command_as(
+            who,
+            &p.root,
+            &p.outside.join("bin/claude"),
+            &["-p", "hello"],
+        )
+        .env("PATH", &path)
+        .env("HOME", &home)
+        .env("ANTHROPIC_BASE_URL", &base_url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .output()
+        .unwrap();
         assert_code(&turn, 0);
         let ran = std::fs::read_to_string(home.join("ran.log")).unwrap_or_default();
         for hook in ["RAN-on-start.sh", "RAN-on-prompt.sh", "RAN-on-stop.sh"] {

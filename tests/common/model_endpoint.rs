@@ -102,3 +102,28 @@ impl Drop for Endpoint {
         let _ = self.child.wait();
     }
 }
+
+/// A home and a `bin` below `outside` for a real-CLI session as `who`:
+/// `fill` prepares the home, the CLI is linked as `bin/claude`, and both
+/// belong to the test user when `who` is the user. The home and the
+/// `PATH` to give the session.
+pub fn cli_home(who: super::As, outside: &Path, fill: impl FnOnce(&Path)) -> (PathBuf, String) {
+    let home = outside.join("home");
+    let bin = outside.join("bin");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(claude_cli(), bin.join("claude")).unwrap();
+    fill(&home);
+    if who == super::As::User {
+        let (uid, gid) = super::test_user();
+        let status = Command::new("chown")
+            .args(["-R", "-h", &format!("{uid}:{gid}")])
+            .arg(&home)
+            .arg(&bin)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+    (home, path)
+}
