@@ -3,7 +3,10 @@
 //! agent left untracked or ignored reaches `check` and `measure`; the
 //! trusted build's verified outputs placed at their declared paths from
 //! the recorded artifacts, each re-hashed on the descriptor it is copied
-//! from; and a fresh, empty `HOME` outside every workspace.
+//! from; and a fresh, empty `HOME` outside every workspace, beside the
+//! checkout in the run state (never below `/tmp`, which Landlock shares
+//! with every confined process of the user: another candidate's agent
+//! could plant code there).
 
 use std::fs;
 use std::io;
@@ -15,7 +18,7 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 
 use crate::build::{BuildOutput, TrustedBuild};
 use crate::error::{Result, RuntimeError};
-use crate::fsutil::{CopyError, copy_hashed, random_bytes};
+use crate::fsutil::{CopyError, copy_hashed, ensure_dir_chain, random_bytes};
 use crate::id::{CandidateId, RunId};
 use crate::state::StateLayout;
 use crate::worktree::CandidateWorktree;
@@ -23,6 +26,10 @@ use crate::worktree::CandidateWorktree;
 /// How the directory of an evaluation checkout is named below the run's
 /// candidate worktrees (`eval-<n>-<nonce>`).
 pub const EVAL_CHECKOUT_PREFIX: &str = "eval-";
+
+/// How the directory of an evaluation's fresh `HOME` is named below the
+/// run's candidate worktrees (`home-<n>-<nonce>`).
+pub const EVAL_HOME_PREFIX: &str = "home-";
 
 /// Whether `workspace` is an evaluation checkout of a run of `project`
 /// (a directory `eval-*` below its candidate worktrees).
@@ -75,7 +82,7 @@ impl EvalCheckout {
                 place_output(&root, build, out)?;
             }
         }
-        let home = fresh_home(run, n)?;
+        let home = fresh_home(layout, run, n)?;
         Ok(Self { worktree, home })
     }
 
@@ -99,7 +106,8 @@ impl EvalCheckout {
 }
 
 /// Removes what an earlier, killed attempt of candidate `n` left of its
-/// evaluation checkouts (`eval-<n>-*`), before the candidate starts over.
+/// evaluation checkouts (`eval-<n>-*`) and their `HOME`s (`home-<n>-*`),
+/// before the candidate starts over.
 pub fn discard_stale(layout: &StateLayout, run: &RunId, n: u32) -> Result<()> {
     let dir = layout
         .project()
@@ -108,9 +116,16 @@ pub fn discard_stale(layout: &StateLayout, run: &RunId, n: u32) -> Result<()> {
         return Ok(());
     };
     let prefix = format!("{EVAL_CHECKOUT_PREFIX}{n}-");
+    let home = format!("{EVAL_HOME_PREFIX}{n}-");
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
+        if name.starts_with(&home) {
+            let _ = make_removable(&entry.path());
+            fs::remove_dir_all(entry.path())
+                .map_err(|e| RuntimeError::io("remove", entry.path(), e))?;
+            continue;
+        }
         if !name.starts_with(&prefix) {
             continue;
         }
@@ -149,13 +164,18 @@ fn make_removable(root: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// A fresh, empty directory (mode 0700) below the system's temporary
-/// directory: outside the project, the run state and every checkout.
-fn fresh_home(run: &RunId, n: u32) -> Result<PathBuf> {
-    let base = std::env::temp_dir();
+/// A fresh, empty directory (mode 0700) beside the evaluation's checkout
+/// (`home-<n>-<nonce>` below the run's candidate worktrees): outside the
+/// project, every workspace and every checkout, in the run state that no
+/// confined process may write. Not below the system's temporary
+/// directory: under Landlock `/tmp` is writable to every confined process
+/// of the user, so another candidate's agent, running at the same time,
+/// could plant code in it that this evaluation would run.
+fn fresh_home(layout: &StateLayout, run: &RunId, n: u32) -> Result<PathBuf> {
+    let base = ensure_dir_chain(layout.project(), &StateLayout::candidates_rel(run))?;
     let mut nonce = [0u8; 8];
     random_bytes(&mut nonce)?;
-    let home = base.join(format!("vibesys-home-{run}-{n}-{}", hex::encode(nonce)));
+    let home = base.join(format!("{EVAL_HOME_PREFIX}{n}-{}", hex::encode(nonce)));
     fs::DirBuilder::new()
         .mode(0o700)
         .create(&home)
