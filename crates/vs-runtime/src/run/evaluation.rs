@@ -50,6 +50,8 @@ pub fn is_eval_checkout(project: &Path, workspace: &Path) -> bool {
 pub struct EvalCheckout {
     worktree: CandidateWorktree,
     home: PathBuf,
+    /// The build outputs placed in the checkout, as recorded.
+    outputs: Vec<BuildOutput>,
 }
 
 /// Where an evaluation command runs, as a run environment sees it.
@@ -77,13 +79,42 @@ impl EvalCheckout {
         let worktree = CandidateWorktree::create_at_commit(layout, run, &id, commit)?;
         let root = fs::canonicalize(worktree.path())
             .map_err(|e| RuntimeError::io("resolve", worktree.path(), e))?;
+        let outputs = build
+            .map(|b| b.record().outputs.clone())
+            .unwrap_or_default();
         if let Some(build) = build {
-            for out in &build.record().outputs {
+            for out in &outputs {
                 place_output(&root, build, out)?;
             }
         }
         let home = fresh_home(layout, run, n)?;
-        Ok(Self { worktree, home })
+        Ok(Self {
+            worktree,
+            home,
+            outputs,
+        })
+    }
+
+    /// Checks that every build output placed in the checkout is still the
+    /// verified one (path, regular file, size and digest), after a
+    /// command that could write the checkout ran (`check` runs the
+    /// candidate's program before `measure` loads the outputs) named by
+    /// `what`. Names the first one that changed.
+    pub fn verify_outputs(&self, what: &str) -> std::result::Result<(), String> {
+        let root = self.worktree.path();
+        for out in &self.outputs {
+            let found = match hash_beneath(root, &out.path, out.size) {
+                Ok(Some((size, digest))) if size == out.size && digest == out.sha256 => continue,
+                Ok(Some((size, digest))) => format!("{size} bytes, sha256 {digest}"),
+                Ok(None) => "more bytes than recorded".to_owned(),
+                Err(why) => why,
+            };
+            return Err(format!(
+                "build output {} changed while {what} ran (expected sha256 {}; found {found})",
+                out.path, out.sha256
+            ));
+        }
+        Ok(())
     }
 
     /// The checkout.
@@ -195,41 +226,11 @@ fn place_output(root: &Path, build: &TrustedBuild, out: &BuildOutput) -> Result<
         reason: format!("cannot place it in the evaluation's checkout: {reason}"),
     };
     let (artifact, mut src) = build.open_output(&out.path)?;
-    let mut dir: OwnedFd = rustix::fs::open(
-        root,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| RuntimeError::io("open", root, e.into()))?;
     let parts: Vec<&str> = out.path.split('/').collect();
     let Some((last, parents)) = parts.split_last() else {
         return Err(reject("its path is empty".to_owned()));
     };
-    let mut walked = String::new();
-    for part in parents {
-        if !walked.is_empty() {
-            walked.push('/');
-        }
-        walked.push_str(part);
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        dir = match rustix::fs::openat(&dir, *part, flags, Mode::empty()) {
-            Ok(fd) => fd,
-            Err(rustix::io::Errno::NOENT) => {
-                match rustix::fs::mkdirat(&dir, *part, Mode::from_raw_mode(0o755)) {
-                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-                    Err(e) => return Err(reject(format!("cannot create {walked}: {e}"))),
-                }
-                rustix::fs::openat(&dir, *part, flags, Mode::empty())
-                    .map_err(|e| reject(format!("cannot open {walked}: {e}")))?
-            }
-            Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
-                return Err(reject(format!(
-                    "{walked} is not a directory in the measured commit (a symlink or a file)"
-                )));
-            }
-            Err(e) => return Err(reject(format!("cannot open {walked}: {e}"))),
-        };
-    }
+    let dir = open_dir_beneath(root, parents, true).map_err(reject)?;
     // A stale file of the same name (committed by the agent) gives way to
     // the verified one.
     match rustix::fs::unlinkat(&dir, *last, AtFlags::empty()) {
@@ -269,6 +270,78 @@ fn place_output(root: &Path, build: &TrustedBuild, out: &BuildOutput) -> Result<
     dst.set_permissions(fs::Permissions::from_mode(mode))
         .map_err(|e| reject(format!("cannot set its mode: {e}")))?;
     Ok(())
+}
+
+/// Opens the directory `root/parents...`, each component relative to the
+/// one before without following a symlink; with `create`, a missing one
+/// is made (0755). Fails naming the component that is missing, a symlink
+/// or not a directory.
+fn open_dir_beneath(
+    root: &Path,
+    parents: &[&str],
+    create: bool,
+) -> std::result::Result<OwnedFd, String> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut dir: OwnedFd = rustix::fs::open(root, flags, Mode::empty())
+        .map_err(|e| format!("cannot open {}: {e}", root.display()))?;
+    let mut walked = String::new();
+    for part in parents {
+        if !walked.is_empty() {
+            walked.push('/');
+        }
+        walked.push_str(part);
+        dir = match rustix::fs::openat(&dir, *part, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) if create => {
+                match rustix::fs::mkdirat(&dir, *part, Mode::from_raw_mode(0o755)) {
+                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                    Err(e) => return Err(format!("cannot create {walked}: {e}")),
+                }
+                rustix::fs::openat(&dir, *part, flags, Mode::empty())
+                    .map_err(|e| format!("cannot open {walked}: {e}"))?
+            }
+            Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
+                return Err(format!(
+                    "{walked} is not a directory in the measured commit (a symlink or a file)"
+                ));
+            }
+            Err(e) => return Err(format!("cannot open {walked}: {e}")),
+        };
+    }
+    Ok(dir)
+}
+
+/// Size and sha256 of the regular file `root/rel`, opened without
+/// following a symlink on any component; `None` past `limit` bytes.
+fn hash_beneath(
+    root: &Path,
+    rel: &str,
+    limit: u64,
+) -> std::result::Result<Option<(u64, String)>, String> {
+    let parts: Vec<&str> = rel.split('/').collect();
+    let Some((last, parents)) = parts.split_last() else {
+        return Err("its path is empty".to_owned());
+    };
+    let dir = open_dir_beneath(root, parents, false)?;
+    let fd = rustix::fs::openat(
+        &dir,
+        *last,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| format!("cannot open it: {e}"))?;
+    let mut file = fs::File::from(fd);
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot inspect it: {e}"))?;
+    if !meta.file_type().is_file() {
+        return Err(format!("a {}", crate::fsutil::kind_name(&meta.file_type())));
+    }
+    match copy_hashed(&mut file, &mut io::sink(), limit) {
+        Ok(found) => Ok(Some(found)),
+        Err(CopyError::TooLarge) => Ok(None),
+        Err(CopyError::Read(e) | CopyError::Write(e)) => Err(format!("cannot read it: {e}")),
+    }
 }
 
 #[cfg(test)]
