@@ -277,13 +277,17 @@ fn planted_files_and_the_candidates_program_cannot_reach_out_or_change_the_verdi
                     "{who:?} candidate {n}: {bad}\n{check}"
                 );
             }
-            // A fresh, empty HOME outside the project.
+            // A fresh, empty HOME outside every workspace: in the run
+            // state (never the project's tree, never the shared /tmp).
             let home = check
                 .lines()
                 .find_map(|l| l.strip_prefix("home="))
                 .unwrap()
                 .to_owned();
-            assert!(!home.starts_with(p.to_str().unwrap()), "{home}");
+            assert!(
+                Path::new(&home).starts_with(p.join(".vibesys/state/local/candidates")),
+                "{home}"
+            );
             assert!(!Path::new(&home).exists(), "HOME {home} was removed");
         }
         assert!(!p.join("PWNED-PTH").exists());
@@ -630,5 +634,40 @@ fn under_landlock_another_candidate_cannot_write_the_evaluations_home() {
             log(&q, &run, "2-agent")
         );
         assert!(!log(&q, &run, "2-agent").contains("PLANTED-IT"), "{who:?}");
+    }
+}
+
+/// check runs the candidate's program in the writable checkout, before
+/// measure: a program that rewrites the build's output there (so that
+/// measure loads something the build never produced) fails the
+/// candidate, naming the output; measure never reads the rewrite.
+#[test]
+fn a_build_output_rewritten_while_check_runs_fails_the_candidate() {
+    let task = BUILD_TASK.replace(
+        "argv = [\"sh\", \"-c\", \"test -f out/v.txt\"]",
+        "argv = [\"sh\", \"-c\", \"test -f out/v.txt && sh bench/run.sh\"]",
+    );
+    let agent = r#"
+echo 17 > bench/value.txt
+if [ "$VIBESYS_CANDIDATE" = 2 ]; then
+  echo 'echo 1000 > out/v.txt' > bench/run.sh
+fi
+"#;
+    for who in everyone() {
+        let (_d, p) = project_for(who, &task);
+        ok(host_run(who, &p, "2", agent));
+        let status = status_as(who, &p);
+        let honest = candidate(&status, 1);
+        assert_eq!(honest["state"], "passed", "{who:?} {honest:#}");
+        assert_eq!(honest["metrics"]["value"], 17, "{who:?} {honest:#}");
+        let cheat = candidate(&status, 2);
+        assert_eq!(cheat["state"], "failed", "{who:?} {cheat:#}");
+        assert_eq!(cheat["phases"]["check"]["status"], "failed", "{cheat:#}");
+        assert!(cheat["metrics"].is_null(), "{who:?} {cheat:#}");
+        let err = cheat["error"].as_str().unwrap();
+        assert!(
+            err.contains("build output out/v.txt changed while check ran"),
+            "{who:?} {err}"
+        );
     }
 }
