@@ -277,13 +277,17 @@ fn planted_files_and_the_candidates_program_cannot_reach_out_or_change_the_verdi
                     "{who:?} candidate {n}: {bad}\n{check}"
                 );
             }
-            // A fresh, empty HOME outside the project.
+            // A fresh, empty HOME outside every workspace: in the run
+            // state (never the project's tree, never the shared /tmp).
             let home = check
                 .lines()
                 .find_map(|l| l.strip_prefix("home="))
                 .unwrap()
                 .to_owned();
-            assert!(!home.starts_with(p.to_str().unwrap()), "{home}");
+            assert!(
+                Path::new(&home).starts_with(p.join(".vibesys/state/local/candidates")),
+                "{home}"
+            );
             assert!(!Path::new(&home).exists(), "HOME {home} was removed");
         }
         assert!(!p.join("PWNED-PTH").exists());
@@ -544,4 +548,126 @@ fi
             .unwrap()
             .contains("PWNED-LINE")
     );
+}
+
+/// Under Landlock `/tmp` is shared by every confined process of the user,
+/// so the evaluation's fresh `HOME` must not live there: another
+/// candidate's agent, running at the same time (`--jobs 2`), would plant
+/// code in it (a `.pth`, a `.bashrc`) that the first candidate's protected
+/// check then runs. Here candidate 2's agent waits for candidate 1's check
+/// to name its `HOME` (in a directory both may write), writes into it,
+/// and candidate 1's check fails if the plant arrived.
+#[test]
+fn under_landlock_another_candidate_cannot_write_the_evaluations_home() {
+    for who in everyone() {
+        let shared = tempfile::tempdir().unwrap();
+        let s = shared.path().display().to_string();
+        let st = Command::new("chmod").args(["0777", &s]).status().unwrap();
+        assert!(st.success());
+        let check = format!(
+            "if [ -f iam1 ]; then echo \"$HOME\" > {s}/home; i=0; \
+             while [ ! -f {s}/tried ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; \
+             if [ -e \"$HOME/planted\" ]; then echo PLANTED; exit 1; fi; fi"
+        );
+        let task = format!(
+            "[task]\nobjective = \"x\"\nprotected = [\"evaluator\"]\n\n[check]\nargv = [\"sh\", \"-c\", {check:?}]\ntimeout_secs = 60\n"
+        );
+        let (d, p) = project(&task);
+        // Landlock refuses a project below /tmp.
+        let base = docker_support::common::landlock_safe_dir().join("eval-trusted");
+        std::fs::create_dir_all(&base).unwrap();
+        let dir = tempfile::tempdir_in(&base).unwrap();
+        let q = dir.path().join("project");
+        let st = Command::new("cp")
+            .arg("-a")
+            .arg(&p)
+            .arg(&q)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        drop(d);
+        give_to(who, &dir, &q);
+        let agent = format!(
+            "if [ \"$VIBESYS_CANDIDATE\" = 1 ]; then touch iam1; exit 0; fi; i=0; \
+             while [ ! -f {s}/home ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; \
+             h=$(cat {s}/home); echo x > \"$h/planted\" && echo PLANTED-IT; touch {s}/tried"
+        );
+        let mut cmd = match who {
+            Who::Root => Command::new(vibesys_bin()),
+            Who::User => {
+                let (uid, gid) = test_user();
+                let mut c = Command::new("setpriv");
+                c.args([
+                    &format!("--reuid={uid}"),
+                    &format!("--regid={gid}"),
+                    "--clear-groups",
+                    "--",
+                    vibesys_bin(),
+                ]);
+                c
+            }
+        };
+        let out = cmd
+            .args(["run", "start", "--run-environment", "host"])
+            .args(["--provider", "custom", "--candidates", "2", "--jobs", "2"])
+            .args(["--", "sh", "-c", &agent])
+            .current_dir(&q)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", "/nonexistent")
+            .env("VIBESYS_AGENT_SANDBOX", "landlock")
+            .output()
+            .unwrap();
+        ok(out);
+        let run = only_run(&q);
+        assert!(
+            shared.path().join("tried").exists(),
+            "{who:?}: the attacker never saw the HOME"
+        );
+        let status = status_as(who, &q);
+        let victim = candidate(&status, 1);
+        assert_eq!(
+            victim["state"],
+            "passed",
+            "{who:?}: {victim:#}\n{}\n{}",
+            log(&q, &run, "1-check"),
+            log(&q, &run, "2-agent")
+        );
+        assert!(!log(&q, &run, "2-agent").contains("PLANTED-IT"), "{who:?}");
+    }
+}
+
+/// check runs the candidate's program in the writable checkout, before
+/// measure: a program that rewrites the build's output there (so that
+/// measure loads something the build never produced) fails the
+/// candidate, naming the output; measure never reads the rewrite.
+#[test]
+fn a_build_output_rewritten_while_check_runs_fails_the_candidate() {
+    let task = BUILD_TASK.replace(
+        "argv = [\"sh\", \"-c\", \"test -f out/v.txt\"]",
+        "argv = [\"sh\", \"-c\", \"test -f out/v.txt && sh bench/run.sh\"]",
+    );
+    let agent = r#"
+echo 17 > bench/value.txt
+if [ "$VIBESYS_CANDIDATE" = 2 ]; then
+  echo 'echo 1000 > out/v.txt' > bench/run.sh
+fi
+"#;
+    for who in everyone() {
+        let (_d, p) = project_for(who, &task);
+        ok(host_run(who, &p, "2", agent));
+        let status = status_as(who, &p);
+        let honest = candidate(&status, 1);
+        assert_eq!(honest["state"], "passed", "{who:?} {honest:#}");
+        assert_eq!(honest["metrics"]["value"], 17, "{who:?} {honest:#}");
+        let cheat = candidate(&status, 2);
+        assert_eq!(cheat["state"], "failed", "{who:?} {cheat:#}");
+        assert_eq!(cheat["phases"]["check"]["status"], "failed", "{cheat:#}");
+        assert!(cheat["metrics"].is_null(), "{who:?} {cheat:#}");
+        let err = cheat["error"].as_str().unwrap();
+        assert!(
+            err.contains("build output out/v.txt changed while check ran"),
+            "{who:?} {err}"
+        );
+    }
 }

@@ -3,7 +3,10 @@
 //! agent left untracked or ignored reaches `check` and `measure`; the
 //! trusted build's verified outputs placed at their declared paths from
 //! the recorded artifacts, each re-hashed on the descriptor it is copied
-//! from; and a fresh, empty `HOME` outside every workspace.
+//! from; and a fresh, empty `HOME` outside every workspace, beside the
+//! checkout in the run state (never below `/tmp`, which Landlock shares
+//! with every confined process of the user: another candidate's agent
+//! could plant code there).
 
 use std::fs;
 use std::io;
@@ -15,7 +18,7 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 
 use crate::build::{BuildOutput, TrustedBuild};
 use crate::error::{Result, RuntimeError};
-use crate::fsutil::{CopyError, copy_hashed, random_bytes};
+use crate::fsutil::{CopyError, copy_hashed, ensure_dir_chain, random_bytes};
 use crate::id::{CandidateId, RunId};
 use crate::state::StateLayout;
 use crate::worktree::CandidateWorktree;
@@ -23,6 +26,10 @@ use crate::worktree::CandidateWorktree;
 /// How the directory of an evaluation checkout is named below the run's
 /// candidate worktrees (`eval-<n>-<nonce>`).
 pub const EVAL_CHECKOUT_PREFIX: &str = "eval-";
+
+/// How the directory of an evaluation's fresh `HOME` is named below the
+/// run's candidate worktrees (`home-<n>-<nonce>`).
+pub const EVAL_HOME_PREFIX: &str = "home-";
 
 /// Whether `workspace` is an evaluation checkout of a run of `project`
 /// (a directory `eval-*` below its candidate worktrees).
@@ -43,6 +50,8 @@ pub fn is_eval_checkout(project: &Path, workspace: &Path) -> bool {
 pub struct EvalCheckout {
     worktree: CandidateWorktree,
     home: PathBuf,
+    /// The build outputs placed in the checkout, as recorded.
+    outputs: Vec<BuildOutput>,
 }
 
 /// Where an evaluation command runs, as a run environment sees it.
@@ -70,13 +79,42 @@ impl EvalCheckout {
         let worktree = CandidateWorktree::create_at_commit(layout, run, &id, commit)?;
         let root = fs::canonicalize(worktree.path())
             .map_err(|e| RuntimeError::io("resolve", worktree.path(), e))?;
+        let outputs = build
+            .map(|b| b.record().outputs.clone())
+            .unwrap_or_default();
         if let Some(build) = build {
-            for out in &build.record().outputs {
+            for out in &outputs {
                 place_output(&root, build, out)?;
             }
         }
-        let home = fresh_home(run, n)?;
-        Ok(Self { worktree, home })
+        let home = fresh_home(layout, run, n)?;
+        Ok(Self {
+            worktree,
+            home,
+            outputs,
+        })
+    }
+
+    /// Checks that every build output placed in the checkout is still the
+    /// verified one (path, regular file, size and digest), after a
+    /// command that could write the checkout ran (`check` runs the
+    /// candidate's program before `measure` loads the outputs) named by
+    /// `what`. Names the first one that changed.
+    pub fn verify_outputs(&self, what: &str) -> std::result::Result<(), String> {
+        let root = self.worktree.path();
+        for out in &self.outputs {
+            let found = match hash_beneath(root, &out.path, out.size) {
+                Ok(Some((size, digest))) if size == out.size && digest == out.sha256 => continue,
+                Ok(Some((size, digest))) => format!("{size} bytes, sha256 {digest}"),
+                Ok(None) => "more bytes than recorded".to_owned(),
+                Err(why) => why,
+            };
+            return Err(format!(
+                "build output {} changed while {what} ran (expected sha256 {}; found {found})",
+                out.path, out.sha256
+            ));
+        }
+        Ok(())
     }
 
     /// The checkout.
@@ -99,7 +137,8 @@ impl EvalCheckout {
 }
 
 /// Removes what an earlier, killed attempt of candidate `n` left of its
-/// evaluation checkouts (`eval-<n>-*`), before the candidate starts over.
+/// evaluation checkouts (`eval-<n>-*`) and their `HOME`s (`home-<n>-*`),
+/// before the candidate starts over.
 pub fn discard_stale(layout: &StateLayout, run: &RunId, n: u32) -> Result<()> {
     let dir = layout
         .project()
@@ -108,9 +147,16 @@ pub fn discard_stale(layout: &StateLayout, run: &RunId, n: u32) -> Result<()> {
         return Ok(());
     };
     let prefix = format!("{EVAL_CHECKOUT_PREFIX}{n}-");
+    let home = format!("{EVAL_HOME_PREFIX}{n}-");
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
+        if name.starts_with(&home) {
+            let _ = make_removable(&entry.path());
+            fs::remove_dir_all(entry.path())
+                .map_err(|e| RuntimeError::io("remove", entry.path(), e))?;
+            continue;
+        }
         if !name.starts_with(&prefix) {
             continue;
         }
@@ -149,13 +195,18 @@ fn make_removable(root: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// A fresh, empty directory (mode 0700) below the system's temporary
-/// directory: outside the project, the run state and every checkout.
-fn fresh_home(run: &RunId, n: u32) -> Result<PathBuf> {
-    let base = std::env::temp_dir();
+/// A fresh, empty directory (mode 0700) beside the evaluation's checkout
+/// (`home-<n>-<nonce>` below the run's candidate worktrees): outside the
+/// project, every workspace and every checkout, in the run state that no
+/// confined process may write. Not below the system's temporary
+/// directory: under Landlock `/tmp` is writable to every confined process
+/// of the user, so another candidate's agent, running at the same time,
+/// could plant code in it that this evaluation would run.
+fn fresh_home(layout: &StateLayout, run: &RunId, n: u32) -> Result<PathBuf> {
+    let base = ensure_dir_chain(layout.project(), &StateLayout::candidates_rel(run))?;
     let mut nonce = [0u8; 8];
     random_bytes(&mut nonce)?;
-    let home = base.join(format!("vibesys-home-{run}-{n}-{}", hex::encode(nonce)));
+    let home = base.join(format!("{EVAL_HOME_PREFIX}{n}-{}", hex::encode(nonce)));
     fs::DirBuilder::new()
         .mode(0o700)
         .create(&home)
@@ -175,41 +226,11 @@ fn place_output(root: &Path, build: &TrustedBuild, out: &BuildOutput) -> Result<
         reason: format!("cannot place it in the evaluation's checkout: {reason}"),
     };
     let (artifact, mut src) = build.open_output(&out.path)?;
-    let mut dir: OwnedFd = rustix::fs::open(
-        root,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| RuntimeError::io("open", root, e.into()))?;
     let parts: Vec<&str> = out.path.split('/').collect();
     let Some((last, parents)) = parts.split_last() else {
         return Err(reject("its path is empty".to_owned()));
     };
-    let mut walked = String::new();
-    for part in parents {
-        if !walked.is_empty() {
-            walked.push('/');
-        }
-        walked.push_str(part);
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        dir = match rustix::fs::openat(&dir, *part, flags, Mode::empty()) {
-            Ok(fd) => fd,
-            Err(rustix::io::Errno::NOENT) => {
-                match rustix::fs::mkdirat(&dir, *part, Mode::from_raw_mode(0o755)) {
-                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-                    Err(e) => return Err(reject(format!("cannot create {walked}: {e}"))),
-                }
-                rustix::fs::openat(&dir, *part, flags, Mode::empty())
-                    .map_err(|e| reject(format!("cannot open {walked}: {e}")))?
-            }
-            Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
-                return Err(reject(format!(
-                    "{walked} is not a directory in the measured commit (a symlink or a file)"
-                )));
-            }
-            Err(e) => return Err(reject(format!("cannot open {walked}: {e}"))),
-        };
-    }
+    let dir = open_dir_beneath(root, parents, true).map_err(reject)?;
     // A stale file of the same name (committed by the agent) gives way to
     // the verified one.
     match rustix::fs::unlinkat(&dir, *last, AtFlags::empty()) {
@@ -249,6 +270,78 @@ fn place_output(root: &Path, build: &TrustedBuild, out: &BuildOutput) -> Result<
     dst.set_permissions(fs::Permissions::from_mode(mode))
         .map_err(|e| reject(format!("cannot set its mode: {e}")))?;
     Ok(())
+}
+
+/// Opens the directory `root/parents...`, each component relative to the
+/// one before without following a symlink; with `create`, a missing one
+/// is made (0755). Fails naming the component that is missing, a symlink
+/// or not a directory.
+fn open_dir_beneath(
+    root: &Path,
+    parents: &[&str],
+    create: bool,
+) -> std::result::Result<OwnedFd, String> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut dir: OwnedFd = rustix::fs::open(root, flags, Mode::empty())
+        .map_err(|e| format!("cannot open {}: {e}", root.display()))?;
+    let mut walked = String::new();
+    for part in parents {
+        if !walked.is_empty() {
+            walked.push('/');
+        }
+        walked.push_str(part);
+        dir = match rustix::fs::openat(&dir, *part, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) if create => {
+                match rustix::fs::mkdirat(&dir, *part, Mode::from_raw_mode(0o755)) {
+                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                    Err(e) => return Err(format!("cannot create {walked}: {e}")),
+                }
+                rustix::fs::openat(&dir, *part, flags, Mode::empty())
+                    .map_err(|e| format!("cannot open {walked}: {e}"))?
+            }
+            Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
+                return Err(format!(
+                    "{walked} is not a directory in the measured commit (a symlink or a file)"
+                ));
+            }
+            Err(e) => return Err(format!("cannot open {walked}: {e}")),
+        };
+    }
+    Ok(dir)
+}
+
+/// Size and sha256 of the regular file `root/rel`, opened without
+/// following a symlink on any component; `None` past `limit` bytes.
+fn hash_beneath(
+    root: &Path,
+    rel: &str,
+    limit: u64,
+) -> std::result::Result<Option<(u64, String)>, String> {
+    let parts: Vec<&str> = rel.split('/').collect();
+    let Some((last, parents)) = parts.split_last() else {
+        return Err("its path is empty".to_owned());
+    };
+    let dir = open_dir_beneath(root, parents, false)?;
+    let fd = rustix::fs::openat(
+        &dir,
+        *last,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| format!("cannot open it: {e}"))?;
+    let mut file = fs::File::from(fd);
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot inspect it: {e}"))?;
+    if !meta.file_type().is_file() {
+        return Err(format!("a {}", crate::fsutil::kind_name(&meta.file_type())));
+    }
+    match copy_hashed(&mut file, &mut io::sink(), limit) {
+        Ok(found) => Ok(Some(found)),
+        Err(CopyError::TooLarge) => Ok(None),
+        Err(CopyError::Read(e) | CopyError::Write(e)) => Err(format!("cannot read it: {e}")),
+    }
 }
 
 #[cfg(test)]

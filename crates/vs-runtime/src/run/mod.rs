@@ -727,7 +727,7 @@ fn candidate_phases(
                 return Ok(());
             }
             if r.success() {
-                evaluation_left_protected(&layout, run, checkout.path(), "check")
+                evaluation_left_protected(&layout, run, &checkout, "check")
                     .map(|()| PhaseStatus::Passed)
             } else if r.timed_out {
                 Err(format!("timed out after {} s", run.task.check.timeout_secs))
@@ -758,7 +758,7 @@ fn candidate_phases(
                 return Ok(());
             }
             parse_metrics(&r, measure).and_then(|m| {
-                evaluation_left_protected(&layout, run, checkout.path(), "measure").map(|()| m)
+                evaluation_left_protected(&layout, run, &checkout, "measure").map(|()| m)
             })
         }
         Err(e) => Err(e),
@@ -790,19 +790,22 @@ fn eval_checkout(
         .map_err(|e| format!("cannot prepare the evaluation's checkout of {commit}: {e}"))
 }
 
-/// The protected paths of the evaluation's checkout after `what` ran: a
-/// change (which confinement should have stopped) fails the candidate,
-/// naming each path.
+/// The protected paths and the placed build outputs of the evaluation's
+/// checkout after `what` ran: a change (which confinement should have
+/// stopped, or which a candidate's program made to an output before
+/// `measure` loads it) fails the candidate, naming each path.
 fn evaluation_left_protected(
     layout: &StateLayout,
     run: &RunRecord,
-    checkout: &Path,
+    checkout: &EvalCheckout,
     what: &str,
 ) -> std::result::Result<(), String> {
+    checkout.verify_outputs(what)?;
     if run.protected.is_empty() {
         return Ok(());
     }
-    let mut differences = gate_differences(layout, run, checkout).map_err(|e| e.to_string())?;
+    let mut differences =
+        gate_differences(layout, run, checkout.path()).map_err(|e| e.to_string())?;
     // The build's outputs (and the directories holding them) were placed
     // there by vibesys.
     if let Ok(spec) = BuildSpec::load(layout) {
