@@ -769,3 +769,120 @@ fn a_push_to_a_second_repository_mounts_the_blobs_the_lock_saw_pushed() {
     );
     assert!(err.contains("docker-archive"), "{err}");
 }
+
+/// An image whose modes deny their owner: a directory made 0555 after a
+/// file went into it, a 0000 file with content; `.wh...` for the
+/// whiteout case.
+const MODES_LAYOUT: &str = r#"
+import hashlib, io, json, os, sys, tarfile
+out, case = sys.argv[1], sys.argv[2]
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+    def add(name, mode, data=None):
+        i = tarfile.TarInfo(name); i.mode = mode
+        if data is None:
+            i.type = tarfile.DIRTYPE; t.addfile(i)
+        else:
+            i.size = len(data); t.addfile(i, io.BytesIO(data))
+    if case == "modes":
+        add("ro", 0o755); add("ro/f", 0o644, b"inside\n"); add("ro", 0o555)
+        add("ro/late", 0o644, b"after the chmod\n"); add("zero", 0, b"kept\n")
+    else:
+        add("a", 0o755); add("a/f", 0o644, b"f\n"); add("a/.wh...", 0o644, b"")
+layer = buf.getvalue()
+def put(b):
+    d = hashlib.sha256(b).hexdigest()
+    os.makedirs(out + "/blobs/sha256", exist_ok=True)
+    open(out + "/blobs/sha256/" + d, "wb").write(b)
+    return "sha256:" + d
+ld = put(layer)
+config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": [ld]}}).encode()
+cd = put(config)
+manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+  "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": len(config)},
+  "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": ld, "size": len(layer)}]}).encode()
+md = put(manifest)
+open(out + "/oci-layout", "w").write('{"imageLayoutVersion":"1.0.0"}')
+json.dump({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+  "digest": md, "size": len(manifest), "annotations": {"io.containerd.image.name": "modes:t"}}]},
+  open(out + "/index.json", "w"))
+"#;
+
+#[test]
+fn a_squashfs_pull_keeps_modes_that_deny_their_owner_as_root_and_as_a_user() {
+    require("python3", "apt-get install python3");
+    require("unsquashfs", "apt-get install squashfs-tools");
+    let (reg, _) = start(false);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let push = |case: &str| {
+        let layout = d.join(case);
+        run(Command::new("python3")
+            .arg("-c")
+            .arg(MODES_LAYOUT)
+            .arg(&layout)
+            .arg(case));
+        let repo = format!("127.0.0.1:{}/vs/{}", reg.port, unique(case));
+        let pushed = ok(vibesys(d)
+            .args(["image", "push"])
+            .arg(&layout)
+            .arg(&repo)
+            .output()
+            .unwrap());
+        pushed.trim().to_owned()
+    };
+    let modes = push("modes");
+    let whiteout = push("whiteout");
+    // The test user writes here (the temporary directory is 0700).
+    let out_dir = std::env::temp_dir().join(unique("vs-reg-modes"));
+    std::fs::create_dir(&out_dir).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&out_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut images = Vec::new();
+    for who in users() {
+        let out = out_dir.join(format!("{who:?}.sqfs"));
+        let pull = |reference: &str| {
+            command_as(
+                who,
+                &out_dir,
+                Path::new(vibesys_bin()),
+                &["image", "pull", reference, "--format", "squashfs", "--out"],
+            )
+            .arg(&out)
+            .output()
+            .unwrap()
+        };
+        ok(pull(&modes));
+        let listing = run(Command::new("unsquashfs").arg("-lls").arg(&out));
+        for (mode, path) in [
+            ("dr-xr-xr-x", "squashfs-root/ro\n"),
+            ("-rw-r--r--", "squashfs-root/ro/late\n"),
+            ("----------", "squashfs-root/zero\n"),
+        ] {
+            assert!(
+                listing
+                    .lines()
+                    .any(|l| l.starts_with(mode) && format!("{l}\n").ends_with(path)),
+                "{who:?}: {mode} {path}: {listing}"
+            );
+        }
+        let zero = run(Command::new("unsquashfs").arg("-cat").arg(&out).arg("zero"));
+        assert_eq!(zero, "kept\n", "{who:?}");
+        images.push(std::fs::read(&out).unwrap());
+        // A whiteout that names the directory's parent is refused.
+        let err = fails(pull(&whiteout));
+        assert!(err.contains("whiteout"), "{who:?}: {err}");
+    }
+    assert!(
+        images.windows(2).all(|w| w[0] == w[1]),
+        "root and user differ"
+    );
+    let mut left: Vec<String> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".sqfs"))
+        .collect();
+    left.sort();
+    std::fs::remove_dir_all(&out_dir).unwrap();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
