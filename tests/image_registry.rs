@@ -515,6 +515,29 @@ fn tls_with_a_test_ca_and_htpasswd_basic_auth() {
         err.to_lowercase().contains("certificate") || err.contains("HTTPS"),
         "{err}"
     );
+    // A CA file that holds no certificate (or a broken one) is refused,
+    // named, rather than silently dropped.
+    for (file, text) in [
+        ("empty.pem", "no certificate here\n"),
+        (
+            "broken.pem",
+            "-----BEGIN CERTIFICATE-----\nnot base64!\n-----END CERTIFICATE-----\n",
+        ),
+    ] {
+        let bad_ca = write(d, file, text);
+        let err = fails(
+            vibesys(d)
+                .args(["image", "push"])
+                .arg(&archive)
+                .arg(&repo)
+                .arg("--ca-file")
+                .arg(&bad_ca)
+                .env("DOCKER_CONFIG", &empty_config)
+                .output()
+                .unwrap(),
+        );
+        assert!(err.contains(file) && err.contains("PEM"), "{err}");
+    }
     // With the CA but no credentials: unauthorized.
     let err = fails(
         vibesys(d)
