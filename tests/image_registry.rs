@@ -909,3 +909,82 @@ fn a_squashfs_pull_keeps_modes_that_deny_their_owner_as_root_and_as_a_user() {
     std::fs::remove_dir_all(&out_dir).unwrap();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// A TCP proxy on 127.0.0.1 that passes the upstream's answers on at
+/// about 256 KiB/s; prints its port.
+const SLOW_PROXY: &str = r#"
+import socket, sys, threading, time
+up = int(sys.argv[1])
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(8)
+print(srv.getsockname()[1], flush=True)
+def pipe(a, b, slow):
+    try:
+        while True:
+            d = a.recv(16384)
+            if not d: break
+            b.sendall(d)
+            if slow: time.sleep(0.06)
+    except OSError: pass
+    for s in (a, b):
+        try: s.shutdown(socket.SHUT_RDWR)
+        except OSError: pass
+while True:
+    c, _ = srv.accept()
+    u = socket.create_connection(("127.0.0.1", up))
+    threading.Thread(target=pipe, args=(c, u, False), daemon=True).start()
+    threading.Thread(target=pipe, args=(u, c, True), daemon=True).start()
+"#;
+
+#[test]
+fn an_interrupted_pull_leaves_nothing_behind() {
+    require("python3", "apt-get install python3");
+    let (reg, _) = start(false);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let name = unique("vs-reg-int");
+    let (archive, _lock) = tiny_image(d, &name);
+    let repo = format!("127.0.0.1:{}/vs/{name}", reg.port);
+    let report = json_push(d, &archive, &repo, &[], None);
+    let mut proxy = Command::new("python3")
+        .arg("-c")
+        .arg(SLOW_PROXY)
+        .arg(reg.port.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(proxy.stdout.as_mut().unwrap()),
+        &mut port,
+    )
+    .unwrap();
+    let reference = report["reference"]
+        .as_str()
+        .unwrap()
+        .replace(&format!(":{}/", reg.port), &format!(":{}/", port.trim()));
+    let out_dir = d.join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let mut pull = vibesys(d)
+        .args(["image", "pull", &reference, "--out"])
+        .arg(out_dir.join("pulled.tar"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the layer is on its way (the stage exists), SIGINT.
+    let t0 = std::time::Instant::now();
+    while std::fs::read_dir(&out_dir).unwrap().next().is_none() {
+        assert!(t0.elapsed().as_secs() < 30, "the pull never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    run(Command::new("kill").args(["-INT", &pull.id().to_string()]));
+    let out = pull.wait_with_output().unwrap();
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the pull finished: {err}");
+    assert!(err.contains("interrupted"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
