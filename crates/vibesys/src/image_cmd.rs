@@ -721,7 +721,15 @@ fn pull(a: PullArgs) -> anyhow::Result<u8> {
         lock: a.lock.clone(),
         registry: a.registry.options(),
     };
-    let r = vs_image::registry::pull(&opts, &Transfer::new("pull").stopped_by_signals()?)?;
+    let r = match vs_image::registry::pull(&opts, &Transfer::new("pull").stopped_by_signals()?) {
+        Ok(r) => r,
+        // Interrupted, as a run is: 130.
+        Err(e @ vs_image::Error::Interrupted { .. }) => {
+            let _ = writeln!(std::io::stderr(), "vibesys: {e}");
+            return Ok(130);
+        }
+        Err(e) => return Err(e.into()),
+    };
     if a.json {
         print_json(&r)?;
         return Ok(0);
