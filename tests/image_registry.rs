@@ -964,7 +964,7 @@ fn an_interrupted_pull_leaves_nothing_behind() {
         .replace(&format!(":{}/", reg.port), &format!(":{}/", port.trim()));
     let out_dir = d.join("out");
     std::fs::create_dir(&out_dir).unwrap();
-    let mut pull = vibesys(d)
+    let pull = vibesys(d)
         .args(["image", "pull", &reference, "--out"])
         .arg(out_dir.join("pulled.tar"))
         .stdout(Stdio::piped())
