@@ -857,8 +857,11 @@ fn a_squashfs_pull_keeps_modes_that_deny_their_owner_as_root_and_as_a_user() {
     let modes = push("modes");
     let whiteout = push("whiteout");
     // The test user writes here (the temporary directory is 0700).
-    let out_dir = std::env::temp_dir().join(unique("vs-reg-modes"));
-    std::fs::create_dir(&out_dir).unwrap();
+    let out_tmp = tempfile::Builder::new()
+        .prefix("vs-reg-modes")
+        .tempdir()
+        .unwrap();
+    let out_dir = out_tmp.path().to_owned();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&out_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     let mut images = Vec::new();
@@ -906,7 +909,6 @@ fn a_squashfs_pull_keeps_modes_that_deny_their_owner_as_root_and_as_a_user() {
         .filter(|n| !n.ends_with(".sqfs"))
         .collect();
     left.sort();
-    std::fs::remove_dir_all(&out_dir).unwrap();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
@@ -945,16 +947,26 @@ fn an_interrupted_pull_leaves_nothing_behind() {
     let (archive, _lock) = tiny_image(d, &name);
     let repo = format!("127.0.0.1:{}/vs/{name}", reg.port);
     let report = json_push(d, &archive, &repo, &[], None);
-    let mut proxy = Command::new("python3")
-        .arg("-c")
-        .arg(SLOW_PROXY)
-        .arg(reg.port.to_string())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    /// Killed (by its own pid) when dropped, also when the test fails.
+    struct Proxy(Child);
+    impl Drop for Proxy {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut proxy = Proxy(
+        Command::new("python3")
+            .arg("-c")
+            .arg(SLOW_PROXY)
+            .arg(reg.port.to_string())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let mut port = String::new();
     std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(proxy.stdout.as_mut().unwrap()),
+        &mut std::io::BufReader::new(proxy.0.stdout.as_mut().unwrap()),
         &mut port,
     )
     .unwrap();
@@ -980,8 +992,7 @@ fn an_interrupted_pull_leaves_nothing_behind() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     run(Command::new("kill").args(["-INT", &pull.id().to_string()]));
     let out = pull.wait_with_output().unwrap();
-    let _ = proxy.kill();
-    let _ = proxy.wait();
+    drop(proxy);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert!(err.contains("interrupted"), "{err}");
