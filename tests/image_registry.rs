@@ -515,6 +515,29 @@ fn tls_with_a_test_ca_and_htpasswd_basic_auth() {
         err.to_lowercase().contains("certificate") || err.contains("HTTPS"),
         "{err}"
     );
+    // A CA file that holds no certificate (or a broken one) is refused,
+    // named, rather than silently dropped.
+    for (file, text) in [
+        ("empty.pem", "no certificate here\n"),
+        (
+            "broken.pem",
+            "-----BEGIN CERTIFICATE-----\nnot base64!\n-----END CERTIFICATE-----\n",
+        ),
+    ] {
+        let bad_ca = write(d, file, text);
+        let err = fails(
+            vibesys(d)
+                .args(["image", "push"])
+                .arg(&archive)
+                .arg(&repo)
+                .arg("--ca-file")
+                .arg(&bad_ca)
+                .env("DOCKER_CONFIG", &empty_config)
+                .output()
+                .unwrap(),
+        );
+        assert!(err.contains(file) && err.contains("PEM"), "{err}");
+    }
     // With the CA but no credentials: unauthorized.
     let err = fails(
         vibesys(d)
@@ -768,4 +791,211 @@ fn a_push_to_a_second_repository_mounts_the_blobs_the_lock_saw_pushed() {
             .unwrap(),
     );
     assert!(err.contains("docker-archive"), "{err}");
+}
+
+/// An image whose modes deny their owner: a directory made 0555 after a
+/// file went into it, a 0000 file with content; `.wh...` for the
+/// whiteout case.
+const MODES_LAYOUT: &str = r#"
+import hashlib, io, json, os, sys, tarfile
+out, case = sys.argv[1], sys.argv[2]
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+    def add(name, mode, data=None):
+        i = tarfile.TarInfo(name); i.mode = mode
+        if data is None:
+            i.type = tarfile.DIRTYPE; t.addfile(i)
+        else:
+            i.size = len(data); t.addfile(i, io.BytesIO(data))
+    if case == "modes":
+        add("ro", 0o755); add("ro/f", 0o644, b"inside\n"); add("ro", 0o555)
+        add("ro/late", 0o644, b"after the chmod\n"); add("zero", 0, b"kept\n")
+    else:
+        add("a", 0o755); add("a/f", 0o644, b"f\n"); add("a/.wh...", 0o644, b"")
+layer = buf.getvalue()
+def put(b):
+    d = hashlib.sha256(b).hexdigest()
+    os.makedirs(out + "/blobs/sha256", exist_ok=True)
+    open(out + "/blobs/sha256/" + d, "wb").write(b)
+    return "sha256:" + d
+ld = put(layer)
+config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": [ld]}}).encode()
+cd = put(config)
+manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+  "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": len(config)},
+  "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": ld, "size": len(layer)}]}).encode()
+md = put(manifest)
+open(out + "/oci-layout", "w").write('{"imageLayoutVersion":"1.0.0"}')
+json.dump({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+  "digest": md, "size": len(manifest), "annotations": {"io.containerd.image.name": "modes:t"}}]},
+  open(out + "/index.json", "w"))
+"#;
+
+#[test]
+fn a_squashfs_pull_keeps_modes_that_deny_their_owner_as_root_and_as_a_user() {
+    require("python3", "apt-get install python3");
+    require("unsquashfs", "apt-get install squashfs-tools");
+    let (reg, _) = start(false);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let push = |case: &str| {
+        let layout = d.join(case);
+        run(Command::new("python3")
+            .arg("-c")
+            .arg(MODES_LAYOUT)
+            .arg(&layout)
+            .arg(case));
+        let repo = format!("127.0.0.1:{}/vs/{}", reg.port, unique(case));
+        let pushed = ok(vibesys(d)
+            .args(["image", "push"])
+            .arg(&layout)
+            .arg(&repo)
+            .output()
+            .unwrap());
+        pushed.trim().to_owned()
+    };
+    let modes = push("modes");
+    let whiteout = push("whiteout");
+    // The test user writes here (the temporary directory is 0700).
+    let out_tmp = tempfile::Builder::new()
+        .prefix("vs-reg-modes")
+        .tempdir()
+        .unwrap();
+    let out_dir = out_tmp.path().to_owned();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&out_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut images = Vec::new();
+    for who in users() {
+        let out = out_dir.join(format!("{who:?}.sqfs"));
+        let pull = |reference: &str| {
+            command_as(
+                who,
+                &out_dir,
+                Path::new(vibesys_bin()),
+                &["image", "pull", reference, "--format", "squashfs", "--out"],
+            )
+            .arg(&out)
+            .output()
+            .unwrap()
+        };
+        ok(pull(&modes));
+        let listing = run(Command::new("unsquashfs").arg("-lls").arg(&out));
+        for (mode, path) in [
+            ("dr-xr-xr-x", "squashfs-root/ro\n"),
+            ("-rw-r--r--", "squashfs-root/ro/late\n"),
+            ("----------", "squashfs-root/zero\n"),
+        ] {
+            assert!(
+                listing
+                    .lines()
+                    .any(|l| l.starts_with(mode) && format!("{l}\n").ends_with(path)),
+                "{who:?}: {mode} {path}: {listing}"
+            );
+        }
+        let zero = run(Command::new("unsquashfs").arg("-cat").arg(&out).arg("zero"));
+        assert_eq!(zero, "kept\n", "{who:?}");
+        images.push(std::fs::read(&out).unwrap());
+        // A whiteout that names the directory's parent is refused.
+        let err = fails(pull(&whiteout));
+        assert!(err.contains("whiteout"), "{who:?}: {err}");
+    }
+    assert!(
+        images.windows(2).all(|w| w[0] == w[1]),
+        "root and user differ"
+    );
+    let mut left: Vec<String> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".sqfs"))
+        .collect();
+    left.sort();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// A TCP proxy on 127.0.0.1 that passes the upstream's answers on at
+/// about 256 KiB/s; prints its port.
+const SLOW_PROXY: &str = r#"
+import socket, sys, threading, time
+up = int(sys.argv[1])
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(8)
+print(srv.getsockname()[1], flush=True)
+def pipe(a, b, slow):
+    try:
+        while True:
+            d = a.recv(16384)
+            if not d: break
+            b.sendall(d)
+            if slow: time.sleep(0.06)
+    except OSError: pass
+    for s in (a, b):
+        try: s.shutdown(socket.SHUT_RDWR)
+        except OSError: pass
+while True:
+    c, _ = srv.accept()
+    u = socket.create_connection(("127.0.0.1", up))
+    threading.Thread(target=pipe, args=(c, u, False), daemon=True).start()
+    threading.Thread(target=pipe, args=(u, c, True), daemon=True).start()
+"#;
+
+#[test]
+fn an_interrupted_pull_leaves_nothing_behind() {
+    require("python3", "apt-get install python3");
+    let (reg, _) = start(false);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let name = unique("vs-reg-int");
+    let (archive, _lock) = tiny_image(d, &name);
+    let repo = format!("127.0.0.1:{}/vs/{name}", reg.port);
+    let report = json_push(d, &archive, &repo, &[], None);
+    /// Killed (by its own pid) when dropped, also when the test fails.
+    struct Proxy(Child);
+    impl Drop for Proxy {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut proxy = Proxy(
+        Command::new("python3")
+            .arg("-c")
+            .arg(SLOW_PROXY)
+            .arg(reg.port.to_string())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut port = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(proxy.0.stdout.as_mut().unwrap()),
+        &mut port,
+    )
+    .unwrap();
+    let reference = report["reference"]
+        .as_str()
+        .unwrap()
+        .replace(&format!(":{}/", reg.port), &format!(":{}/", port.trim()));
+    let out_dir = d.join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let pull = vibesys(d)
+        .args(["image", "pull", &reference, "--out"])
+        .arg(out_dir.join("pulled.tar"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the layer is on its way (the stage exists), SIGINT.
+    let t0 = std::time::Instant::now();
+    while std::fs::read_dir(&out_dir).unwrap().next().is_none() {
+        assert!(t0.elapsed().as_secs() < 30, "the pull never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    run(Command::new("kill").args(["-INT", &pull.id().to_string()]));
+    let out = pull.wait_with_output().unwrap();
+    drop(proxy);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }

@@ -598,6 +598,8 @@ struct Transfer {
     bars: Option<indicatif::MultiProgress>,
     current: std::sync::Mutex<Option<indicatif::ProgressBar>>,
     verb: &'static str,
+    /// Set by SIGINT/SIGTERM when the transfer stops cleanly on them.
+    stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Transfer {
@@ -608,7 +610,27 @@ impl Transfer {
                 .then(indicatif::MultiProgress::new),
             current: std::sync::Mutex::new(None),
             verb,
+            stop: None,
         }
+    }
+
+    /// A transfer that SIGINT or SIGTERM stops at its next chunk (the pull
+    /// then removes what it wrote); a second signal ends the process at
+    /// once.
+    fn stopped_by_signals(mut self) -> anyhow::Result<Self> {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register_conditional_shutdown(
+                sig,
+                130,
+                std::sync::Arc::clone(&stop),
+            )
+            .context("cannot install the SIGINT/SIGTERM handler")?;
+            signal_hook::flag::register(sig, std::sync::Arc::clone(&stop))
+                .context("cannot install the SIGINT/SIGTERM handler")?;
+        }
+        self.stop = Some(stop);
+        Ok(self)
     }
 }
 
@@ -643,6 +665,11 @@ impl vs_image::registry::TransferProgress for Transfer {
         {
             pb.finish_and_clear();
         }
+    }
+    fn cancelled(&self) -> bool {
+        self.stop
+            .as_ref()
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
     }
 }
 
@@ -694,7 +721,15 @@ fn pull(a: PullArgs) -> anyhow::Result<u8> {
         lock: a.lock.clone(),
         registry: a.registry.options(),
     };
-    let r = vs_image::registry::pull(&opts, &Transfer::new("pull"))?;
+    let r = match vs_image::registry::pull(&opts, &Transfer::new("pull").stopped_by_signals()?) {
+        Ok(r) => r,
+        // Interrupted, as a run is: 130.
+        Err(e @ vs_image::Error::Interrupted { .. }) => {
+            let _ = writeln!(std::io::stderr(), "vibesys: {e}");
+            return Ok(130);
+        }
+        Err(e) => return Err(e.into()),
+    };
     if a.json {
         print_json(&r)?;
         return Ok(0);

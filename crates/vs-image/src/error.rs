@@ -209,6 +209,13 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// The operator stopped a transfer ([`crate::registry::TransferProgress::cancelled`]);
+    /// what it had written is removed.
+    #[error("interrupted: nothing was written to {out}")]
+    Interrupted {
+        /// The output that was not written.
+        out: PathBuf,
+    },
     /// An image reference is not acceptable here.
     #[error("invalid image reference {reference:?}: {reason}")]
     Reference {

@@ -248,28 +248,9 @@ impl Store {
         }
     }
 
-    /// [`Store::open`], owning its file (for a reader that outlives the store's borrow).
-    pub(crate) fn open_owned(&self, name: &str) -> Result<Box<dyn Read + Send + 'static>, Error> {
-        match self {
-            Self::Dir(d) => {
-                let p = d.join(name);
-                Ok(Box::new(
-                    File::open(&p).map_err(|e| Error::io("open", &p, e))?,
-                ))
-            }
-            Self::Tar { path, members } => {
-                let (pos, size) = members
-                    .get(name)
-                    .ok_or_else(|| Error::malformed(path, format!("no member {name}")))?;
-                let mut f = File::open(path).map_err(|e| Error::io("open", path, e))?;
-                f.seek(SeekFrom::Start(*pos))
-                    .map_err(|e| Error::io("read", path, e))?;
-                Ok(Box::new(f.take(*size)))
-            }
-        }
-    }
-
-    pub(crate) fn open(&self, name: &str) -> Result<Box<dyn Read + '_>, Error> {
+    /// Opens member `name` for reading; the reader owns its file, so it
+    /// may outlive the store's borrow (a push streams it to the registry).
+    pub(crate) fn open(&self, name: &str) -> Result<Box<dyn Read + Send + 'static>, Error> {
         match self {
             Self::Dir(d) => {
                 let p = d.join(name);

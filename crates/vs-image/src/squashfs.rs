@@ -33,7 +33,7 @@ pub(crate) fn build(
         progress.layer_done(p.size(), false);
     }
     let img = stage.path().join("image.sqfs");
-    let digest = pack(&root, &img, opts.source_date_epoch, opts.compression)?;
+    let digest = pack(&root, &img, opts.source_date_epoch, opts.compression, None)?;
     std::fs::rename(&img, &opts.out).map_err(|e| Error::io("rename into place", &opts.out, e))?;
     Ok(BuildReport {
         name: opts.spec.name.clone(),
@@ -50,12 +50,14 @@ pub(crate) fn build(
 
 /// Packs the rootfs `root` into the squashfs `img` with fixed times, root
 /// ownership and no xattrs (a build and a pull both pack through here);
-/// returns the file's digest.
+/// `pseudo` is a mksquashfs pseudo file (`-pf`) that sets modes the rootfs
+/// could not hold. Returns the file's digest.
 pub(crate) fn pack(
     root: &Path,
     img: &Path,
     epoch: u64,
     compression: Compression,
+    pseudo: Option<&Path>,
 ) -> Result<crate::digest::Digest, Error> {
     let epoch = epoch.to_string();
     let mut cmd = Command::new("mksquashfs");
@@ -67,6 +69,9 @@ pub(crate) fn pack(
         "-quiet",
     ]);
     cmd.args(["-mkfs-time", &epoch, "-all-time", &epoch]);
+    if let Some(pf) = pseudo {
+        cmd.arg("-pf").arg(pf);
+    }
     match compression {
         Compression::None => cmd.args(["-noI", "-noD", "-noF", "-noX"]),
         Compression::Gzip => cmd.args(["-comp", "gzip"]),

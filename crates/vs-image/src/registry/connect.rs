@@ -77,16 +77,33 @@ fn speaks_tls(e: &OciDistributionError) -> bool {
     describe(e).contains("certificate")
 }
 
-fn config(options: &RegistryOptions, http: bool, monolithic: bool) -> Result<ClientConfig, Error> {
+/// A client for the registry: TLS (or plain HTTP when `http`) with
+/// `--ca-file`'s CAs besides the system's roots. A CA file that holds no
+/// certificate, or one the TLS stack refuses, is an error naming the file
+/// (oci-client's `Client::new` would fall back to its defaults, silently
+/// dropping the CA and plain HTTP).
+fn new_client(options: &RegistryOptions, http: bool, monolithic: bool) -> Result<Client, Error> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
     let mut certs = Vec::new();
     if let Some(ca) = &options.ca_file {
         let data = std::fs::read(ca).map_err(|e| Error::io("read", ca, e))?;
+        let bad = |reason: String| Error::InputPath {
+            path: ca.clone(),
+            reason,
+        };
+        let found = CertificateDer::pem_slice_iter(&data)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(format!("not a PEM file of CA certificates: {e}")))?;
+        if found.is_empty() {
+            return Err(bad("holds no PEM certificate".to_owned()));
+        }
         certs.push(Certificate {
             encoding: CertificateEncoding::Pem,
             data,
         });
     }
-    Ok(ClientConfig {
+    let config = ClientConfig {
         protocol: if http {
             ClientProtocol::Http
         } else {
@@ -98,6 +115,19 @@ fn config(options: &RegistryOptions, http: bool, monolithic: bool) -> Result<Cli
         user_agent: concat!("vibesys/", env!("CARGO_PKG_VERSION")),
         connect_timeout: Some(std::time::Duration::from_secs(30)),
         ..ClientConfig::default()
+    };
+    Client::try_from(config).map_err(|e| match &options.ca_file {
+        Some(ca) => Error::InputPath {
+            path: ca.clone(),
+            reason: format!(
+                "the TLS client refuses these CA certificates: {}",
+                describe(&e)
+            ),
+        },
+        None => Error::Registry {
+            reference: "(no registry yet)".to_owned(),
+            reason: format!("cannot set up the HTTP client: {}", describe(&e)),
+        },
     })
 }
 
@@ -116,7 +146,7 @@ impl Conn {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let auth = auth::credentials(r.registry_name())?;
         let plain_allowed = options.insecure_http || r.is_loopback();
-        let client = Client::new(config(options, false, true)?);
+        let client = new_client(options, false, true)?;
         let https_error = match client.auth(r.oci(), &auth, op).await {
             Ok(_) => {
                 return Ok(Self {
@@ -143,7 +173,7 @@ impl Conn {
             }
             Err(e) => return Err(err(r)(e)),
         };
-        let client = Client::new(config(options, true, true)?);
+        let client = new_client(options, true, true)?;
         // Neither: the HTTPS error is the one that says why (an unknown
         // CA, a refused connection).
         client
@@ -164,7 +194,7 @@ impl Conn {
     /// A client for chunked uploads to the same registry, for a registry
     /// that refuses a monolithic one.
     pub(crate) async fn chunked(&self, r: &ImageRef) -> Result<Client, Error> {
-        let client = Client::new(config(&self.options, self.http, false)?);
+        let client = new_client(&self.options, self.http, false)?;
         client
             .auth(r.oci(), &self.auth, RegistryOperation::Push)
             .await

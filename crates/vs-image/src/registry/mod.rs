@@ -53,6 +53,11 @@ pub trait TransferProgress: Sync {
     fn advance(&self, _digest: &Digest, _n: u64) {}
     /// The blob is done.
     fn finish(&self, _digest: &Digest) {}
+    /// Whether the operator asked to stop (Ctrl-C): a pull then stops at
+    /// the next chunk or step and removes what it wrote.
+    fn cancelled(&self) -> bool {
+        false
+    }
 }
 
 impl TransferProgress for () {}

@@ -231,12 +231,14 @@ async fn pull_async(
     for l in manifest.layers() {
         let d = oci::digest(l)?;
         if !layer_digests.contains(&d) {
-            bytes += fetch_blob(&conn, &by_digest, l, &d, &blobs, progress).await?;
+            go_on(progress, &opts.out)?;
+            bytes += fetch_blob(&conn, &by_digest, l, &d, &blobs, progress, &opts.out).await?;
             fetched += 1;
         }
         layer_digests.push(d);
     }
 
+    go_on(progress, &opts.out)?;
     if opts.format == OutputFormat::Squashfs {
         // The rootfs of the checked layers, compressed as the layers are.
         let compression = match manifest.layers().last().map(Descriptor::media_type) {
@@ -301,6 +303,7 @@ async fn pull_async(
         }
     }
     blob_files.sort_by(|a, b| a.0.cmp(&b.0));
+    go_on(progress, &opts.out)?;
     put_output(
         &Output {
             format: opts.format,
@@ -334,6 +337,16 @@ async fn pull_async(
         bytes,
         lock_image,
     })
+}
+
+/// Stops the pull when the operator asked to ([`TransferProgress::cancelled`]).
+fn go_on(progress: &dyn TransferProgress, out: &Path) -> Result<(), Error> {
+    if progress.cancelled() {
+        return Err(Error::Interrupted {
+            out: out.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// The config's `created` as seconds since the epoch (the archive's
@@ -442,6 +455,7 @@ async fn fetch_blob(
     d: &Digest,
     blobs: &Path,
     progress: &dyn TransferProgress,
+    out: &Path,
 ) -> Result<u64, Error> {
     let size = desc.size();
     let path = blobs.join(d.hex());
@@ -461,6 +475,11 @@ async fn fetch_blob(
         match s.stream.next().await {
             None => break Ok(()),
             Some(Ok(c)) => {
+                if progress.cancelled() {
+                    break Err(Error::Interrupted {
+                        out: out.to_owned(),
+                    });
+                }
                 n += c.len() as u64;
                 if n > size {
                     break Err(Error::SizeMismatch {

@@ -378,7 +378,7 @@ async fn upload(
     // file between requests); the registry checks the digest at the end.
     let path = store.path().join(name);
     let (tx, rx) = std::sync::mpsc::channel::<u64>();
-    let chunks = stream::unfold((reader_static(store, name)?, size), move |(mut r, left)| {
+    let chunks = stream::unfold((store.open(name)?, size), move |(mut r, left)| {
         let tx = tx.clone();
         let path = path.clone();
         async move {
@@ -416,12 +416,6 @@ async fn upload(
             }
         }
     }
-}
-
-/// A reader of member `name` that owns its file (the stream outlives the
-/// borrow of the store).
-fn reader_static(store: &Store, name: &str) -> Result<Box<dyn Read + Send + 'static>, Error> {
-    store.open_owned(name)
 }
 
 /// Adds the SBOM manifest to the image's referrers tag (`sha256-<hex>`,

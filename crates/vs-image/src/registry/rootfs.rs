@@ -2,9 +2,18 @@
 //! order into a private directory (upper layers win, OCI whiteouts
 //! honoured, nothing written through a symlink), then packed as a build
 //! packs its rootfs ([`crate::squashfs::pack`]).
+//!
+//! Every file and directory stays open to its owner while it sits in the
+//! private directory (a 0555 directory must take the files a layer puts
+//! in it, a 0000 file must be read by mksquashfs, the directory must be
+//! removed), also when pulling as an unprivileged user; the image's own
+//! mode of such an entry goes into the squashfs through a pseudo file.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
 use std::path::{Component, Path};
 
 use crate::digest::Digest;
@@ -28,12 +37,60 @@ pub(crate) fn write(
         .map_err(|e| Error::io("create temporary directory in", &out_dir, e))?;
     let root = stage.path().join("rootfs");
     std::fs::create_dir(&root).map_err(|e| Error::io("create", &root, e))?;
+    let mut modes = Modes::new();
     for (d, blob) in layers {
-        unpack(d, blob, &root)?;
+        unpack(d, blob, &root, &mut modes)?;
     }
+    let pseudo = stage.path().join("modes.pf");
+    let text = pseudo_modes(&root, &modes)?;
+    std::fs::write(&pseudo, text).map_err(|e| Error::io("write", &pseudo, e))?;
     let img = stage.path().join("image.sqfs");
-    crate::squashfs::pack(&root, &img, epoch, compression)?;
+    crate::squashfs::pack(&root, &img, epoch, compression, Some(&pseudo))?;
     std::fs::rename(&img, out).map_err(|e| Error::io("rename into place", out, e))
+}
+
+/// The image's mode of each entry whose mode was widened for its owner
+/// while unpacking, by path below the root (with the layer that set it).
+type Modes = BTreeMap<PathBuf, (Digest, u32)>;
+
+/// Owner access every directory (rwx) and file (rw) needs while unpacked.
+fn owner_access(is_dir: bool) -> u32 {
+    if is_dir { 0o700 } else { 0o600 }
+}
+
+/// Forgets the modes of `rel` and everything below it (removed or
+/// replaced).
+fn forget(modes: &mut Modes, rel: &Path) {
+    modes.retain(|k, _| !k.starts_with(rel));
+}
+
+/// mksquashfs pseudo definitions (`PATH m MODE 0 0`) giving back the
+/// modes widened while unpacking, for the entries still there. A name
+/// that the pseudo file format would have to quote is refused rather than
+/// quoted: such a name with such a mode is no image's need.
+fn pseudo_modes(root: &Path, modes: &Modes) -> Result<String, Error> {
+    let mut text = String::new();
+    for (rel, (layer, mode)) in modes {
+        let still =
+            std::fs::symlink_metadata(root.join(rel)).is_ok_and(|m| m.is_dir() || m.is_file());
+        if !still {
+            continue;
+        }
+        let name = rel.to_str().unwrap_or_default();
+        let plain = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"/._-+@:,=~".contains(&b));
+        if !plain {
+            return Err(unsafe_entry(
+                layer,
+                &rel.display().to_string(),
+                format!("its mode {mode:o} lacks owner access and its name is not plain ASCII"),
+            ));
+        }
+        text.push_str(&format!("{name} m {mode:o} 0 0\n"));
+    }
+    Ok(text)
 }
 
 fn unsafe_entry(layer: &Digest, entry: &str, reason: impl Into<String>) -> Error {
@@ -94,7 +151,7 @@ fn remove(p: &Path) -> Result<(), Error> {
     }
 }
 
-fn unpack(layer: &Digest, blob: &Path, root: &Path) -> Result<(), Error> {
+fn unpack(layer: &Digest, blob: &Path, root: &Path, modes: &mut Modes) -> Result<(), Error> {
     let f = File::open(blob).map_err(|e| Error::io("open", blob, e))?;
     let mut br = BufReader::with_capacity(1 << 20, f);
     let head = br.fill_buf().map_err(|e| Error::io("read", blob, e))?;
@@ -137,8 +194,22 @@ fn unpack(layer: &Digest, blob: &Path, root: &Path) -> Result<(), Error> {
                         remove(&c.path())?;
                     }
                 }
+                forget_below(modes, rel.parent().unwrap_or(Path::new("")));
             } else {
+                // `.wh..` or `.wh...` would remove the directory or its
+                // parent: a whiteout names one entry.
+                let one = matches!(
+                    Path::new(hidden)
+                        .components()
+                        .collect::<Vec<_>>()
+                        .as_slice(),
+                    [Component::Normal(_)]
+                );
+                if !one {
+                    return Err(unsafe_entry(layer, &name, "a whiteout of no single entry"));
+                }
                 remove(&parent.join(hidden))?;
+                forget(modes, &rel.with_file_name(hidden));
             }
             continue;
         }
@@ -163,6 +234,7 @@ fn unpack(layer: &Digest, blob: &Path, root: &Path) -> Result<(), Error> {
             && !(m.is_dir() && ty.is_dir())
         {
             remove(&dest)?;
+            forget(modes, &rel);
         }
         let inside = e
             .unpack_in(root)
@@ -170,6 +242,23 @@ fn unpack(layer: &Digest, blob: &Path, root: &Path) -> Result<(), Error> {
         if !inside {
             return Err(unsafe_entry(layer, &name, "escapes the root"));
         }
+        if ty.is_dir() || ty.is_file() || ty == tar::EntryType::Continuous {
+            let mode = e.header().mode().map_err(bad)? & 0o7777;
+            let need = owner_access(ty.is_dir());
+            if mode & need == need {
+                modes.remove(&rel);
+            } else {
+                std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(mode | need))
+                    .map_err(|err| Error::io("chmod", &dest, err))?;
+                modes.insert(rel, (layer.clone(), mode));
+            }
+        }
     }
     Ok(())
+}
+
+/// Forgets the modes of everything strictly below `dir` (an opaque
+/// whiteout emptied it).
+fn forget_below(modes: &mut Modes, dir: &Path) {
+    modes.retain(|k, _| !(k.starts_with(dir) && k != dir));
 }
