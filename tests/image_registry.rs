@@ -999,3 +999,38 @@ fn an_interrupted_pull_leaves_nothing_behind() {
     let left: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// A referrers tag the registry fails to serve (its storage link broken:
+/// a 5xx, not a 404) fails the push, naming it, instead of being replaced
+/// by a fresh index that would drop the image's other referrers.
+#[test]
+fn a_referrers_tag_the_registry_fails_to_serve_is_not_replaced() {
+    let (reg, _) = start(false);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let name = unique("vs-reg-ref");
+    let (archive, _lock) = tiny_image(d, &name);
+    let repo = format!("127.0.0.1:{}/vs/{name}", reg.port);
+    let report = json_push(d, &archive, &repo, &[], None);
+    let manifest = report["manifest_digest"].as_str().unwrap();
+    let tag = format!("sha256-{}", manifest.trim_start_matches("sha256:"));
+    let link = reg
+        .storage
+        .join("docker/registry/v2/repositories/vs")
+        .join(&name)
+        .join("_manifests/tags")
+        .join(&tag)
+        .join("current/link");
+    assert!(link.is_file(), "the first push left no referrers tag");
+    std::fs::write(&link, "not-a-digest").unwrap();
+    let err = fails(
+        vibesys(d)
+            .args(["image", "push"])
+            .arg(&archive)
+            .arg(&repo)
+            .output()
+            .unwrap(),
+    );
+    assert!(err.contains(&tag), "{err}");
+    assert_eq!(std::fs::read_to_string(&link).unwrap(), "not-a-digest");
+}

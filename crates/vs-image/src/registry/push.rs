@@ -440,7 +440,21 @@ async fn add_referrer(
         Ok((bytes, _)) if bytes.len() as u64 <= super::MAX_DOC => {
             read::parse::<ImageIndex>("referrers index", &bytes)?
         }
-        _ => {
+        Ok((bytes, _)) => {
+            return Err(Error::Registry {
+                reference: tag_ref.to_string(),
+                reason: format!(
+                    "its referrers index is {} bytes, above the limit of {}",
+                    bytes.len(),
+                    super::MAX_DOC
+                ),
+            });
+        }
+        // Only a tag that is not there starts a fresh index: any other
+        // failure (a 5xx, a time-out, auth) would drop the image's other
+        // referrers (signatures, attestations) when the new index is put.
+        Err(e) if !is_missing(&e) => return Err(err(&tag_ref)(e)),
+        Err(_) => {
             let mut i = ImageIndex::default();
             i.set_schema_version(2);
             i.set_media_type(Some(MediaType::ImageIndex));
@@ -459,4 +473,22 @@ async fn add_referrer(
     index.set_manifests(manifests);
     let bytes = canonical("referrers index", &index)?;
     put_manifest(conn, &tag_ref, &bytes, MediaType::ImageIndex).await
+}
+
+/// Whether `e` says the manifest asked for does not exist (404, or the
+/// registry's MANIFEST_UNKNOWN / NAME_UNKNOWN / NOT_FOUND codes).
+fn is_missing(e: &oci_client::errors::OciDistributionError) -> bool {
+    use oci_client::errors::OciDistributionError;
+    use oci_client::errors::OciErrorCode;
+    match e {
+        OciDistributionError::ImageManifestNotFoundError(_) => true,
+        OciDistributionError::ServerError { code, .. } => *code == 404,
+        OciDistributionError::RegistryError { envelope, .. } => envelope.errors.iter().all(|x| {
+            matches!(
+                x.code,
+                OciErrorCode::ManifestUnknown | OciErrorCode::NameUnknown | OciErrorCode::NotFound
+            )
+        }),
+        _ => false,
+    }
 }
