@@ -22,6 +22,9 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::error::AgentError;
 
+/// Looks up a variable of the environment the operator runs in.
+pub type VarLookup<'a> = &'a dyn Fn(&str) -> Option<std::ffi::OsString>;
+
 /// The most a settings file may hold to be checked.
 const MAX_SETTINGS: u64 = 4 * 1024 * 1024;
 
@@ -34,7 +37,7 @@ pub fn check(
     provider: &agentshim::Provider,
     state_dir: &Path,
     dirs: &[PathBuf],
-    (home, var): (&Path, &dyn Fn(&str) -> Option<std::ffi::OsString>),
+    (home, var): (&Path, VarLookup<'_>),
     kept: &[PathBuf],
 ) -> Result<(), AgentError> {
     // Each kept entry under every name of its state directory.
@@ -138,11 +141,7 @@ fn toml_strings(v: &toml::Value) -> Vec<String> {
 /// blanks and shell punctuation) that are absolute or start at the home
 /// directory or a variable, normalised lexically (`.` and `..` resolved,
 /// no file-system access).
-fn paths_in(
-    command: &str,
-    home: &Path,
-    var: &dyn Fn(&str) -> Option<std::ffi::OsString>,
-) -> Vec<PathBuf> {
+fn paths_in(command: &str, home: &Path, var: VarLookup<'_>) -> Vec<PathBuf> {
     let unquoted: String = command.chars().filter(|c| !"'\"\\".contains(*c)).collect();
     let separators = |c: char| c.is_whitespace() || "`;&|()<>=,".contains(c);
     unquoted
