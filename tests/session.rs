@@ -416,3 +416,84 @@ fn nothing_of_a_codex_session_outlives_it_when_its_copy_goes_back() {
         }
     }
 }
+
+/// A stand-in codex that writes its history, says so, and waits.
+const CODEX_WAITER: &str = r#"#!/bin/sh
+echo '{"ok":1}' >> "$CODEX_HOME/history.jsonl"
+: > "$PWD/started"
+exec sleep 30
+"#;
+
+/// A session stopped with SIGTERM (or SIGINT, SIGHUP: a closed terminal)
+/// ends as any other: the signal reaches the CLI, its history goes back
+/// to `~/.codex`, and nothing of it keeps running. As root and as a user,
+/// under bwrap and Landlock.
+#[test]
+fn a_codex_session_stopped_by_a_signal_still_returns_its_history() {
+    require_tool("bwrap", "apt-get install bubblewrap");
+    for who in users() {
+        for backend in ["bwrap", "landlock"] {
+            let p = project(who);
+            let bin = p.outside.join("bin");
+            std::fs::create_dir_all(&bin).unwrap();
+            let codex = bin.join("codex");
+            std::fs::write(&codex, CODEX_WAITER).unwrap();
+            std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let home = p.outside.join("home");
+            std::fs::create_dir_all(home.join(".codex")).unwrap();
+            std::fs::write(home.join(".codex/history.jsonl"), "{\"mine\":1}\n").unwrap();
+            if who == As::User {
+                let (uid, gid) = test_user();
+                let ok = std::process::Command::new("chown")
+                    .args(["-R", &format!("{uid}:{gid}")])
+                    .arg(&p.outside)
+                    .status()
+                    .unwrap();
+                assert!(ok.success());
+            }
+            let mut child = command_as(
+                who,
+                &p.root,
+                &vibesys(),
+                &[
+                    "session",
+                    "--provider",
+                    "codex",
+                    "--confine",
+                    backend,
+                    "--prompt",
+                    "hi",
+                ],
+            )
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("HOME", &home)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+            let started = p.root.join("started");
+            for _ in 0..200 {
+                if started.exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            assert!(
+                started.exists(),
+                "{who:?} {backend}: the stand-in never ran"
+            );
+            let killed = std::process::Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .unwrap();
+            assert!(killed.success());
+            let status = child.wait().unwrap();
+            assert_eq!(status.code(), Some(143), "{who:?} {backend}: {status:?}");
+            assert_eq!(
+                std::fs::read_to_string(home.join(".codex/history.jsonl")).unwrap(),
+                "{\"mine\":1}\n{\"ok\":1}\n",
+                "{who:?} {backend}: the session's history did not come back"
+            );
+        }
+    }
+}
