@@ -134,6 +134,7 @@ impl PrivateStateDir {
             ReturnBudget {
                 entries: MAX_RETURN_FILES,
                 bytes: MAX_RETURN_BYTES,
+                rewritten: 0,
             },
             (&copy, &user),
         );
@@ -155,6 +156,13 @@ impl PrivateStateDir {
             if let Err(e) = done {
                 tracing::warn!(path = %self.user.join(kept.name).display(), "the session's copy did not go back: {e}");
             }
+        }
+        if budget.rewritten > 0 {
+            tracing::warn!(
+                path = %self.user.display(),
+                logs = budget.rewritten,
+                "the session rewrote logs it was seeded with (not only appended to them): yours are left as they are"
+            );
         }
     }
 
@@ -181,9 +189,8 @@ impl PrivateStateDir {
             Some(Seeded::Log(end)) => match end.appended(&content) {
                 Some(tail) => append(user, name, tail)?,
                 None => {
-                    return Err(std::io::Error::other(
-                        "the session rewrote what the log held when it started (not only appended to it): nothing of it goes back",
-                    ));
+                    budget.rewritten += 1;
+                    0
                 }
             },
             // A log the session started: the shared ones at the top
@@ -271,6 +278,8 @@ impl PrivateStateDir {
 struct ReturnBudget {
     entries: usize,
     bytes: u64,
+    /// Logs the session rewrote (not only appended to): left alone.
+    rewritten: usize,
 }
 
 impl ReturnBudget {
@@ -765,6 +774,7 @@ mod tests {
             ReturnBudget {
                 entries: 100,
                 bytes: 1024,
+                rewritten: 0,
             },
             (&fd(&copy), &fd(&user)),
         );
