@@ -428,11 +428,22 @@ fn copy_tree(src: &Path, dst: &Path, depth: usize, budget: &mut Budget) -> std::
                 budget.skipped += 1;
                 continue;
             }
-            let Ok(Some(content)) = read_bounded(&from, budget.bytes) else {
+            // Streamed, never whole in memory (a rollout may be large).
+            let src = match rustix::fs::open(
+                &from,
+                OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+                Mode::empty(),
+            ) {
+                Ok(fd) => std::fs::File::from(fd),
+                Err(_) => {
+                    budget.skipped += 1;
+                    continue;
+                }
+            };
+            if !src.metadata().is_ok_and(|m| m.is_file()) {
                 budget.skipped += 1;
                 continue;
-            };
-            budget.bytes -= content.len() as u64;
+            }
             // The user's permission bits (a skill's script stays
             // executable), never set-id bits.
             let mut f = std::fs::OpenOptions::new()
@@ -440,7 +451,8 @@ fn copy_tree(src: &Path, dst: &Path, depth: usize, budget: &mut Budget) -> std::
                 .create_new(true)
                 .mode(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777)
                 .open(&to)?;
-            f.write_all(&content)?;
+            let copied = std::io::copy(&mut src.take(budget.bytes), &mut f)?;
+            budget.bytes -= copied;
         }
     }
     Ok(())
