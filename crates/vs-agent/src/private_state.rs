@@ -17,7 +17,8 @@
 //! grows in the user's directory: it gets what the session appended after
 //! the last line it was seeded with, so lines the user's own CLI wrote
 //! meanwhile stay, and a session that rewrote or emptied it changes
-//! nothing of what was there. Everything else the session wrote
+//! nothing of what was there. Below a kept directory any other file is
+//! only created, never written over one of the user's. Everything else the session wrote
 //! (configuration, skills, shell snapshots, PATH aliases, databases, new
 //! files) goes with the copy.
 
@@ -183,6 +184,7 @@ impl PrivateStateDir {
             return Ok(());
         };
         let log = name.ends_with(".jsonl");
+        let top = rel.parent() == Some(Path::new(""));
         let sent = match self.seeded.get(rel) {
             // Unchanged in the session: the user's stays as it is now.
             Some(Seeded::Content(seeded)) if *seeded == content => 0,
@@ -193,10 +195,20 @@ impl PrivateStateDir {
                     0
                 }
             },
-            // A log the session started: the shared ones at the top
-            // (history, index) get it appended; a rollout is only created.
-            None if log && rel.parent() == Some(Path::new("")) => append(user, name, &content)?,
-            None if log => create(user, name, &content)?,
+            // A log the session started at the top (history, index) is
+            // shared: it gets appended.
+            None if log && top => append(user, name, &content)?,
+            // Below a kept directory (a rollout, anything else) a file is
+            // only created: one of the user's is never written over.
+            _ if !top => match create(user, name, &content)? {
+                Some(sent) => sent,
+                None => {
+                    if read_at(user, name).ok().flatten().as_deref() != Some(&content[..]) {
+                        budget.rewritten += 1;
+                    }
+                    0
+                }
+            },
             _ if read_at(user, name).ok().flatten().as_deref() == Some(&content[..]) => 0,
             _ => replace(user, name, &content)?,
         };
@@ -591,8 +603,8 @@ fn replace(dir: &OwnedFd, name: &str, content: &[u8]) -> std::io::Result<u64> {
 }
 
 /// Writes `content` as a new file `name` beneath `dir`; one that exists
-/// (the user's own, maybe not seeded) is left alone.
-fn create(dir: &OwnedFd, name: &str, content: &[u8]) -> std::io::Result<u64> {
+/// (the user's own, maybe not seeded) is left alone (`None`).
+fn create(dir: &OwnedFd, name: &str, content: &[u8]) -> std::io::Result<Option<u64>> {
     let fd = match rustix::fs::openat(
         dir,
         name,
@@ -600,17 +612,13 @@ fn create(dir: &OwnedFd, name: &str, content: &[u8]) -> std::io::Result<u64> {
         Mode::from_raw_mode(0o600),
     ) {
         Ok(fd) => fd,
-        Err(rustix::io::Errno::EXIST) => {
-            return Err(std::io::Error::other(
-                "exists in your directory but was not in the session's: left alone",
-            ));
-        }
+        Err(rustix::io::Errno::EXIST) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
     let mut file = std::fs::File::from(fd);
     file.write_all(content)?;
     file.sync_all()?;
-    Ok(content.len() as u64)
+    Ok(Some(content.len() as u64))
 }
 
 /// Appends `tail` to `name` beneath `dir` (created, mode 0600, when
@@ -737,6 +745,7 @@ mod tests {
         std::fs::write(user.join("session_index.jsonl"), "i1\ni2\n").unwrap();
         std::fs::write(user.join("sessions/2026/old.jsonl"), "o1\no2\n").unwrap();
         std::fs::write(user.join("sessions/2026/grown.jsonl"), "g1\n").unwrap();
+        std::fs::write(user.join("sessions/2026/notes.txt"), "mine\n").unwrap();
         let copy = tmp.path().join("copy");
         let p = agentshim::Provider::Codex;
         let dir = PrivateStateDir::seed(&p, &user, &copy).unwrap();
@@ -747,6 +756,8 @@ mod tests {
         std::fs::write(copy.join("session_index.jsonl"), "forged\n").unwrap();
         std::fs::write(copy.join("sessions/2026/old.jsonl"), "evil\n").unwrap();
         std::fs::write(copy.join("sessions/2026/grown.jsonl"), "g1\ng2\n").unwrap();
+        std::fs::write(copy.join("sessions/2026/notes.txt"), "evil\n").unwrap();
+        std::fs::write(copy.join("sessions/2026/new.txt"), "new\n").unwrap();
         // A rollout the user's CLI wrote meanwhile under a name the
         // session also used is not clobbered.
         std::fs::write(user.join("sessions/2026/mine.jsonl"), "mine\n").unwrap();
@@ -758,6 +769,8 @@ mod tests {
         assert_eq!(read("sessions/2026/old.jsonl"), "o1\no2\n");
         assert_eq!(read("sessions/2026/grown.jsonl"), "g1\ng2\n");
         assert_eq!(read("sessions/2026/mine.jsonl"), "mine\n");
+        assert_eq!(read("sessions/2026/notes.txt"), "mine\n");
+        assert_eq!(read("sessions/2026/new.txt"), "new\n");
     }
 
     /// What goes back is bounded in bytes (a sparse file costs the agent
