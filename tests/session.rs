@@ -356,3 +356,144 @@ fn claude_json_is_read_only_under_landlock() {
         assert_eq!(after, USER_JSON, "{who:?}: the user's file was written");
     }
 }
+
+/// A stand-in codex that leaves a detached writer behind (its own
+/// session, double-forked): were it still running when the private copy
+/// goes back, it could change the copy while it is read.
+const CODEX_LINGERER: &str = r#"#!/bin/sh
+setsid sh -c 'sleep 2; echo LATE >> "$CODEX_HOME/history.jsonl"; echo alive > "$1/late-marker"' sh "$PWD" </dev/null >/dev/null 2>&1 &
+echo '{"ok":1}' >> "$CODEX_HOME/history.jsonl"
+exit 0
+"#;
+
+/// The copy of `~/.codex` goes back only once everything the session
+/// started is gone: a detached writer does not outlive it, under bwrap
+/// and Landlock, as root and as a user.
+#[test]
+fn nothing_of_a_codex_session_outlives_it_when_its_copy_goes_back() {
+    require_tool("bwrap", "apt-get install bubblewrap");
+    for who in users() {
+        for backend in ["bwrap", "landlock"] {
+            let p = project(who);
+            let bin = p.outside.join("bin");
+            std::fs::create_dir_all(&bin).unwrap();
+            let codex = bin.join("codex");
+            std::fs::write(&codex, CODEX_LINGERER).unwrap();
+            std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let home = p.outside.join("home");
+            std::fs::create_dir_all(home.join(".codex")).unwrap();
+            std::fs::write(home.join(".codex/history.jsonl"), "{\"mine\":1}\n").unwrap();
+            if who == As::User {
+                let (uid, gid) = test_user();
+                let ok = std::process::Command::new("chown")
+                    .args(["-R", &format!("{uid}:{gid}")])
+                    .arg(&p.outside)
+                    .status()
+                    .unwrap();
+                assert!(ok.success());
+            }
+            let out = command_as(
+                who,
+                &p.root,
+                &vibesys(),
+                &["session", "--provider", "codex", "--confine", backend],
+            )
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("HOME", &home)
+            .output()
+            .unwrap();
+            assert_code(&out, 0);
+            std::thread::sleep(std::time::Duration::from_secs(3));
+            assert!(
+                !p.root.join("late-marker").exists(),
+                "{who:?} {backend}: the detached writer outlived the session"
+            );
+            assert_eq!(
+                std::fs::read_to_string(home.join(".codex/history.jsonl")).unwrap(),
+                "{\"mine\":1}\n{\"ok\":1}\n",
+                "{who:?} {backend}"
+            );
+        }
+    }
+}
+
+/// A stand-in codex that writes its history, says so, and waits.
+const CODEX_WAITER: &str = r#"#!/bin/sh
+echo '{"ok":1}' >> "$CODEX_HOME/history.jsonl"
+: > "$PWD/started"
+exec sleep 30
+"#;
+
+/// A session stopped with SIGTERM (or SIGINT, SIGHUP: a closed terminal)
+/// ends as any other: the signal reaches the CLI, its history goes back
+/// to `~/.codex`, and nothing of it keeps running. As root and as a user,
+/// under bwrap and Landlock.
+#[test]
+fn a_codex_session_stopped_by_a_signal_still_returns_its_history() {
+    require_tool("bwrap", "apt-get install bubblewrap");
+    for who in users() {
+        for backend in ["bwrap", "landlock"] {
+            let p = project(who);
+            let bin = p.outside.join("bin");
+            std::fs::create_dir_all(&bin).unwrap();
+            let codex = bin.join("codex");
+            std::fs::write(&codex, CODEX_WAITER).unwrap();
+            std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let home = p.outside.join("home");
+            std::fs::create_dir_all(home.join(".codex")).unwrap();
+            std::fs::write(home.join(".codex/history.jsonl"), "{\"mine\":1}\n").unwrap();
+            if who == As::User {
+                let (uid, gid) = test_user();
+                let ok = std::process::Command::new("chown")
+                    .args(["-R", &format!("{uid}:{gid}")])
+                    .arg(&p.outside)
+                    .status()
+                    .unwrap();
+                assert!(ok.success());
+            }
+            let mut child = command_as(
+                who,
+                &p.root,
+                &vibesys(),
+                &[
+                    "session",
+                    "--provider",
+                    "codex",
+                    "--confine",
+                    backend,
+                    "--prompt",
+                    "hi",
+                ],
+            )
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("HOME", &home)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+            let started = p.root.join("started");
+            for _ in 0..200 {
+                if started.exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            assert!(
+                started.exists(),
+                "{who:?} {backend}: the stand-in never ran"
+            );
+            let killed = std::process::Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .unwrap();
+            assert!(killed.success());
+            let status = child.wait().unwrap();
+            assert_eq!(status.code(), Some(143), "{who:?} {backend}: {status:?}");
+            assert_eq!(
+                std::fs::read_to_string(home.join(".codex/history.jsonl")).unwrap(),
+                "{\"mine\":1}\n{\"ok\":1}\n",
+                "{who:?} {backend}: the session's history did not come back"
+            );
+        }
+    }
+}

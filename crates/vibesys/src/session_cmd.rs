@@ -37,6 +37,9 @@ devices, the workspace at its host path, the broker's AGENT socket at /run/vibes
 vibesys: vibesys-static beside this one, or VIBESYS_COMMAND_SERVER). The broker and the
 container stop with the session.
 
+SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to vibesys are forwarded to the session, which then
+ends as any other (what goes back to the provider's state still goes back).
+
 Exit status: the session's own; 125 when vibesys fails (nothing ran).")]
 pub struct SessionArgs {
     /// codex, claude, gemini, or `custom` (the command after --).
@@ -221,10 +224,45 @@ fn run_session(
         env,
         &cwd,
     )?;
-    let status = cmd
-        .status()
+    let status = wait_forwarding_signals(&mut cmd)
         .with_context(|| format!("cannot start the session ({})", provider_name))?;
     Ok(vs_sandbox::launch::exit_code(status) as u8)
+}
+
+/// Runs the session's launcher to its end: SIGINT, SIGTERM, SIGHUP and
+/// SIGQUIT sent to vibesys go to the launcher (which hands them to the
+/// command) instead of ending vibesys, so a session stopped that way
+/// still ends as any other: the provider's kept state goes back and the
+/// session directory goes (a vibesys killed outright takes the launcher
+/// with it: `terminate_with_parent`).
+fn wait_forwarding_signals(
+    cmd: &mut std::process::Command,
+) -> std::io::Result<std::process::ExitStatus> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])?;
+    let handle = signals.handle();
+    vs_sandbox::launch::terminate_with_parent(cmd);
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            handle.close();
+            return Err(e);
+        }
+    };
+    let pid = rustix::process::Pid::from_raw(child.id() as i32);
+    let forwarder = std::thread::spawn(move || {
+        for sig in signals.forever() {
+            if let (Some(pid), Some(sig)) = (pid, rustix::process::Signal::from_named_raw(sig)) {
+                let _ = rustix::process::kill_process(pid, sig);
+            }
+        }
+    });
+    // The child stays unreaped (its pid not reusable) until `wait`
+    // returns; the forwarder is stopped right after.
+    let status = child.wait();
+    handle.close();
+    let _ = forwarder.join();
+    status
 }
 
 /// HOME of the pinned images (images/*.toml `config.env`): the provider's
@@ -315,9 +353,8 @@ fn run_in_docker(
     )?
     .context("refusing the session: no container was started")?;
     let mut cmd = session_command(Some(&sandbox), launch, env, cwd)?;
-    let status = cmd
-        .status()
-        .context("cannot start the session in the container")?;
+    let status =
+        wait_forwarding_signals(&mut cmd).context("cannot start the session in the container")?;
     drop(sandbox);
     Ok(vs_sandbox::launch::exit_code(status) as u8)
 }

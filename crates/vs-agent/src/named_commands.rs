@@ -6,14 +6,24 @@
 //! command that lies inside one of those would still be writable: such a
 //! session is refused.
 //!
-//! Every string value of the settings is read as a command line: each
-//! word that is an absolute path, or starts with `~/`, `$HOME/` or
-//! `${HOME}/`, is taken as a path and compared, lexically, with the kept
-//! entries. Broader than what the CLI runs (any string), never narrower.
+//! Every string value of the settings is read as a command line: quotes
+//! are dropped (the shell joins `"$HOME"/x` into one word), and each word
+//! that is an absolute path, or starts with `~/`, `$NAME/` or `${NAME}/`
+//! (`HOME`, or any variable set here, such as `CLAUDE_CONFIG_DIR`), is
+//! taken as a path and compared with the kept entries, both as written
+//! (`.` and `..` resolved) and with the symbolic links of the part of it
+//! that exists resolved (a script whose directory, or itself, links into
+//! a kept entry). Broader than what the CLI runs (any string), never
+//! narrower. What no such check can see: a command that reaches a kept
+//! entry by a relative path after a `cd`, or a script outside them that
+//! runs one inside.
 
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::AgentError;
+
+/// Looks up a variable of the environment the operator runs in.
+pub type VarLookup<'a> = &'a dyn Fn(&str) -> Option<std::ffi::OsString>;
 
 /// The most a settings file may hold to be checked.
 const MAX_SETTINGS: u64 = 4 * 1024 * 1024;
@@ -22,12 +32,12 @@ const MAX_SETTINGS: u64 = 4 * 1024 * 1024;
 /// [`agentshim::Provider::settings_files`]) names a path inside one of
 /// `kept` (absolute paths of the entries writable in a session). `dirs`
 /// are the names the state directory goes by (as configured, and
-/// canonical); `home` expands `~`.
+/// canonical); `home` expands `~` and `$HOME`, `var` any other variable.
 pub fn check(
     provider: &agentshim::Provider,
     state_dir: &Path,
     dirs: &[PathBuf],
-    home: &Path,
+    (home, var): (&Path, VarLookup<'_>),
     kept: &[PathBuf],
 ) -> Result<(), AgentError> {
     // Each kept entry under every name of its state directory.
@@ -59,8 +69,12 @@ pub fn check(
                 .unwrap_or_else(|_| vec![text.clone()])
         };
         for s in strings {
-            for path in paths_in(&s, home) {
-                if let Some(entry) = kept.iter().find(|k| path.starts_with(k)) {
+            for path in paths_in(&s, home, var) {
+                let resolved = resolve(&path);
+                if let Some(entry) = kept
+                    .iter()
+                    .find(|k| path.starts_with(k) || resolved.starts_with(k))
+                {
                     return Err(AgentError::NamedCommandWritable {
                         file,
                         command: path,
@@ -123,21 +137,32 @@ fn toml_strings(v: &toml::Value) -> Vec<String> {
     }
 }
 
-/// The paths a command line names: its words (split at blanks, quotes and
-/// shell punctuation) that are absolute or start at the home directory,
-/// normalised lexically (`.` and `..` resolved, no file-system access).
-fn paths_in(command: &str, home: &Path) -> Vec<PathBuf> {
-    let separators = |c: char| c.is_whitespace() || "'\"`;&|()<>=,".contains(c);
-    command
+/// The paths a command line names: its words (quotes dropped, split at
+/// blanks and shell punctuation) that are absolute or start at the home
+/// directory or a variable, normalised lexically (`.` and `..` resolved,
+/// no file-system access).
+fn paths_in(command: &str, home: &Path, var: VarLookup<'_>) -> Vec<PathBuf> {
+    let unquoted: String = command.chars().filter(|c| !"'\"\\".contains(*c)).collect();
+    let separators = |c: char| c.is_whitespace() || "`;&|()<>=,".contains(c);
+    unquoted
         .split(separators)
         .filter_map(|word| {
             let expanded = if let Some(rest) = word.strip_prefix("~/") {
                 home.join(rest)
-            } else if let Some(rest) = word
-                .strip_prefix("$HOME/")
-                .or_else(|| word.strip_prefix("${HOME}/"))
-            {
-                home.join(rest)
+            } else if let Some(rest) = word.strip_prefix('$') {
+                let (name, rest) = match rest.strip_prefix('{') {
+                    Some(braced) => braced.split_once("}/")?,
+                    None => rest.split_once('/')?,
+                };
+                let value = if name == "HOME" {
+                    home.to_path_buf()
+                } else {
+                    PathBuf::from(var(name)?)
+                };
+                if !value.is_absolute() {
+                    return None;
+                }
+                value.join(rest)
             } else if word.starts_with('/') {
                 PathBuf::from(word)
             } else {
@@ -146,6 +171,40 @@ fn paths_in(command: &str, home: &Path) -> Vec<PathBuf> {
             Some(normalise(&expanded))
         })
         .collect()
+}
+
+/// `path` (absolute) with every symbolic link on the way resolved, as
+/// the kernel would (a dangling one included: its target may be created
+/// later); the part that does not exist is kept as written.
+fn resolve(path: &Path) -> PathBuf {
+    let mut todo: std::collections::VecDeque<std::ffi::OsString> = path
+        .components()
+        .map(|c| c.as_os_str().to_os_string())
+        .collect();
+    let mut out = PathBuf::from("/");
+    let mut hops = 0;
+    while let Some(c) = todo.pop_front() {
+        match Path::new(&c).components().next() {
+            Some(Component::RootDir) => out = PathBuf::from("/"),
+            Some(Component::ParentDir) => {
+                out.pop();
+            }
+            Some(Component::Normal(name)) => {
+                let next = out.join(name);
+                match std::fs::read_link(&next) {
+                    Ok(target) if hops < 40 => {
+                        hops += 1;
+                        for t in target.components().rev() {
+                            todo.push_front(t.as_os_str().to_os_string());
+                        }
+                    }
+                    _ => out = next,
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 fn normalise(path: &Path) -> PathBuf {
@@ -170,9 +229,11 @@ mod tests {
     #[test]
     fn words_that_are_paths_are_found() {
         let home = Path::new("/home/u");
+        let var = |v: &str| (v == "CLAUDE_CONFIG_DIR").then(|| "/cfg".into());
         let found = paths_in(
-            "bash ~/.claude/statusline.sh; sh \"$HOME/.claude/projects/x.sh\" --flag=${HOME}/a/../b /usr/bin/env x",
+            "bash ~/.claude/statusline.sh; sh \"$HOME/.claude/projects/x.sh\" --flag=${HOME}/a/../b /usr/bin/env x \"$HOME\"/q '$CLAUDE_CONFIG_DIR'/p $UNSET/z",
             home,
+            &var,
         );
         assert_eq!(
             found,
@@ -180,7 +241,9 @@ mod tests {
                 "/home/u/.claude/statusline.sh",
                 "/home/u/.claude/projects/x.sh",
                 "/home/u/b",
-                "/usr/bin/env"
+                "/usr/bin/env",
+                "/home/u/q",
+                "/cfg/p"
             ]
             .map(PathBuf::from)
         );
@@ -194,13 +257,28 @@ mod tests {
         std::fs::create_dir_all(state.join("projects")).unwrap();
         let kept = vec![state.join("projects"), state.join("history.jsonl")];
         let claude = agentshim::Provider::Claude;
+        let none = |_: &str| None;
         let write = |text: &str| std::fs::write(state.join("settings.json"), text).unwrap();
         write(r#"{"statusLine":{"type":"command","command":"bash ~/.claude/statusline.sh"}}"#);
-        check(&claude, &state, std::slice::from_ref(&state), home, &kept).unwrap();
+        check(
+            &claude,
+            &state,
+            std::slice::from_ref(&state),
+            (home, &none),
+            &kept,
+        )
+        .unwrap();
         write(
             r#"{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"sh ~/.claude/projects/../projects/x.sh"}]}]}}"#,
         );
-        let err = check(&claude, &state, std::slice::from_ref(&state), home, &kept).unwrap_err();
+        let err = check(
+            &claude,
+            &state,
+            std::slice::from_ref(&state),
+            (home, &none),
+            &kept,
+        )
+        .unwrap_err();
         assert!(
             matches!(&err, AgentError::NamedCommandWritable { entry, .. } if *entry == state.join("projects")),
             "{err}"
@@ -208,7 +286,13 @@ mod tests {
         // Not JSON (comments): the whole text is read as a command line.
         write("{ // a comment\n \"statusLine\": \"~/.claude/projects/s.sh\" }");
         assert!(matches!(
-            check(&claude, &state, std::slice::from_ref(&state), home, &kept),
+            check(
+                &claude,
+                &state,
+                std::slice::from_ref(&state),
+                (home, &none),
+                &kept
+            ),
             Err(AgentError::NamedCommandWritable { .. })
         ));
         let codex = agentshim::Provider::Codex;
@@ -220,7 +304,46 @@ mod tests {
         )
         .unwrap();
         let kept = vec![PathBuf::from("/home/x/.codex/sessions")];
-        let err = check(&codex, &codex_dir, &[], home, &kept).unwrap_err();
+        let err = check(&codex, &codex_dir, &[], (home, &none), &kept).unwrap_err();
         assert!(err.to_string().contains("n.py"), "{err}");
+    }
+
+    /// Quoting, another variable or a symbolic link does not hide a
+    /// command that lies in a kept entry.
+    #[test]
+    fn quotes_variables_and_links_do_not_hide_a_kept_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        let state = home.join(".claude");
+        std::fs::create_dir_all(state.join("projects")).unwrap();
+        std::fs::create_dir_all(home.join("bin")).unwrap();
+        std::os::unix::fs::symlink(state.join("projects"), home.join("bin/hooks")).unwrap();
+        std::os::unix::fs::symlink("projects/s.sh", state.join("statusline.sh")).unwrap();
+        let kept = vec![state.join("projects")];
+        let claude = agentshim::Provider::Claude;
+        let cfg = state.clone();
+        let var = move |v: &str| (v == "CLAUDE_CONFIG_DIR").then(|| cfg.clone().into());
+        for command in [
+            "bash \"$HOME\"/.claude/projects/x.sh",
+            "sh ~/'.claude/projects'/x.sh",
+            "sh ${CLAUDE_CONFIG_DIR}/projects/x.sh",
+            "sh ~/bin/hooks/x.sh",
+            "bash ~/.claude/statusline.sh",
+        ] {
+            let settings =
+                serde_json::json!({"statusLine": {"type": "command", "command": command}});
+            std::fs::write(state.join("settings.json"), settings.to_string()).unwrap();
+            let got = check(
+                &claude,
+                &state,
+                std::slice::from_ref(&state),
+                (home, &var),
+                &kept,
+            );
+            assert!(
+                matches!(got, Err(AgentError::NamedCommandWritable { .. })),
+                "{command}: {got:?}"
+            );
+        }
     }
 }

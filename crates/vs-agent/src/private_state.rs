@@ -12,10 +12,15 @@
 //! following a symlink, each at most [`MAX_RETURN_FILE_BYTES`], written
 //! beneath descriptors opened with no symlink on the way, atomically (a
 //! temporary file renamed over the old one), never over anything but a
-//! regular file. An append-only log (`*.jsonl`) gets what the session
-//! appended, so lines the user's own CLI wrote meanwhile stay. Everything
-//! else the session wrote (configuration, skills, shell snapshots, PATH
-//! aliases, databases, new files) goes with the copy.
+//! regular file, at most [`MAX_RETURN_BYTES`] in all. An append-only log
+//! (`*.jsonl`: the history, the thread index, each rollout) only ever
+//! grows in the user's directory: it gets what the session appended after
+//! the last line it was seeded with, so lines the user's own CLI wrote
+//! meanwhile stay, and a session that rewrote or emptied it changes
+//! nothing of what was there. Below a kept directory any other file is
+//! only created, never written over one of the user's. Everything else the session wrote
+//! (configuration, skills, shell snapshots, PATH aliases, databases, new
+//! files) goes with the copy.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -36,8 +41,14 @@ pub const MAX_SEED_ENTRIES: usize = 100_000;
 const MAX_DEPTH: usize = 32;
 /// The largest file that goes back to the user's directory.
 pub const MAX_RETURN_FILE_BYTES: u64 = 256 << 20;
-/// The most files that go back after one session.
+/// The most files (and directories) that go back after one session.
 pub const MAX_RETURN_FILES: usize = 20_000;
+/// The most bytes that go back after one session (a sparse file in the
+/// copy costs the agent nothing, and is written whole to the user's).
+pub const MAX_RETURN_BYTES: u64 = 1 << 30;
+/// The longest last line of a seeded log remembered to find where the
+/// session's appended lines start.
+const MAX_LAST_LINE: usize = 64 * 1024;
 
 /// A session's private copy of one state directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,9 +57,10 @@ pub struct PrivateStateDir {
     pub user: PathBuf,
     /// The copy, inside the session directory.
     pub copy: PathBuf,
-    /// Each top-level kept file right after seeding: its length (an
-    /// append-only `*.jsonl` log) or its content (any other).
-    seeded: BTreeMap<String, Seeded>,
+    /// Each kept file right after seeding, by its path relative to the
+    /// copy: an append-only `*.jsonl` log (at any depth) as where it
+    /// ended, any other top-level file by its content.
+    seeded: BTreeMap<PathBuf, Seeded>,
 }
 
 impl PrivateStateDir {
@@ -81,16 +93,16 @@ impl PrivateStateDir {
             );
         }
         let mut seeded = BTreeMap::new();
-        for kept in provider.kept_entries().iter().filter(|k| !k.is_dir) {
-            let path = copy.join(kept.name);
-            if kept.name.ends_with(".jsonl") {
-                if let Ok(meta) = std::fs::symlink_metadata(&path)
-                    && meta.is_file()
-                {
-                    seeded.insert(kept.name.to_owned(), Seeded::Len(meta.len()));
+        for kept in provider.kept_entries() {
+            let rel = Path::new(kept.name);
+            if kept.is_dir {
+                seed_logs(copy, rel, 0, &mut seeded);
+            } else if kept.name.ends_with(".jsonl") {
+                if let Some(end) = LogEnd::of(&copy.join(rel)) {
+                    seeded.insert(rel.to_path_buf(), Seeded::Log(end));
                 }
-            } else if let Ok(Some(content)) = read_bounded(&path, MAX_RETURN_FILE_BYTES) {
-                seeded.insert(kept.name.to_owned(), Seeded::Content(content));
+            } else if let Ok(Some(content)) = read_bounded(&copy.join(rel), MAX_RETURN_FILE_BYTES) {
+                seeded.insert(rel.to_path_buf(), Seeded::Content(content));
             }
         }
         Ok(Self {
@@ -118,40 +130,265 @@ impl PrivateStateDir {
                 return;
             }
         };
-        let mut files = MAX_RETURN_FILES;
+        self.return_within(
+            provider,
+            ReturnBudget {
+                entries: MAX_RETURN_FILES,
+                bytes: MAX_RETURN_BYTES,
+                rewritten: 0,
+            },
+            (&copy, &user),
+        );
+    }
+
+    fn return_within(
+        &self,
+        provider: &agentshim::Provider,
+        mut budget: ReturnBudget,
+        (copy, user): (&OwnedFd, &OwnedFd),
+    ) {
         for kept in provider.kept_entries() {
+            let rel = Path::new(kept.name);
             let done = if kept.is_dir {
-                return_dir(&copy, &user, kept.name, 0, &mut files)
+                self.return_dir(copy, user, rel, 0, &mut budget)
             } else {
-                self.return_file(&copy, &user, kept.name)
+                self.return_file(copy, user, rel, &mut budget)
             };
             if let Err(e) = done {
                 tracing::warn!(path = %self.user.join(kept.name).display(), "the session's copy did not go back: {e}");
             }
         }
+        if budget.rewritten > 0 {
+            tracing::warn!(
+                path = %self.user.display(),
+                logs = budget.rewritten,
+                "the session rewrote logs it was seeded with (not only appended to them): yours are left as they are"
+            );
+        }
     }
 
-    fn return_file(&self, copy: &OwnedFd, user: &OwnedFd, name: &str) -> std::io::Result<()> {
-        let Some(content) = read_at(copy, name)? else {
+    /// The file `rel` (its last component beneath `copy`) into the same
+    /// name beneath `user`.
+    fn return_file(
+        &self,
+        copy: &OwnedFd,
+        user: &OwnedFd,
+        rel: &Path,
+        budget: &mut ReturnBudget,
+    ) -> std::io::Result<()> {
+        let Some(name) = rel.file_name().and_then(|n| n.to_str()) else {
             return Ok(());
         };
-        match self.seeded.get(name) {
+        budget.take_entry()?;
+        let Some(content) = read_copy(copy, name, budget.bytes)? else {
+            return Ok(());
+        };
+        let log = name.ends_with(".jsonl");
+        let top = rel.parent() == Some(Path::new(""));
+        let sent = match self.seeded.get(rel) {
             // Unchanged in the session: the user's stays as it is now.
-            Some(Seeded::Content(seeded)) if *seeded == content => Ok(()),
-            Some(Seeded::Len(seeded)) if content.len() as u64 >= *seeded => {
-                let tail = content.get(*seeded as usize..).unwrap_or_default();
-                append(user, name, tail)
+            Some(Seeded::Content(seeded)) if *seeded == content => 0,
+            Some(Seeded::Log(end)) => match end.appended(&content) {
+                Some(tail) => append(user, name, tail)?,
+                None => {
+                    budget.rewritten += 1;
+                    0
+                }
+            },
+            // A log the session started at the top (history, index) is
+            // shared: it gets appended.
+            None if log && top => append(user, name, &content)?,
+            // Below a kept directory (a rollout, anything else) a file is
+            // only created: one of the user's is never written over.
+            _ if !top => match create(user, name, &content)? {
+                Some(sent) => sent,
+                None => {
+                    if read_at(user, name).ok().flatten().as_deref() != Some(&content[..]) {
+                        budget.rewritten += 1;
+                    }
+                    0
+                }
+            },
+            _ if read_at(user, name).ok().flatten().as_deref() == Some(&content[..]) => 0,
+            _ => replace(user, name, &content)?,
+        };
+        budget.bytes = budget.bytes.saturating_sub(sent);
+        Ok(())
+    }
+
+    /// Each regular file below `rel` (its last component beneath `src`,
+    /// the copy) into the same name beneath `parent` (the user's side),
+    /// recursively; both sides walked from descriptors with no symlink
+    /// followed.
+    fn return_dir(
+        &self,
+        src: &OwnedFd,
+        parent: &OwnedFd,
+        rel: &Path,
+        depth: usize,
+        budget: &mut ReturnBudget,
+    ) -> std::io::Result<()> {
+        let Some(name) = rel.file_name().and_then(|n| n.to_str()) else {
+            return Ok(());
+        };
+        if depth > MAX_DEPTH {
+            return Ok(());
+        }
+        let from = match open_dir(Some(src), Path::new(name)) {
+            Ok(fd) => fd,
+            Err(e)
+                if e.raw_os_error() == Some(rustix::io::Errno::NOENT.raw_os_error())
+                    || e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error())
+                    || e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) =>
+            {
+                return Ok(());
             }
-            None if name.ends_with(".jsonl") => append(user, name, &content),
-            _ => replace(user, name, &content),
+            Err(e) => return Err(e),
+        };
+        budget.take_entry()?;
+        match rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let dir = open_dir(Some(parent), Path::new(name))?;
+        let mut names = Vec::new();
+        for entry in rustix::fs::Dir::read_from(&from)? {
+            let entry = entry?;
+            let Ok(child) = entry.file_name().to_str() else {
+                continue;
+            };
+            if child == "." || child == ".." {
+                continue;
+            }
+            if names.len() >= budget.entries {
+                break;
+            }
+            names.push((child.to_owned(), entry.file_type()));
+        }
+        for (child, ft) in names {
+            let rel = rel.join(&child);
+            let done = if ft == rustix::fs::FileType::Directory {
+                self.return_dir(&from, &dir, &rel, depth + 1, budget)
+            } else if ft == rustix::fs::FileType::RegularFile {
+                self.return_file(&from, &dir, &rel, budget)
+            } else {
+                Ok(())
+            };
+            match done {
+                Err(e) if budget.spent() => return Err(e),
+                Err(e) => {
+                    tracing::warn!(path = %self.user.join(&rel).display(), "the session's copy did not go back: {e}");
+                }
+                Ok(()) => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What may still go back after one session.
+struct ReturnBudget {
+    entries: usize,
+    bytes: u64,
+    /// Logs the session rewrote (not only appended to): left alone.
+    rewritten: usize,
+}
+
+impl ReturnBudget {
+    fn take_entry(&mut self) -> std::io::Result<()> {
+        if self.entries == 0 {
+            return Err(std::io::Error::other(format!(
+                "more than {MAX_RETURN_FILES} files and directories to return; the rest stays in the copy"
+            )));
+        }
+        self.entries -= 1;
+        Ok(())
+    }
+
+    fn spent(&self) -> bool {
+        self.entries == 0 || self.bytes == 0
+    }
+}
+
+/// Where a seeded log ended: its length and its last line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LogEnd {
+    len: usize,
+    last_line: Vec<u8>,
+}
+
+impl LogEnd {
+    /// The end of the regular file at `path` (our own fresh copy);
+    /// `None` when missing or not a regular file.
+    fn of(path: &Path) -> Option<Self> {
+        let content = read_bounded(path, MAX_RETURN_FILE_BYTES).ok()??;
+        let body = content.strip_suffix(b"\n").unwrap_or(&content);
+        let start = body.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        // A longer line is remembered by its end: only the plain
+        // "appended after the end" case then finds it.
+        let start = start.max(content.len().saturating_sub(MAX_LAST_LINE));
+        Some(Self {
+            len: content.len(),
+            last_line: content[start..].to_vec(),
+        })
+    }
+
+    /// What `now` holds after the seeded content: the bytes past its end
+    /// when the session only appended, else past the first whole line
+    /// equal to the seeded last line (the CLI trimmed its oldest lines);
+    /// `None` when the seeded last line is gone (the session rewrote it).
+    fn appended<'a>(&self, now: &'a [u8]) -> Option<&'a [u8]> {
+        if self.len == 0 {
+            return Some(now);
+        }
+        let last = &self.last_line[..];
+        if now.len() >= self.len && now[..self.len].ends_with(last) {
+            return Some(&now[self.len..]);
+        }
+        let mut start = 0;
+        while start < now.len() {
+            let end = now[start..]
+                .iter()
+                .position(|b| *b == b'\n')
+                .map_or(now.len(), |i| start + i + 1);
+            if &now[start..end] == last {
+                return Some(&now[end..]);
+            }
+            start = end;
+        }
+        None
+    }
+}
+
+/// Records where each regular `*.jsonl` below `rel` in `copy` (our own
+/// fresh copy) ends.
+fn seed_logs(copy: &Path, rel: &Path, depth: usize, seeded: &mut BTreeMap<PathBuf, Seeded>) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(copy.join(rel)) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(ft) = entry.file_type() else {
+            continue;
+        };
+        let rel = rel.join(entry.file_name());
+        if ft.is_dir() {
+            seed_logs(copy, &rel, depth + 1, seeded);
+        } else if ft.is_file()
+            && rel.extension() == Some(std::ffi::OsStr::new("jsonl"))
+            && let Some(end) = LogEnd::of(&copy.join(&rel))
+        {
+            seeded.insert(rel, Seeded::Log(end));
         }
     }
 }
 
-/// A top-level kept file as seeded.
+/// A kept file as seeded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Seeded {
-    Len(u64),
+    Log(LogEnd),
     Content(Vec<u8>),
 }
 
@@ -203,11 +440,22 @@ fn copy_tree(src: &Path, dst: &Path, depth: usize, budget: &mut Budget) -> std::
                 budget.skipped += 1;
                 continue;
             }
-            let Ok(Some(content)) = read_bounded(&from, budget.bytes) else {
+            // Streamed, never whole in memory (a rollout may be large).
+            let src = match rustix::fs::open(
+                &from,
+                OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+                Mode::empty(),
+            ) {
+                Ok(fd) => std::fs::File::from(fd),
+                Err(_) => {
+                    budget.skipped += 1;
+                    continue;
+                }
+            };
+            if !src.metadata().is_ok_and(|m| m.is_file()) {
                 budget.skipped += 1;
                 continue;
-            };
-            budget.bytes -= content.len() as u64;
+            }
             // The user's permission bits (a skill's script stays
             // executable), never set-id bits.
             let mut f = std::fs::OpenOptions::new()
@@ -215,7 +463,8 @@ fn copy_tree(src: &Path, dst: &Path, depth: usize, budget: &mut Budget) -> std::
                 .create_new(true)
                 .mode(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777)
                 .open(&to)?;
-            f.write_all(&content)?;
+            let copied = std::io::copy(&mut src.take(budget.bytes), &mut f)?;
+            budget.bytes -= copied;
         }
     }
     Ok(())
@@ -227,66 +476,6 @@ fn copy_tree(src: &Path, dst: &Path, depth: usize, budget: &mut Budget) -> std::
 fn skipped_at_top(name: &std::ffi::OsStr) -> bool {
     let name = name.to_string_lossy();
     name == "log" || (name.starts_with("logs_") && name.contains(".sqlite"))
-}
-
-/// Each regular file below `name` beneath `src` (the copy) into `name`
-/// beneath `parent` (the user's side), recursively; both sides walked
-/// from descriptors with no symlink followed.
-fn return_dir(
-    src: &OwnedFd,
-    parent: &OwnedFd,
-    name: &str,
-    depth: usize,
-    files: &mut usize,
-) -> std::io::Result<()> {
-    if depth > MAX_DEPTH {
-        return Ok(());
-    }
-    let from = match open_dir(Some(src), Path::new(name)) {
-        Ok(fd) => fd,
-        Err(e)
-            if e.raw_os_error() == Some(rustix::io::Errno::NOENT.raw_os_error())
-                || e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error())
-                || e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) =>
-        {
-            return Ok(());
-        }
-        Err(e) => return Err(e),
-    };
-    match rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700)) {
-        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-        Err(e) => return Err(e.into()),
-    }
-    let dir = open_dir(Some(parent), Path::new(name))?;
-    let mut names = Vec::new();
-    for entry in rustix::fs::Dir::read_from(&from)? {
-        let entry = entry?;
-        let Ok(child) = entry.file_name().to_str() else {
-            continue;
-        };
-        if child == "." || child == ".." {
-            continue;
-        }
-        names.push((child.to_owned(), entry.file_type()));
-    }
-    for (child, ft) in names {
-        if ft == rustix::fs::FileType::Directory {
-            return_dir(&from, &dir, &child, depth + 1, files)?;
-        } else if ft == rustix::fs::FileType::RegularFile {
-            if *files == 0 {
-                return Err(std::io::Error::other(format!(
-                    "more than {MAX_RETURN_FILES} files to return; the rest stays in the copy"
-                )));
-            }
-            *files -= 1;
-            if let Some(content) = read_at(&from, &child)?
-                && read_at(&dir, &child).ok().flatten().as_deref() != Some(&content[..])
-            {
-                replace(&dir, &child, &content)?;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Opens a directory beneath `parent` (or absolute) with no symlink on
@@ -328,6 +517,31 @@ fn read_at(dir: &OwnedFd, name: &str) -> std::io::Result<Option<Vec<u8>>> {
     read_fd(fd, MAX_RETURN_FILE_BYTES)
 }
 
+/// A regular file of the session's copy beneath `dir`, read as
+/// [`read_at`] does, at most `max` bytes; `None` also when it has another
+/// hard link (the agent linked a file it may not read into the copy: its
+/// content must not reach the user's directory, where the next session's
+/// seed would hand it over).
+fn read_copy(dir: &OwnedFd, name: &str, max: u64) -> std::io::Result<Option<Vec<u8>>> {
+    let fd = match rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT | rustix::io::Errno::LOOP) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let st = rustix::fs::fstat(&fd)?;
+    if st.st_nlink > 1 {
+        return Err(std::io::Error::other(
+            "has more than one hard link in the session's copy: left out",
+        ));
+    }
+    read_fd(fd, max.min(MAX_RETURN_FILE_BYTES))
+}
+
 fn read_fd(fd: OwnedFd, max: u64) -> std::io::Result<Option<Vec<u8>>> {
     let file = std::fs::File::from(fd);
     let meta = file.metadata()?;
@@ -364,7 +578,7 @@ fn replaceable(dir: &OwnedFd, name: &str) -> std::io::Result<bool> {
 
 /// Writes `content` as `name` beneath `dir`: a fresh temporary file,
 /// synced, renamed over the old one.
-fn replace(dir: &OwnedFd, name: &str, content: &[u8]) -> std::io::Result<()> {
+fn replace(dir: &OwnedFd, name: &str, content: &[u8]) -> std::io::Result<u64> {
     if !replaceable(dir, name)? {
         return Err(std::io::Error::other(format!(
             "{name} is not a regular file in your directory: left alone"
@@ -385,14 +599,33 @@ fn replace(dir: &OwnedFd, name: &str, content: &[u8]) -> std::io::Result<()> {
     if renamed.is_err() {
         let _ = rustix::fs::unlinkat(dir, tmp.as_str(), AtFlags::empty());
     }
-    renamed
+    renamed.map(|()| content.len() as u64)
+}
+
+/// Writes `content` as a new file `name` beneath `dir`; one that exists
+/// (the user's own, maybe not seeded) is left alone (`None`).
+fn create(dir: &OwnedFd, name: &str, content: &[u8]) -> std::io::Result<Option<u64>> {
+    let fd = match rustix::fs::openat(
+        dir,
+        name,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::EXIST) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let mut file = std::fs::File::from(fd);
+    file.write_all(content)?;
+    file.sync_all()?;
+    Ok(Some(content.len() as u64))
 }
 
 /// Appends `tail` to `name` beneath `dir` (created, mode 0600, when
 /// missing), which must be a regular file.
-fn append(dir: &OwnedFd, name: &str, tail: &[u8]) -> std::io::Result<()> {
+fn append(dir: &OwnedFd, name: &str, tail: &[u8]) -> std::io::Result<u64> {
     if tail.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
     let fd = rustix::fs::openat(
         dir,
@@ -412,7 +645,8 @@ fn append(dir: &OwnedFd, name: &str, tail: &[u8]) -> std::io::Result<()> {
         )));
     }
     file.write_all(tail)?;
-    file.sync_all()
+    file.sync_all()?;
+    Ok(tail.len() as u64)
 }
 
 #[cfg(test)]
@@ -496,5 +730,84 @@ mod tests {
             "{\"t\":2}"
         );
         assert!(!user.join("sessions/2026/link").exists());
+    }
+
+    /// The logs only ever grow in the user's directory: a session that
+    /// empties or rewrites one (or an old rollout) changes nothing of what
+    /// was there; one that appends, or that trimmed the oldest lines as
+    /// the CLI does past `history.max_bytes`, adds its own lines only.
+    #[test]
+    fn logs_only_grow_in_the_users_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let user = tmp.path().join("codex");
+        std::fs::create_dir_all(user.join("sessions/2026")).unwrap();
+        std::fs::write(user.join("history.jsonl"), "h1\nh2\nh3\n").unwrap();
+        std::fs::write(user.join("session_index.jsonl"), "i1\ni2\n").unwrap();
+        std::fs::write(user.join("sessions/2026/old.jsonl"), "o1\no2\n").unwrap();
+        std::fs::write(user.join("sessions/2026/grown.jsonl"), "g1\n").unwrap();
+        std::fs::write(user.join("sessions/2026/notes.txt"), "mine\n").unwrap();
+        let copy = tmp.path().join("copy");
+        let p = agentshim::Provider::Codex;
+        let dir = PrivateStateDir::seed(&p, &user, &copy).unwrap();
+        // The CLI trimmed the oldest history line and appended one.
+        std::fs::write(copy.join("history.jsonl"), "h2\nh3\nh4\n").unwrap();
+        // The agent emptied the index, rewrote an old rollout, and a
+        // resumed thread appended to another.
+        std::fs::write(copy.join("session_index.jsonl"), "forged\n").unwrap();
+        std::fs::write(copy.join("sessions/2026/old.jsonl"), "evil\n").unwrap();
+        std::fs::write(copy.join("sessions/2026/grown.jsonl"), "g1\ng2\n").unwrap();
+        std::fs::write(copy.join("sessions/2026/notes.txt"), "evil\n").unwrap();
+        std::fs::write(copy.join("sessions/2026/new.txt"), "new\n").unwrap();
+        // A rollout the user's CLI wrote meanwhile under a name the
+        // session also used is not clobbered.
+        std::fs::write(user.join("sessions/2026/mine.jsonl"), "mine\n").unwrap();
+        std::fs::write(copy.join("sessions/2026/mine.jsonl"), "theirs\n").unwrap();
+        dir.return_kept(&p);
+        let read = |rel: &str| std::fs::read_to_string(user.join(rel)).unwrap();
+        assert_eq!(read("history.jsonl"), "h1\nh2\nh3\nh4\n");
+        assert_eq!(read("session_index.jsonl"), "i1\ni2\n");
+        assert_eq!(read("sessions/2026/old.jsonl"), "o1\no2\n");
+        assert_eq!(read("sessions/2026/grown.jsonl"), "g1\ng2\n");
+        assert_eq!(read("sessions/2026/mine.jsonl"), "mine\n");
+        assert_eq!(read("sessions/2026/notes.txt"), "mine\n");
+        assert_eq!(read("sessions/2026/new.txt"), "new\n");
+    }
+
+    /// What goes back is bounded in bytes (a sparse file costs the agent
+    /// nothing) and never carries a file the agent hard-linked into the
+    /// copy.
+    #[test]
+    fn returns_are_bounded_and_never_a_hard_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let user = tmp.path().join("codex");
+        std::fs::create_dir_all(&user).unwrap();
+        let copy = tmp.path().join("copy");
+        let p = agentshim::Provider::Codex;
+        let dir = PrivateStateDir::seed(&p, &user, &copy).unwrap();
+        let secret = tmp.path().join("secret");
+        std::fs::write(&secret, "SECRET").unwrap();
+        std::fs::create_dir_all(copy.join("sessions/x")).unwrap();
+        std::fs::hard_link(&secret, copy.join("sessions/x/linked.jsonl")).unwrap();
+        std::fs::File::create(copy.join("sessions/x/sparse.jsonl"))
+            .unwrap()
+            .set_len(4096)
+            .unwrap();
+        std::fs::write(copy.join("sessions/x/small.jsonl"), "ok\n").unwrap();
+        let fd = |p: &Path| open_dir(None, p).unwrap();
+        dir.return_within(
+            &p,
+            ReturnBudget {
+                entries: 100,
+                bytes: 1024,
+                rewritten: 0,
+            },
+            (&fd(&copy), &fd(&user)),
+        );
+        assert!(!user.join("sessions/x/linked.jsonl").exists());
+        assert!(!user.join("sessions/x/sparse.jsonl").exists());
+        assert_eq!(
+            std::fs::read_to_string(user.join("sessions/x/small.jsonl")).unwrap(),
+            "ok\n"
+        );
     }
 }

@@ -129,7 +129,7 @@ pub fn prepare_state_paths(
         let path = path.to_path_buf();
         move |source| AgentError::State { path, source }
     };
-    for sp in provider.resolve_state_paths(home, var) {
+    for sp in provider.resolve_state_paths(home, &var) {
         let made = if sp.is_dir {
             std::fs::create_dir_all(&sp.path)
         } else if std::fs::symlink_metadata(&sp.path).is_err() {
@@ -205,7 +205,13 @@ pub fn prepare_state_paths(
             .filter(|w| w.starts_with(&dir))
             .cloned()
             .collect();
-        crate::named_commands::check(provider, &dir, std::slice::from_ref(&sp.path), home, &kept)?;
+        crate::named_commands::check(
+            provider,
+            &dir,
+            std::slice::from_ref(&sp.path),
+            (home, &var),
+            &kept,
+        )?;
         if provider.private_state_var().is_some() {
             // Nothing of the user's directory is writable: the session
             // works on a copy, and only the kept entries go back.
