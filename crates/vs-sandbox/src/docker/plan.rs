@@ -444,7 +444,9 @@ impl DockerPlan {
                 "no-new-privileges".to_owned(),
                 format!("seccomp={}", crate::syscall_rules::docker_seccomp_profile()),
             ],
-            network_mode: if options.network && egress.is_none() {
+            // An allow-list is never the open network: without the command
+            // server to forward it, the container gets no network at all.
+            network_mode: if options.network && options.egress.is_none() {
                 "bridge"
             } else {
                 "none"
@@ -554,6 +556,9 @@ pub fn docker_report(policy: &ResolvedPolicy, options: &DockerOptions) -> Enforc
             )
         },
         match (&options.egress, options.network) {
+            (Some(_), true) if options.command_server.is_none() => {
+                "network: none (an allow-list needs the command server as its forwarder, and none was given)".to_owned()
+            }
             (Some(door), true) => format!(
                 "network: none; the one door out is vibesys's proxy (its socket mounted in; the container's loopback listener at 127.0.0.1:{}, named by HTTPS_PROXY, HTTP_PROXY and ALL_PROXY, is handed to it by the static vibesys and accepted from outside), admitting only {}",
                 crate::egress::INSIDE_PORT,
@@ -681,6 +686,43 @@ mod tests {
         assert_eq!(plan.execute_via, "command-server");
         let report = docker_report(&policy, &opts);
         assert!(report.hardening.iter().any(|h| h.contains("non-dumpable")));
+    }
+
+    /// An allow-list the plan cannot give its door (no command server to
+    /// forward it) closes the network rather than opening it.
+    #[test]
+    fn an_allow_list_without_a_forwarder_closes_the_network() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let policy = ProjectPathPolicy::empty().resolve(&ws).unwrap();
+        let mut opts = DockerOptions::new(pin(), "r1", "/usr/bin/vibesys");
+        opts.network = true;
+        opts.egress = Some(crate::egress::EgressDoor {
+            allow: crate::egress::AllowList::parse(["pypi.org"]).unwrap(),
+            socket: "/run/user/0/vibesys-egress-1/egress.sock".into(),
+        });
+        let plan = DockerPlan::new(&policy, &opts);
+        assert_eq!(plan.network_mode, "none");
+        assert!(
+            !plan
+                .mounts
+                .iter()
+                .any(|m| m.target == Path::new(crate::egress::INSIDE_SOCKET))
+        );
+        let report = docker_report(&policy, &opts);
+        assert!(
+            report
+                .hardening
+                .iter()
+                .any(|h| h.starts_with("network: none (an allow-list needs")),
+            "{:?}",
+            report.hardening
+        );
+        // With the server: the door, still no bridge.
+        opts.command_server = Some(PathBuf::from("/opt/vibesys-static"));
+        let plan = DockerPlan::new(&policy, &opts);
+        assert_eq!(plan.network_mode, "none");
+        assert_eq!(plan.lifeline[1], crate::helper::Helper::EGRESS_FORWARD);
     }
 
     #[test]

@@ -10,9 +10,10 @@
 //! Every refusal is recorded ([`Denials`]).
 //!
 //! Bounded: at most [`MAX_CONNECTIONS`] connections at once, a request
-//! head of at most [`MAX_HEAD`] bytes read within [`HEAD_TIMEOUT`], a
-//! connect within [`CONNECT_TIMEOUT`], and copy buffers of
-//! [`COPY_BUFFER`] bytes each way.
+//! (HTTP head or SOCKS5 greeting and request) of at most [`MAX_HEAD`]
+//! bytes, all of it within [`HEAD_TIMEOUT`] of the connection, a connect
+//! within [`CONNECT_TIMEOUT`], copy buffers of [`COPY_BUFFER`] bytes each
+//! way, and a refused host recorded in at most [`MAX_SHOWN_HOST`] bytes.
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -31,7 +32,8 @@ use super::allow::{AllowList, Host, is_local_address};
 pub const MAX_CONNECTIONS: usize = 256;
 /// The largest HTTP request head read.
 pub const MAX_HEAD: usize = 16 * 1024;
-/// How long a client has to send its request head.
+/// How long a client has to send its whole request (a client sending
+/// one byte at a time holds a slot no longer).
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a connect to an admitted host may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -42,6 +44,9 @@ pub const MAX_KEPT_DENIALS: usize = 10_000;
 /// Listeners served by one proxy (a sandbox hands over one; more are
 /// closed).
 pub const MAX_LISTENERS: usize = 16;
+/// The most bytes of a refused host kept in a [`Denial`] (a DNS name has
+/// at most 253; a client may send 16 KiB of anything).
+pub const MAX_SHOWN_HOST: usize = 255;
 
 /// One refused connection.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -69,8 +74,22 @@ pub struct Denials {
     total: u64,
 }
 
+/// `host` as a record keeps it: at most [`MAX_SHOWN_HOST`] bytes, cut
+/// on a character boundary and marked when cut.
+fn shown_host(host: &str) -> String {
+    if host.len() <= MAX_SHOWN_HOST {
+        return host.to_owned();
+    }
+    let mut end = MAX_SHOWN_HOST;
+    while !host.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &host[..end])
+}
+
 impl Denials {
-    fn record(&mut self, denial: Denial) {
+    fn record(&mut self, mut denial: Denial) {
+        denial.host = shown_host(&denial.host);
         self.total += 1;
         if let Some(log) = &mut self.log
             && let Ok(mut line) = serde_json::to_vec(&denial)
@@ -154,6 +173,7 @@ impl EgressProxy {
             allow,
             denials: denials.clone(),
             slots: tokio::sync::Semaphore::new(MAX_CONNECTIONS),
+            head_timeout: HEAD_TIMEOUT,
         });
         let thread = std::thread::Builder::new()
             .name("vibesys-egress".into())
@@ -232,6 +252,8 @@ struct Shared {
     allow: AllowList,
     denials: Arc<Mutex<Denials>>,
     slots: tokio::sync::Semaphore,
+    /// [`HEAD_TIMEOUT`] (shorter in tests).
+    head_timeout: Duration,
 }
 
 /// Receives the listeners sandboxes hand over and serves each (at most
@@ -302,17 +324,19 @@ struct Refused {
 }
 
 async fn handle(mut client: TcpStream, state: &Shared) -> std::io::Result<()> {
+    // One deadline for the whole request, however it is dribbled.
+    let deadline = tokio::time::Instant::now() + state.head_timeout;
     let mut first = [0u8; 1];
-    let n = tokio::time::timeout(HEAD_TIMEOUT, client.read(&mut first))
+    let n = tokio::time::timeout_at(deadline, client.read(&mut first))
         .await
         .map_err(|_| std::io::ErrorKind::TimedOut)??;
     if n == 0 {
         return Ok(());
     }
     if first[0] == 5 {
-        socks5(client, state).await
+        socks5(client, state, deadline).await
     } else {
-        http(client, first[0], state).await
+        http(client, first[0], state, deadline).await
     }
 }
 
@@ -397,13 +421,50 @@ async fn splice(mut a: impl AsyncRead + AsyncWrite + Unpin, mut b: TcpStream) {
         tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, COPY_BUFFER, COPY_BUFFER).await;
 }
 
-async fn http(mut client: TcpStream, first: u8, state: &Shared) -> std::io::Result<()> {
+/// An HTTP request head as read: complete (the bytes read and where the
+/// head ends), or the client gave up or sent too much.
+enum Head {
+    Complete(Vec<u8>, usize),
+    Closed,
+    TooLarge,
+}
+
+/// Reads a request head that starts with `first`, up to [`MAX_HEAD`]
+/// bytes (no deadline here: the caller's covers the whole head).
+async fn read_head(client: &mut TcpStream, first: u8) -> std::io::Result<Head> {
     let mut buf = vec![first];
-    let head_end = loop {
-        if let Some(end) = find_head_end(&buf) {
-            break end;
+    let mut searched = 0;
+    loop {
+        // Only the new bytes (and three before them) can end the head.
+        if let Some(end) = find_head_end(&buf[searched..]) {
+            return Ok(Head::Complete(buf, searched + end));
         }
+        searched = buf.len().saturating_sub(3);
         if buf.len() >= MAX_HEAD {
+            return Ok(Head::TooLarge);
+        }
+        let mut chunk = [0u8; 4096];
+        let n = client.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(Head::Closed);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+async fn http(
+    mut client: TcpStream,
+    first: u8,
+    state: &Shared,
+    deadline: tokio::time::Instant,
+) -> std::io::Result<()> {
+    let head = tokio::time::timeout_at(deadline, read_head(&mut client, first))
+        .await
+        .map_err(|_| std::io::ErrorKind::TimedOut)??;
+    let (buf, head_end) = match head {
+        Head::Complete(buf, end) => (buf, end),
+        Head::Closed => return Ok(()),
+        Head::TooLarge => {
             return respond(
                 &mut client,
                 "431 Request Header Fields Too Large",
@@ -411,14 +472,6 @@ async fn http(mut client: TcpStream, first: u8, state: &Shared) -> std::io::Resu
             )
             .await;
         }
-        let mut chunk = [0u8; 4096];
-        let n = tokio::time::timeout(HEAD_TIMEOUT, client.read(&mut chunk))
-            .await
-            .map_err(|_| std::io::ErrorKind::TimedOut)??;
-        if n == 0 {
-            return Ok(());
-        }
-        buf.extend_from_slice(&chunk[..n]);
     };
     let mut headers = [httparse::EMPTY_HEADER; 100];
     let mut req = httparse::Request::new(&mut headers);
@@ -558,9 +611,13 @@ async fn refused(client: &mut TcpStream, r: &Refused) -> std::io::Result<()> {
 }
 
 /// SOCKS5 (RFC 1928), no authentication, CONNECT only.
-async fn socks5(mut client: TcpStream, state: &Shared) -> std::io::Result<()> {
+async fn socks5(
+    mut client: TcpStream,
+    state: &Shared,
+    deadline: tokio::time::Instant,
+) -> std::io::Result<()> {
     let reply = |code: u8| [5, code, 0, 1, 0, 0, 0, 0, 0, 0];
-    let request = tokio::time::timeout(HEAD_TIMEOUT, socks5_request(&mut client))
+    let request = tokio::time::timeout_at(deadline, socks5_request(&mut client))
         .await
         .map_err(|_| std::io::ErrorKind::TimedOut)??;
     let (host, port) = match request {
@@ -624,8 +681,109 @@ async fn socks5_request(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
-    use super::authority;
+    use super::*;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// A client that connects to a fresh listener and sends `pieces`, one
+    /// every `gap`; returns the proxy's end.
+    async fn dribbling_client(
+        pieces: Vec<&'static [u8]>,
+        gap: Duration,
+    ) -> (TcpStream, tokio::task::JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = tokio::spawn(async move {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            for piece in pieces {
+                if s.write_all(piece).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(gap).await;
+            }
+            // Hold the connection open until aborted.
+            std::future::pending::<()>().await;
+        });
+        let (stream, _) = listener.accept().await.unwrap();
+        (stream, client)
+    }
+
+    /// Slowloris: a head sent a byte at a time, each within any per-read
+    /// timeout, still meets one deadline for the whole request.
+    #[test]
+    fn a_dribbled_request_head_meets_one_deadline() {
+        runtime().block_on(async {
+            let (stream, client) =
+                dribbling_client(vec![b"G"; 200], Duration::from_millis(20)).await;
+            let state = Shared {
+                allow: AllowList::default(),
+                denials: Arc::new(Mutex::new(Denials::default())),
+                slots: tokio::sync::Semaphore::new(1),
+                head_timeout: Duration::from_millis(300),
+            };
+            let started = std::time::Instant::now();
+            let result = tokio::time::timeout(Duration::from_secs(3), handle(stream, &state)).await;
+            client.abort();
+            let Ok(Err(e)) = result else {
+                panic!("the dribbling client kept its slot past the deadline: {result:?}");
+            };
+            assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+            assert!(started.elapsed() < Duration::from_secs(2));
+        });
+    }
+
+    /// The head's end is found when its four bytes come in two reads.
+    #[test]
+    fn a_head_end_split_across_reads_is_found() {
+        runtime().block_on(async {
+            let head: &[u8] = b"ET / HTTP/1.1\r\nHost: a\r\n\r";
+            let (mut stream, client) =
+                dribbling_client(vec![head, b"\nrest"], Duration::from_millis(50)).await;
+            let got = read_head(&mut stream, b'G').await.unwrap();
+            client.abort();
+            let Head::Complete(buf, end) = got else {
+                panic!("the head was not found");
+            };
+            assert_eq!(&buf[..end], b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+        });
+    }
+
+    /// A client decides the host a refusal records: it is kept bounded
+    /// (in memory, the log, stderr and the run record).
+    #[test]
+    fn a_refused_host_is_recorded_bounded() {
+        let mut d = Denials::default();
+        d.record(Denial {
+            time: String::new(),
+            host: "\u{e9}".repeat(8000),
+            port: 1,
+            reason: "not a host name or address".into(),
+            via: "http",
+        });
+        d.record(Denial {
+            time: String::new(),
+            host: "a.example.com".into(),
+            port: 2,
+            reason: "not in the allow-list".into(),
+            via: "connect",
+        });
+        assert!(
+            d.kept[0].host.len() <= MAX_SHOWN_HOST + 3,
+            "{}",
+            d.kept[0].host.len()
+        );
+        assert!(d.kept[0].host.ends_with("..."));
+        assert!(d.seen.iter().all(|(h, _)| h.len() <= MAX_SHOWN_HOST + 3));
+        assert_eq!(d.kept[1].host, "a.example.com");
+        assert_eq!(d.total, 2);
+    }
 
     #[test]
     fn authorities() {

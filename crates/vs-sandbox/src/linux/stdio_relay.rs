@@ -11,12 +11,18 @@
 //! device (a terminal, `/dev/null`) is swapped for a pipe; the command
 //! inherits the pipe, vibesys takes its own descriptors back at once and
 //! a thread copies between the pipe and the file until the pipe ends.
+//!
+//! The swap changes descriptors every thread of vibesys shares, so one
+//! swap at a time: a second launch from another thread of the same
+//! process waits for the first to put its descriptors back. Without that
+//! it would see the first one's pipe (no host file, nothing to swap) and
+//! then start its command after the first put the host file back.
 #![allow(unsafe_code)]
 
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::mpsc;
+use std::sync::{Mutex, MutexGuard, mpsc};
 use std::time::{Duration, Instant};
 
 use crate::error::SandboxError;
@@ -73,10 +79,16 @@ struct Swapped {
     ours: OwnedFd,
 }
 
+/// Held from [`StdioSwap::begin`] until its descriptors are back.
+static SWAPPING: Mutex<()> = Mutex::new(());
+
 /// vibesys's standard descriptors that are host files, swapped for pipes
 /// until [`StdioSwap::end`] (or drop) puts them back.
 pub struct StdioSwap {
     swapped: Vec<Swapped>,
+    /// One swap at a time in this process; dropped after the descriptors
+    /// are back (fields drop after [`Drop::drop`] has run).
+    _turn: MutexGuard<'static, ()>,
 }
 
 impl StdioSwap {
@@ -85,6 +97,9 @@ impl StdioSwap {
     pub fn begin() -> Result<Self, SandboxError> {
         let mut swap = Self {
             swapped: Vec::new(),
+            // A launch that panicked mid-swap has put its descriptors back
+            // (drop): the lock guards no data.
+            _turn: SWAPPING.lock().unwrap_or_else(|e| e.into_inner()),
         };
         for fd in 0..=2 {
             if !is_host_file(fd) {
@@ -203,5 +218,39 @@ impl Relay {
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// Two launches at once from two threads: the second must swap
+    /// the host file itself, not see the first one's pipe and then start
+    /// its command after the first put the file back.
+    #[test]
+    fn a_second_swap_waits_for_the_first() {
+        let file = tempfile::tempfile().unwrap();
+        let original = dup_cloexec(0).unwrap();
+        dup2(file.as_raw_fd(), 0).unwrap();
+        let first = StdioSwap::begin().unwrap();
+        let swapped_first = first.swapped.len();
+        let second = std::thread::spawn(|| {
+            let swap = StdioSwap::begin().unwrap();
+            // What a command started now would get as its stdin.
+            let n = swap.swapped.len();
+            let file_for_command = is_host_file(0);
+            swap.end().finish(Duration::from_secs(5));
+            (n, file_for_command)
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let relay = first.end();
+        let (swapped_second, file_for_command) = second.join().unwrap();
+        relay.finish(Duration::from_secs(5));
+        dup2(original.as_raw_fd(), 0).unwrap();
+        assert_eq!(swapped_first, 1);
+        assert_eq!(swapped_second, 1, "the second swap saw the first's pipe");
+        assert!(!file_for_command, "the second command would get the file");
     }
 }
