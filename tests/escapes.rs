@@ -344,6 +344,42 @@ fn a_hard_link_into_a_hidden_directory_is_refused() {
         );
         assert_code(&out, 0);
         assert!(!stdout(&out).contains("SECRET-KEY"), "{who:?}");
+        // A subdirectory of the hidden one that the caller can search but
+        // not list still holds a file linked into the project: refused,
+        // naming the directory, not skipped.
+        std::fs::create_dir(p.root.join("secret/vault")).unwrap();
+        std::fs::write(p.root.join("secret/vault/k2"), "SECRET-TWO\n").unwrap();
+        std::fs::hard_link(p.root.join("secret/vault/k2"), p.root.join("src/copy2")).unwrap();
+        chown_to(who, &[&p.root]);
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            p.root.join("secret/vault"),
+            std::fs::Permissions::from_mode(0o311),
+        )
+        .unwrap();
+        let out = exec_args(
+            who,
+            &p,
+            &["exec", "--confine", "bwrap", "--", "cat", "src/copy2"],
+        );
+        if who == As::User {
+            assert_code(&out, 125);
+            assert!(!stdout(&out).contains("SECRET-TWO"), "{who:?}");
+            assert!(stderr(&out).contains("secret/vault"), "{}", stderr(&out));
+        } else {
+            // Root lists it anyway: the link itself is found and named.
+            assert_code(&out, 125);
+            assert!(
+                stderr(&out).contains("\"src/copy2\", in the project"),
+                "{}",
+                stderr(&out)
+            );
+        }
+        std::fs::set_permissions(
+            p.root.join("secret/vault"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
     }
 }
 

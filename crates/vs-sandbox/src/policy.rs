@@ -433,13 +433,11 @@ fn check_hidden_links_within(
         std::collections::HashMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(current) = stack.pop() {
+        // A subdirectory the caller cannot list is not skipped: a file in
+        // it (reachable by name when the directory is searchable) may have
+        // its other name in the project, which the agent reads.
         let entries = match std::fs::read_dir(&current) {
             Ok(entries) => entries,
-            // A subdirectory the caller cannot list hides nothing from
-            // the agent, who runs as the caller.
-            Err(e) if current != dir && e.kind() == std::io::ErrorKind::PermissionDenied => {
-                continue;
-            }
             Err(source) => {
                 return Err(PolicyError::Io {
                     path: current.strip_prefix(root).unwrap_or(&current).to_path_buf(),
