@@ -247,11 +247,9 @@ impl ProjectSettings {
     }
 
     /// Starts the egress proxy when the network is restricted to the
-    /// allow-list (refusals appended to `log` when given); `None` when
-    /// it is open or closed.
+    /// allow-list; `None` when it is open or closed.
     pub fn start_egress(
         &self,
-        log: Option<&Path>,
     ) -> std::result::Result<Option<vs_sandbox::egress::EgressProxy>, vs_sandbox::egress::ProxyError>
     {
         if !self.egress_restricted() {
@@ -261,7 +259,7 @@ impl ProjectSettings {
             .map(PathBuf::from)
             .filter(|p| p.is_dir())
             .unwrap_or_else(std::env::temp_dir);
-        vs_sandbox::egress::EgressProxy::start(self.allow_hosts.clone(), &runtime, log).map(Some)
+        vs_sandbox::egress::EgressProxy::start(self.allow_hosts.clone(), &runtime).map(Some)
     }
 
     /// The door a request gets for `proxy` (`None` without one; a planned

@@ -16,7 +16,6 @@
 //! way, and a refused host recorded in at most [`MAX_SHOWN_HOST`] bytes.
 
 use std::collections::HashSet;
-use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -39,7 +38,7 @@ pub const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// The copy buffer, each way, of one connection.
 pub const COPY_BUFFER: usize = 64 * 1024;
-/// Refusals kept in memory for the run record (the log file has all).
+/// Refusals kept in memory for the run record (the total is counted).
 pub const MAX_KEPT_DENIALS: usize = 10_000;
 /// Listeners served by one proxy (a sandbox hands over one; more are
 /// closed).
@@ -63,12 +62,11 @@ pub struct Denial {
     pub via: &'static str,
 }
 
-/// The refusals of one proxy: each one appended to the log file (one JSON
-/// object a line), the first of each host:port named on stderr, and the
-/// first [`MAX_KEPT_DENIALS`] kept for the run record.
+/// The refusals of one proxy: the first of each host:port named on
+/// stderr, the first [`MAX_KEPT_DENIALS`] kept for the run record, all
+/// counted.
 #[derive(Debug, Default)]
 pub struct Denials {
-    log: Option<std::fs::File>,
     seen: HashSet<(String, u16)>,
     kept: Vec<Denial>,
     total: u64,
@@ -91,12 +89,6 @@ impl Denials {
     fn record(&mut self, mut denial: Denial) {
         denial.host = shown_host(&denial.host);
         self.total += 1;
-        if let Some(log) = &mut self.log
-            && let Ok(mut line) = serde_json::to_vec(&denial)
-        {
-            line.push(b'\n');
-            let _ = log.write_all(&line);
-        }
         if self.seen.len() < MAX_KEPT_DENIALS
             && self.seen.insert((denial.host.clone(), denial.port))
         {
@@ -134,12 +126,8 @@ pub struct EgressProxy {
 
 impl EgressProxy {
     /// Starts a proxy for `allow` on a socket in a new private directory
-    /// below `runtime_dir`, appending each refusal to `log` when given.
-    pub fn start(
-        allow: AllowList,
-        runtime_dir: &Path,
-        log: Option<&Path>,
-    ) -> Result<Self, ProxyError> {
+    /// below `runtime_dir`.
+    pub fn start(allow: AllowList, runtime_dir: &Path) -> Result<Self, ProxyError> {
         let err = |what: String| move |source| ProxyError { what, source };
         let dir = private_dir(runtime_dir)
             .map_err(err(format!("creating a directory below {runtime_dir:?}")))?;
@@ -149,20 +137,7 @@ impl EgressProxy {
         handoff
             .set_nonblocking(true)
             .map_err(err("setting the socket non-blocking".into()))?;
-        let log = match log {
-            Some(p) => Some(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                    .map_err(err(format!("opening the denial log {p:?}")))?,
-            ),
-            None => None,
-        };
-        let denials = Arc::new(Mutex::new(Denials {
-            log,
-            ..Denials::default()
-        }));
+        let denials = Arc::new(Mutex::new(Denials::default()));
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
