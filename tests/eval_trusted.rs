@@ -16,78 +16,15 @@ use std::process::{Command, Output};
 
 use run_support::*;
 
-/// Who runs vibesys.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Who {
-    Root,
-    User,
-}
-
-/// Root and the test user when the tests run as root, else the caller.
-fn everyone() -> Vec<Who> {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false);
-    if root {
-        vec![Who::Root, Who::User]
-    } else {
-        vec![Who::Root]
-    }
-}
-
 /// A project with `task` (see `run_support::project`), owned by `who`.
-fn project_for(who: Who, task: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+fn project_for(who: As, task: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     require_tool("bwrap", "apt-get install bubblewrap");
     let (d, p) = project(task);
     give_to(who, &d, &p);
     (d, p)
 }
 
-/// Makes `who` own the project and its temporary directory.
-fn give_to(who: Who, d: &tempfile::TempDir, p: &Path) {
-    if who == Who::User {
-        require_tool("setpriv", "apt-get install util-linux");
-        let (uid, gid) = test_user();
-        for dir in [d.path(), p] {
-            let st = Command::new("chown")
-                .args(["-R", &format!("{uid}:{gid}")])
-                .arg(dir)
-                .status()
-                .unwrap();
-            assert!(st.success());
-        }
-    }
-}
-
-/// `vibesys ARGS` in `p` as `who`, with a small environment.
-fn vibesys_as(who: Who, p: &Path, args: &[&str]) -> Output {
-    let mut cmd = match who {
-        Who::Root => Command::new(vibesys_bin()),
-        Who::User => {
-            let (uid, gid) = test_user();
-            let mut c = Command::new("setpriv");
-            c.args([
-                &format!("--reuid={uid}"),
-                &format!("--regid={gid}"),
-                "--clear-groups",
-                "--",
-                vibesys_bin(),
-            ]);
-            c
-        }
-    };
-    cmd.args(args)
-        .current_dir(p)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", "/nonexistent")
-        .output()
-        .unwrap()
-}
-
-fn host_run(who: Who, p: &Path, candidates: &str, agent: &str) -> Output {
+fn host_run(who: As, p: &Path, candidates: &str, agent: &str) -> Output {
     vibesys_as(
         who,
         p,
@@ -110,7 +47,7 @@ fn host_run(who: Who, p: &Path, candidates: &str, agent: &str) -> Output {
     )
 }
 
-fn status_as(who: Who, p: &Path) -> serde_json::Value {
+fn status_as(who: As, p: &Path) -> serde_json::Value {
     let run = only_run(p);
     serde_json::from_str(&ok(vibesys_as(who, p, &["run", "status", &run, "--json"]))).unwrap()
 }
@@ -118,6 +55,13 @@ fn status_as(who: Who, p: &Path) -> serde_json::Value {
 fn log(p: &Path, run: &str, name: &str) -> String {
     std::fs::read_to_string(p.join(format!(".vibesys/state/runs/{run}/logs/{name}.log")))
         .unwrap_or_default()
+}
+
+/// [`project`] where Landlock accepts it (not below /tmp).
+fn landlock_project(task: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let base = docker_support::common::landlock_safe_dir().join("eval-trusted");
+    std::fs::create_dir_all(&base).unwrap();
+    project_in(&base, task)
 }
 
 const BUILD_TASK: &str = r#"[task]
@@ -152,7 +96,7 @@ fi
 
 #[test]
 fn measure_reads_the_build_output_never_the_agents_stale_file() {
-    for who in everyone() {
+    for who in users() {
         let (_d, p) = project_for(who, BUILD_TASK);
         ok(host_run(who, &p, "2", BUILD_AGENT));
         let status = status_as(who, &p);
@@ -224,7 +168,7 @@ EOF
 #[test]
 fn planted_files_and_the_candidates_program_cannot_reach_out_or_change_the_verdict() {
     require_tool("python3", "apt-get install python3");
-    for who in everyone() {
+    for who in users() {
         let task = TASK.replace(
             "argv = [\"sh\", \"evaluator/check.sh\"]",
             "argv = [\"sh\", \"evaluator/check.sh\"]\nnetwork = false",
@@ -240,7 +184,7 @@ fn planted_files_and_the_candidates_program_cannot_reach_out_or_change_the_verdi
         // A file beside the project the candidate's owner could write.
         let victim = p.parent().unwrap().join("victim.txt");
         std::fs::write(&victim, "victim\n").unwrap();
-        if who == Who::User {
+        if who == As::User {
             let (uid, gid) = test_user();
             std::os::unix::fs::chown(&victim, Some(uid), Some(gid)).unwrap();
         }
@@ -303,7 +247,7 @@ fn planted_files_and_the_candidates_program_cannot_reach_out_or_change_the_verdi
 #[test]
 fn a_huge_sparse_file_fails_the_commit_phase_quickly_naming_it() {
     require_tool("truncate", "apt-get install coreutils");
-    for who in everyone() {
+    for who in users() {
         let task = TASK.replace(
             "protected = [\"evaluator\"]",
             "protected = [\"evaluator\"]\ncommit_max_total_bytes = 1000",
@@ -341,7 +285,7 @@ fi
 
 #[test]
 fn protected_paths_are_read_only_in_exec_and_session() {
-    for who in everyone() {
+    for who in users() {
         let (_d, p) = project_for(who, TASK);
         let out = vibesys_as(
             who,
@@ -395,7 +339,7 @@ fn protected_paths_are_read_only_in_exec_and_session() {
 
 #[test]
 fn vibesys_build_refuses_a_build_that_changes_a_protected_path() {
-    for who in everyone() {
+    for who in users() {
         let task = format!(
             "{TASK}\n[build]\nargv = [\"sh\", \"-c\", \"echo PWNED-LINE >> evaluator/check.sh && cp bench/run.sh out.sh\"]\noutputs = [\"out.sh\"]\n"
         );
@@ -435,21 +379,9 @@ fn a_landlock_build_that_changes_a_protected_path_is_refused_naming_it() {
     let task = format!(
         "{TASK}\n[build]\nargv = [\"sh\", \"-c\", \"echo PWNED-LINE >> evaluator/check.sh && cp bench/run.sh out.sh\"]\noutputs = [\"out.sh\"]\n"
     );
-    let (_d, p) = project(&task);
-    // Landlock refuses a project below /tmp.
-    let base = docker_support::common::landlock_safe_dir().join("eval-trusted");
-    std::fs::create_dir_all(&base).unwrap();
-    let dir = tempfile::tempdir_in(&base).unwrap();
-    let q = dir.path().join("project");
-    let st = Command::new("cp")
-        .arg("-a")
-        .arg(&p)
-        .arg(&q)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let (_d, q) = landlock_project(&task);
     let out = vibesys_as(
-        Who::Root,
+        As::Root,
         &q,
         &[
             "build",
@@ -486,19 +418,7 @@ fn under_landlock_the_evaluation_loads_the_build_and_a_changed_evaluator_fails_i
             "argv = [\"sh\", \"-c\", \"printf '{\\\"time_ms\\\": %s}' $(cat out.txt)\"]"
         )
     );
-    let (_d, p) = project(&task);
-    // Landlock refuses a project below /tmp.
-    let base = docker_support::common::landlock_safe_dir().join("eval-trusted");
-    std::fs::create_dir_all(&base).unwrap();
-    let dir = tempfile::tempdir_in(&base).unwrap();
-    let q = dir.path().join("project");
-    let st = Command::new("cp")
-        .arg("-a")
-        .arg(&p)
-        .arg(&q)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let (_d, q) = landlock_project(&task);
     let agent = r#"
 echo 99 > out.txt
 if [ "$VIBESYS_CANDIDATE" = 1 ]; then

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 // The including test declares `mod docker_support` (which holds `common`).
 #[allow(unused_imports)]
+pub use crate::docker_support::common::{As, command_as, stderr, users};
+#[allow(unused_imports)]
 pub use crate::docker_support::{
     fails, git, ok, require_tool, test_user, unique, vibesys as vibesys_in, vibesys_bin,
 };
@@ -52,8 +54,23 @@ exit 0
 
 /// A project with the task, committed, run state initialised.
 pub fn project(task: &str) -> (tempfile::TempDir, PathBuf) {
+    project_in(&std::env::temp_dir(), task)
+}
+
+/// [`project`] below `base` (e.g. `common::landlock_safe_dir()`, where
+/// Landlock accepts a project).
+pub fn project_in(base: &Path, task: &str) -> (tempfile::TempDir, PathBuf) {
+    sample_project(base, task, true)
+}
+
+/// [`project_in`] whose run state was never prepared (`state init` not run).
+pub fn unprepared_project_in(base: &Path, task: &str) -> (tempfile::TempDir, PathBuf) {
+    sample_project(base, task, false)
+}
+
+fn sample_project(base: &Path, task: &str, prepared: bool) -> (tempfile::TempDir, PathBuf) {
     require_tool("git", "apt-get install git");
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in(base).unwrap();
     let p = dir.path().canonicalize().unwrap();
     for d in ["bench", "evaluator", "tests/golden", "secrets"] {
         std::fs::create_dir_all(p.join(d)).unwrap();
@@ -74,10 +91,37 @@ pub fn project(task: &str) -> (tempfile::TempDir, PathBuf) {
     std::fs::write(p.join(".gitignore"), "secrets/\n").unwrap();
     std::fs::write(p.join("vibesys.toml"), task).unwrap();
     git(&p, &["init", "-q"]);
-    ok(vibesys_in(&p).args(["state", "init"]).output().unwrap());
+    if prepared {
+        ok(vibesys_in(&p).args(["state", "init"]).output().unwrap());
+    }
     git(&p, &["add", "-A"]);
     git(&p, &["commit", "-q", "-m", "sample"]);
     (dir, p)
+}
+
+/// Gives the project `p` and its temporary directory `d` to `who` (the
+/// test user: chown; root: nothing to do).
+pub fn give_to(who: As, d: &tempfile::TempDir, p: &Path) {
+    if who == As::User {
+        require_tool("setpriv", "apt-get install util-linux");
+        let (uid, gid) = test_user();
+        for dir in [d.path(), p] {
+            let st = std::process::Command::new("chown")
+                .args(["-R", &format!("{uid}:{gid}")])
+                .arg(dir)
+                .status()
+                .unwrap();
+            assert!(st.success());
+        }
+    }
+}
+
+/// `vibesys ARGS` in `p` as `who` (`common::command_as`: the test user by
+/// setpriv, a small explicit environment).
+pub fn vibesys_as(who: As, p: &Path, args: &[&str]) -> std::process::Output {
+    command_as(who, p, &crate::docker_support::common::vibesys(), args)
+        .output()
+        .unwrap()
 }
 
 /// The one run of a project.
