@@ -7,35 +7,14 @@
 mod docker_support;
 mod run_support;
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
-
+use docker_support::common::loopback_http::Server;
 use run_support::*;
-
-/// A loopback HTTP server answering `OK-<port>`.
-fn server() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for mut s in listener.incoming().flatten() {
-            let mut buf = [0u8; 4096];
-            let _ = s.read(&mut buf);
-            let body = format!("OK-{port}\n");
-            let _ = write!(
-                s,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    port
-}
 
 #[test]
 fn refused_hosts_are_in_the_candidates_record() {
     require_tool("bwrap", "apt-get install bubblewrap");
     require_tool("curl", "apt-get install curl");
-    let (allowed, refused) = (server(), server());
+    let (allowed, refused) = (Server::start("OK").port, Server::start("OK").port);
     let (_d, p) = project(TASK);
     let agent = format!(
         "curl -sS http://127.0.0.1:{allowed}/ > reached.txt; curl -s http://127.0.0.1:{refused}/ >/dev/null; exit 0"

@@ -26,18 +26,6 @@ fn exec_args(who: As, p: &Project, args: &[&str]) -> Output {
         .expect("run vibesys")
 }
 
-fn chown_to(who: As, paths: &[&Path]) {
-    if who == As::User {
-        let (uid, gid) = test_user();
-        let status = Command::new("chown")
-            .args(["-R", "-h", &format!("{uid}:{gid}")])
-            .args(paths)
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-}
-
 /// Finding 1: no global /proc knob is writable, whoever runs vibesys.
 /// The attack writes each knob's own current value back, so the host is
 /// unchanged even if it were to succeed.

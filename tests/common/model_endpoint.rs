@@ -90,6 +90,16 @@ impl Endpoint {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// `cmd` set up as a real-CLI command talking to this endpoint: the
+    /// `home` and `path` of [`cli_home`], this endpoint as its provider
+    /// (`ANTHROPIC_BASE_URL`) and a test key.
+    pub fn cli_env<'c>(&self, cmd: &'c mut Command, home: &Path, path: &str) -> &'c mut Command {
+        cmd.env("PATH", path)
+            .env("HOME", home)
+            .env("ANTHROPIC_BASE_URL", self.url())
+            .env("ANTHROPIC_API_KEY", "test-key")
+    }
+
     /// Every request logged, whole.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
@@ -114,16 +124,7 @@ pub fn cli_home(who: super::As, outside: &Path, fill: impl FnOnce(&Path)) -> (Pa
     std::fs::create_dir_all(&bin).unwrap();
     std::os::unix::fs::symlink(claude_cli(), bin.join("claude")).unwrap();
     fill(&home);
-    if who == super::As::User {
-        let (uid, gid) = super::test_user();
-        let status = Command::new("chown")
-            .args(["-R", "-h", &format!("{uid}:{gid}")])
-            .arg(&home)
-            .arg(&bin)
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
+    super::chown_to(who, &[&home, &bin]);
     let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
     (home, path)
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 // The including test declares `mod docker_support` (which holds `common`).
 #[allow(unused_imports)]
-pub use crate::docker_support::common::{As, command_as, stderr, users};
+pub use crate::docker_support::common::{As, chown_to, command_as, stderr, users};
 #[allow(unused_imports)]
 pub use crate::docker_support::{
     fails, git, ok, require_tool, test_user, unique, vibesys as vibesys_in, vibesys_bin,
@@ -104,16 +104,8 @@ fn sample_project(base: &Path, task: &str, prepared: bool) -> (tempfile::TempDir
 pub fn give_to(who: As, d: &tempfile::TempDir, p: &Path) {
     if who == As::User {
         require_tool("setpriv", "apt-get install util-linux");
-        let (uid, gid) = test_user();
-        for dir in [d.path(), p] {
-            let st = std::process::Command::new("chown")
-                .args(["-R", &format!("{uid}:{gid}")])
-                .arg(dir)
-                .status()
-                .unwrap();
-            assert!(st.success());
-        }
     }
+    chown_to(who, &[d.path(), p]);
 }
 
 /// `vibesys ARGS` in `p` as `who` (`common::command_as`: the test user by
