@@ -42,6 +42,7 @@ fn only_the_listed_host_is_reachable_from_the_container() {
     assert_eq!(out.status.code(), Some(0), "{ctx}");
     assert!(text.contains(&format!("ALLOWED-{a}\n")), "{ctx}");
     assert!(!text.contains("FORBIDDEN-BODY"), "{ctx}");
+    assert_eq!(refused.hits(), 0, "the refused server was reached: {ctx}");
     assert!(!text.contains("REFUSED-RC 0"), "{ctx}");
     assert!(!text.contains("DIRECT-RC 0"), "{ctx}");
     // The caller's own proxy variable does not override the door.

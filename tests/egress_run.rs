@@ -14,7 +14,8 @@ use run_support::*;
 fn refused_hosts_are_in_the_candidates_record() {
     require_tool("bwrap", "apt-get install bubblewrap");
     require_tool("curl", "apt-get install curl");
-    let (allowed, refused) = (Server::start("OK").port, Server::start("OK").port);
+    let (allowed_server, refused_server) = (Server::start("OK"), Server::start("OK"));
+    let (allowed, refused) = (allowed_server.port, refused_server.port);
     let (_d, p) = project(TASK);
     let agent = format!(
         "curl -sS http://127.0.0.1:{allowed}/ > reached.txt; curl -s http://127.0.0.1:{refused}/ >/dev/null; exit 0"
@@ -41,6 +42,9 @@ fn refused_hosts_are_in_the_candidates_record() {
         status["run"]["allow_hosts"],
         serde_json::json!([format!("127.0.0.1:{allowed}")])
     );
+    // The allowed host was reached, the refused one never was.
+    assert!(allowed_server.hits() > 0, "{status}");
+    assert_eq!(refused_server.hits(), 0, "{status}");
     let text = ok(vibesys_in(&p).args(["run", "status"]).output().unwrap());
     assert!(text.contains("[egress refused 1]"), "{text}\n{table}");
 }
