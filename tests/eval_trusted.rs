@@ -136,7 +136,8 @@ echo "answer=$out"
 [ "$out" = "$(cat tests/golden/expected.txt)" ]
 "#;
 
-/// The agent plants a `.pth` for the user site of Python, a `.gitconfig`,
+/// The agent plants a `.pth` for the user site of this machine's Python
+/// (its own version: a fixed one would plant where nothing looks), a `.gitconfig`,
 /// and a program that tries everything while the check runs it.
 /// Candidate 1's program prints the wrong answer, candidate 2's the right
 /// one.
@@ -146,8 +147,9 @@ fn attack_agent(p: &Path, mark: &Path, victim: &Path) -> String {
     let victim = victim.display();
     format!(
         r#"
-mkdir -p .local/lib/python3.11/site-packages
-echo 'import os; os.system("echo PTH-RAN >&2; touch {p}/PWNED-PTH")' > .local/lib/python3.11/site-packages/x.pth
+site=.local/lib/$(python3 -c 'import sys; print("python%d.%d" % sys.version_info[:2])')/site-packages
+mkdir -p "$site"
+echo 'import os; os.system("echo PTH-RAN >&2; touch {p}/PWNED-PTH")' > "$site/x.pth"
 printf '[user]\n\tname = PLANTED\n' > .gitconfig
 answer=41
 [ "$VIBESYS_CANDIDATE" = 2 ] && answer=42
