@@ -473,11 +473,9 @@ fn a_registry_serving_a_wrong_blob_is_caught_and_nothing_is_left() {
         .join(hex)
         .join("data");
     let text = std::fs::read_to_string(&data).unwrap();
-    std::fs::write(
-        &data,
-        text.replacen("\"schemaVersion\":2", "\"schemaVersion\": 2", 1),
-    )
-    .unwrap();
+    let changed = text.replacen("\"schemaVersion\":2", "\"schemaVersion\": 2", 1);
+    assert_ne!(changed, text, "the manifest was not changed");
+    std::fs::write(&data, changed).unwrap();
     let err = fails(
         vibesys(d)
             .args(["image", "pull", &reference, "--out"])
@@ -485,7 +483,12 @@ fn a_registry_serving_a_wrong_blob_is_caught_and_nothing_is_left() {
             .output()
             .unwrap(),
     );
-    assert!(err.contains(&manifest), "{err}");
+    // The reference names the manifest's digest whatever went wrong: the
+    // digest of the changed bytes shows that they were checked.
+    assert!(
+        err.contains(&manifest) && err.contains(&sha256(&data)),
+        "{err}"
+    );
     let left: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
