@@ -16,7 +16,7 @@ use std::net::UdpSocket;
 use std::path::Path;
 
 use common::loopback_http::Server;
-use common::model_endpoint::{Endpoint, claude_cli, cli_home};
+use common::model_endpoint::{Endpoint, claude_cli, claude_session, cli_home};
 use common::*;
 
 /// `vibesys exec --confine BACKEND --allow-host ... -- sh -c SCRIPT` as `who`.
@@ -282,25 +282,10 @@ fn the_real_claude_cli_completes_a_turn_through_the_proxy() {
         let ep = endpoint(&p.outside);
         // The list names only a host that is not the endpoint: the
         // session adds its provider's host (ANTHROPIC_BASE_URL's).
+        let hosts = format!("127.0.0.1:{}", other.port + 1);
         let out = ep
             .cli_env(
-                &mut command_as(
-                    who,
-                    &p.root,
-                    &vibesys(),
-                    &[
-                        "session",
-                        "--provider",
-                        "claude",
-                        "--confine",
-                        backend,
-                        "--allow-host",
-                        &format!("127.0.0.1:{}", other.port + 1),
-                        "--",
-                        "-p",
-                        "hello",
-                    ],
-                ),
+                &mut claude_session(who, &p.root, backend, &["--allow-host", &hosts], "hello"),
                 &home,
                 &path,
             )

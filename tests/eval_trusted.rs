@@ -25,26 +25,14 @@ fn project_for(who: As, task: &str) -> (tempfile::TempDir, std::path::PathBuf) {
 }
 
 fn host_run(who: As, p: &Path, candidates: &str, agent: &str) -> Output {
-    vibesys_as(
-        who,
-        p,
-        &[
-            "run",
-            "start",
-            "--run-environment",
-            "host",
-            "--provider",
-            "custom",
-            "--candidates",
-            candidates,
-            "--jobs",
-            "1",
-            "--",
-            "sh",
-            "-c",
-            agent,
-        ],
-    )
+    host_run_as(who, p, &["--candidates", candidates, "--jobs", "1"], agent)
+}
+
+/// Whether `evaluator/check.sh` in `p` is free of the attacks' line.
+fn evaluator_untouched(p: &Path) -> bool {
+    !std::fs::read_to_string(p.join("evaluator/check.sh"))
+        .unwrap()
+        .contains("PWNED-LINE")
 }
 
 fn status_as(who: As, p: &Path) -> serde_json::Value {
@@ -301,12 +289,7 @@ fn protected_paths_are_read_only_in_exec_and_session() {
             ],
         );
         assert_ne!(out.status.code(), Some(0), "{who:?}");
-        assert!(
-            !std::fs::read_to_string(p.join("evaluator/check.sh"))
-                .unwrap()
-                .contains("PWNED-LINE"),
-            "{who:?}"
-        );
+        assert!(evaluator_untouched(&p), "{who:?}");
         assert!(!p.join("evaluator/new").exists());
         let out = vibesys_as(
             who,
@@ -324,12 +307,7 @@ fn protected_paths_are_read_only_in_exec_and_session() {
             ],
         );
         assert_ne!(out.status.code(), Some(0), "{who:?}");
-        assert!(
-            !std::fs::read_to_string(p.join("evaluator/check.sh"))
-                .unwrap()
-                .contains("PWNED-LINE"),
-            "{who:?}"
-        );
+        assert!(evaluator_untouched(&p), "{who:?}");
         // The rest of the project stays writable.
         ok(vibesys_as(
             who,
@@ -365,11 +343,7 @@ fn vibesys_build_refuses_a_build_that_changes_a_protected_path() {
             err.contains("evaluator/check.sh: Read-only file system"),
             "{who:?} {err}"
         );
-        assert!(
-            !std::fs::read_to_string(p.join("evaluator/check.sh"))
-                .unwrap()
-                .contains("PWNED-LINE")
-        );
+        assert!(evaluator_untouched(&p));
     }
 }
 
@@ -461,9 +435,5 @@ fi
         "{err}"
     );
     // The project's evaluator is untouched.
-    assert!(
-        !std::fs::read_to_string(q.join("evaluator/check.sh"))
-            .unwrap()
-            .contains("PWNED-LINE")
-    );
+    assert!(evaluator_untouched(&q));
 }

@@ -25,23 +25,15 @@ fn fresh_project() -> (tempfile::TempDir, PathBuf) {
 const PREPARED: &str = "vibesys: prepared the run state in ";
 
 /// `run start` in the host environment as `who`: root as this process,
-/// the test user through `vibesys_as`.
+/// the test user through `host_run_as`.
 fn host_run(p: &Path, who: As) -> Output {
-    let args = [
-        "run",
-        "start",
-        "--run-environment",
-        "host",
-        "--provider",
-        "custom",
-        "--",
-        "sh",
-        "-c",
-        "echo 7 > speed.txt",
-    ];
+    let agent = "echo 7 > speed.txt";
     match who {
-        As::Root => vibesys_in(p).args(args).output().unwrap(),
-        As::User => vibesys_as(who, p, &args),
+        As::Root => vibesys_in(p)
+            .args(host_run_args(&[], agent))
+            .output()
+            .unwrap(),
+        As::User => host_run_as(who, p, &[], agent),
     }
 }
 

@@ -13,7 +13,7 @@ mod common;
 
 use std::path::Path;
 
-use common::model_endpoint::{Endpoint, claude_cli, cli_home};
+use common::model_endpoint::{Endpoint, claude_cli, claude_session, cli_home};
 use common::*;
 
 /// The scripts the operator's settings name, relative to `~/.claude`: a
@@ -122,21 +122,7 @@ fn a_session_cannot_plant_what_the_operators_next_claude_runs() {
         // A confined session whose prompt plays the attack.
         let attack = || {
             ep.cli_env(
-                &mut command_as(
-                    who,
-                    &p.root,
-                    &vibesys(),
-                    &[
-                        "session",
-                        "--provider",
-                        "claude",
-                        "--confine",
-                        backend,
-                        "--",
-                        "-p",
-                        "attack",
-                    ],
-                ),
+                &mut claude_session(who, &p.root, backend, &[], "attack"),
                 &home,
                 &path,
             )

@@ -131,24 +131,7 @@ fn sandbox_devices_are_bound_into_bwrap_as_an_unprivileged_user() {
     require_tool("setpriv", "apt-get install util-linux");
     let (d, p) = project(&task());
     give_to(As::User, &d, &p);
-    ok(vibesys_as(
-        As::User,
-        &p,
-        &[
-            "run",
-            "start",
-            "--run-environment",
-            "host",
-            "--provider",
-            "custom",
-            "--candidates",
-            "1",
-            "--",
-            "sh",
-            "-c",
-            &agent(),
-        ],
-    ));
+    ok(host_run_as(As::User, &p, &["--candidates", "1"], &agent()));
     assert_only_the_device(&seen_devices(&p));
 }
 

@@ -374,22 +374,12 @@ fn two_candidates_on_the_host_as_an_unprivileged_user() {
     let (d, p) = project(TASK);
     give_to(As::User, &d, &p);
     let as_user = |args: &[&str]| vibesys_as(As::User, &p, args);
-    ok(as_user(&[
-        "run",
-        "start",
-        "--run-environment",
-        "host",
-        "--provider",
-        "custom",
-        "--candidates",
-        "2",
-        "--jobs",
-        "2",
-        "--",
-        "sh",
-        "-c",
+    ok(host_run_as(
+        As::User,
+        &p,
+        &["--candidates", "2", "--jobs", "2"],
         AGENT,
-    ]));
+    ));
     let run = only_run(&p);
     // Root's git refuses a repository another user owns: read as the user.
     let status: serde_json::Value =

@@ -113,6 +113,22 @@ impl Drop for Endpoint {
     }
 }
 
+/// `vibesys session --provider claude --confine BACKEND EXTRA... -- -p
+/// PROMPT` as `who` in `dir` (give it the CLI's environment with
+/// [`Endpoint::cli_env`]).
+pub fn claude_session(
+    who: super::As,
+    dir: &Path,
+    backend: &str,
+    extra: &[&str],
+    prompt: &str,
+) -> Command {
+    let mut args = vec!["session", "--provider", "claude", "--confine", backend];
+    args.extend_from_slice(extra);
+    args.extend(["--", "-p", prompt]);
+    super::command_as(who, dir, &super::vibesys(), &args)
+}
+
 /// A home and a `bin` below `outside` for a real-CLI session as `who`:
 /// `fill` prepares the home, the CLI is linked as `bin/claude`, and both
 /// belong to the test user when `who` is the user. The home and the

@@ -116,6 +116,27 @@ pub fn vibesys_as(who: As, p: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// `vibesys run start` in the host environment with the stand-in provider
+/// in `p` as `who` (`vibesys_as`): `extra` options, then `sh -c AGENT`.
+pub fn host_run_as(who: As, p: &Path, extra: &[&str], agent: &str) -> std::process::Output {
+    vibesys_as(who, p, &host_run_args(extra, agent))
+}
+
+/// The arguments of [`host_run_as`].
+pub fn host_run_args<'a>(extra: &[&'a str], agent: &'a str) -> Vec<&'a str> {
+    let mut args = vec![
+        "run",
+        "start",
+        "--run-environment",
+        "host",
+        "--provider",
+        "custom",
+    ];
+    args.extend_from_slice(extra);
+    args.extend(["--", "sh", "-c", agent]);
+    args
+}
+
 /// The one run of a project.
 pub fn only_run(p: &Path) -> String {
     let runs: Vec<String> = std::fs::read_dir(p.join(".vibesys/state/runs"))
