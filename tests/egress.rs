@@ -76,10 +76,7 @@ fn only_the_listed_host_is_reachable_and_only_through_the_proxy() {
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
     udp.set_nonblocking(true).unwrap();
     let udp_port = udp.local_addr().unwrap().port();
-    for (who, backend) in users()
-        .into_iter()
-        .flat_map(|w| [(w, "bwrap"), (w, "landlock")])
-    {
+    for (who, backend) in users_and_backends() {
         let p = project(who);
         std::fs::write(p.root.join("probe.py"), PROBE).unwrap();
         let (a, r) = (allowed.port, refused.port);
@@ -271,10 +268,7 @@ fn the_real_claude_cli_completes_a_turn_through_the_proxy() {
     require_tool("python3", "apt-get install python3 python3-pip");
     claude_cli();
     let other = Server::start("REFUSED");
-    for (who, backend) in users()
-        .into_iter()
-        .flat_map(|w| [(w, "bwrap"), (w, "landlock")])
-    {
+    for (who, backend) in users_and_backends() {
         let p = project(who);
         let (home, path) = cli_home(who, &p.outside, |home| {
             std::fs::create_dir_all(home.join(".claude")).unwrap();

@@ -111,10 +111,7 @@ fn named_contents(home: &Path) -> Vec<(String, Option<String>)> {
 fn a_session_cannot_plant_what_the_operators_next_claude_runs() {
     require_tool("bwrap", "apt-get install bubblewrap");
     claude_cli();
-    for (who, backend) in users()
-        .into_iter()
-        .flat_map(|w| [(w, "bwrap"), (w, "landlock")])
-    {
+    for (who, backend) in users_and_backends() {
         let p = project(who);
         let (home, path) = cli_home(who, &p.outside, operator_home);
         let ep = endpoint(&p.outside);

@@ -332,6 +332,15 @@ pub fn users() -> Vec<As> {
     }
 }
 
+/// Each of [`users`] with each host backend that confines a command on
+/// Linux (bwrap, Landlock): the scenarios most confinement tests repeat.
+pub fn users_and_backends() -> Vec<(As, &'static str)> {
+    users()
+        .into_iter()
+        .flat_map(|w| [(w, "bwrap"), (w, "landlock")])
+        .collect()
+}
+
 /// A sample project: `docs/` read-only, `secret/` and `token.txt`
 /// hidden (from vibesys.toml), a `.git` directory, and links.
 pub struct Project {
