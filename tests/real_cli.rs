@@ -143,16 +143,7 @@ hidden = ["secrets"]
     git(&root, &["init", "-q"]);
     git(&root, &["add", "-A"]);
     git(&root, &["commit", "-q", "-m", "sample"]);
-    if who == As::User {
-        let (uid, gid) = test_user();
-        let st = Command::new("chown")
-            .args(["-R", &format!("{uid}:{gid}")])
-            .arg(&root)
-            .arg(&home)
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
+    chown_to(who, &[&root, &home]);
     Project {
         root,
         home,
@@ -562,15 +553,7 @@ fn vibesys_with_codex(who: As, p: &Project, endpoint: &Endpoint, backend: &str) 
         ),
     )
     .unwrap();
-    if who == As::User {
-        let (uid, gid) = test_user();
-        let st = Command::new("chown")
-            .args(["-R", &format!("{uid}:{gid}")])
-            .arg(&codex_home)
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
+    chown_to(who, &[&codex_home]);
     let bin = codex_cli().parent().unwrap();
     let root = bin.parent().unwrap();
     let mut c = command_as(who, &p.root, &vibesys(), &[]);
