@@ -35,6 +35,29 @@ fn evaluator_untouched(p: &Path) -> bool {
         .contains("PWNED-LINE")
 }
 
+/// TASK with a build that appends a line to the protected evaluator.
+fn pwning_build_task() -> String {
+    format!(
+        "{TASK}\n[build]\nargv = [\"sh\", \"-c\", \"echo PWNED-LINE >> evaluator/check.sh && cp bench/run.sh out.sh\"]\noutputs = [\"out.sh\"]\n"
+    )
+}
+
+/// `vibesys build` of HEAD in the host environment in `p` as `who`,
+/// with `extra` options.
+fn build_head(who: As, p: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "build",
+        "--run",
+        "build-check",
+        "--commit",
+        "HEAD",
+        "--run-environment",
+        "host",
+    ];
+    args.extend_from_slice(extra);
+    vibesys_as(who, p, &args)
+}
+
 fn status_as(who: As, p: &Path) -> serde_json::Value {
     let run = only_run(p);
     serde_json::from_str(&ok(vibesys_as(who, p, &["run", "status", &run, "--json"]))).unwrap()
@@ -320,23 +343,8 @@ fn protected_paths_are_read_only_in_exec_and_session() {
 #[test]
 fn vibesys_build_refuses_a_build_that_changes_a_protected_path() {
     for who in users() {
-        let task = format!(
-            "{TASK}\n[build]\nargv = [\"sh\", \"-c\", \"echo PWNED-LINE >> evaluator/check.sh && cp bench/run.sh out.sh\"]\noutputs = [\"out.sh\"]\n"
-        );
-        let (_d, p) = project_for(who, &task);
-        let out = vibesys_as(
-            who,
-            &p,
-            &[
-                "build",
-                "--run",
-                "build-check",
-                "--commit",
-                "HEAD",
-                "--run-environment",
-                "host",
-            ],
-        );
+        let (_d, p) = project_for(who, &pwning_build_task());
+        let out = build_head(who, &p, &[]);
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(1), "{who:?} {err}");
         assert!(
@@ -352,25 +360,8 @@ fn vibesys_build_refuses_a_build_that_changes_a_protected_path() {
 /// what it lets through, naming the file.
 #[test]
 fn a_landlock_build_that_changes_a_protected_path_is_refused_naming_it() {
-    let task = format!(
-        "{TASK}\n[build]\nargv = [\"sh\", \"-c\", \"echo PWNED-LINE >> evaluator/check.sh && cp bench/run.sh out.sh\"]\noutputs = [\"out.sh\"]\n"
-    );
-    let (_d, q) = landlock_project(&task);
-    let out = vibesys_as(
-        As::Root,
-        &q,
-        &[
-            "build",
-            "--run",
-            "build-check",
-            "--commit",
-            "HEAD",
-            "--run-environment",
-            "host",
-            "--confine",
-            "landlock",
-        ],
-    );
+    let (_d, q) = landlock_project(&pwning_build_task());
+    let out = build_head(As::Root, &q, &["--confine", "landlock"]);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
