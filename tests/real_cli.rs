@@ -14,15 +14,16 @@
 //! image is built and loaded.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+mod docker_support;
+mod run_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::model_endpoint::{Endpoint, claude_cli};
-use common::*;
+use docker_support::common::model_endpoint::{Endpoint, claude_cli};
+use docker_support::common::*;
 
 impl Endpoint {
     /// The logged requests that played a script.
@@ -84,16 +85,16 @@ fn cwd_of(entry: &serde_json::Value) -> Option<String> {
 const SECRET: &str = "sk-real-cli-hidden-4242";
 
 /// A committed project outside /tmp (Landlock accepts it), owned by `who`:
-/// the demo's sample task, a hidden key that is untracked (so absent from
-/// worktrees) and the CLI's home below it.
+/// run_support's sample (the demo's task, no run state), a hidden key that
+/// is untracked (so absent from worktrees), and the CLI's home beside it.
 struct Project {
     root: PathBuf,
     home: PathBuf,
+    _project: tempfile::TempDir,
     _base: tempfile::TempDir,
 }
 
 fn project(who: As) -> Project {
-    require_tool("git", "apt-get install git");
     let base_dir = landlock_safe_dir().join("real-cli");
     std::fs::create_dir_all(&base_dir).unwrap();
     let base = tempfile::Builder::new()
@@ -102,51 +103,15 @@ fn project(who: As) -> Project {
         .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let root = base.path().join("project");
-    let home = base.path().join("home");
-    for d in ["bench", "evaluator", "tests/golden", "secrets"] {
-        std::fs::create_dir_all(root.join(d)).unwrap();
-    }
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(root.join("bench/run.sh"), "echo 42\n").unwrap();
-    std::fs::write(
-        root.join("evaluator/check.sh"),
-        "[ \"$(sh bench/run.sh)\" = \"$(cat tests/golden/expected.txt)\" ]\n",
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("evaluator/measure.sh"),
-        "printf '{\"time_ms\": %s}' \"$(cat speed.txt 2>/dev/null || echo 100)\"\n",
-    )
-    .unwrap();
-    std::fs::write(root.join("tests/golden/expected.txt"), "42\n").unwrap();
+    let (project, root) = run_support::unprepared_project_in(base.path(), run_support::TASK);
     std::fs::write(root.join("secrets/api.env"), format!("API_KEY={SECRET}\n")).unwrap();
-    std::fs::write(root.join(".gitignore"), "secrets/\n").unwrap();
-    std::fs::write(
-        root.join("vibesys.toml"),
-        r#"[task]
-objective = "make bench/run.sh faster without changing its output"
-protected = ["evaluator"]
-[gate]
-protect = ["tests/golden"]
-[check]
-argv = ["sh", "evaluator/check.sh"]
-[measure]
-argv = ["sh", "evaluator/measure.sh"]
-metric = "time_ms"
-goal = "min"
-[sandbox]
-hidden = ["secrets"]
-"#,
-    )
-    .unwrap();
-    git(&root, &["init", "-q"]);
-    git(&root, &["add", "-A"]);
-    git(&root, &["commit", "-q", "-m", "sample"]);
+    let home = base.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
     chown_to(who, &[&root, &home]);
     Project {
         root,
         home,
+        _project: project,
         _base: base,
     }
 }
