@@ -19,10 +19,9 @@ mod run_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 use std::time::Duration;
 
-use docker_support::common::model_endpoint::{Endpoint, claude_cli};
+use docker_support::common::model_endpoint::{Endpoint, claude_cli, codex_cli};
 use docker_support::common::*;
 
 impl Endpoint {
@@ -232,27 +231,12 @@ fn run_two_candidates(who: As, backend: &str) {
         .output()
         .unwrap();
     let table = ok_out(&out, who, backend);
-    let run = std::fs::read_dir(p.root.join(".vibesys/state/runs"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .file_name()
-        .into_string()
-        .unwrap();
+    let run = run_support::only_run(&p.root);
     let status = command_as(who, &p.root, &vibesys(), &["run", "status", &run, "--json"])
         .output()
         .unwrap();
     let status: serde_json::Value = serde_json::from_str(&ok_out(&status, who, backend)).unwrap();
-    let cand = |n: u64| {
-        status["candidates"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["candidate"] == n)
-            .unwrap()
-            .clone()
-    };
+    let cand = |n| run_support::candidate(&status, n);
     let (honest, cheat) = (cand(1), cand(2));
     assert_eq!(honest["state"], "passed", "{who:?} {backend}: {table}");
     assert_eq!(honest["metrics"]["time_ms"], 7, "{honest:#}");
@@ -442,24 +426,6 @@ fn the_model_endpoint_listens_on_loopback_only_and_bounds_requests() {
     // Every request is in the log, one JSON line each.
     let lines = endpoint.log_text().lines().count();
     assert!(lines >= 6, "{}", endpoint.log_text());
-}
-
-/// The real Codex CLI (scripts/codex-cli.sh: the pinned
-/// openai-codex-cli-bin wheel's executable), fetched once.
-fn codex_cli() -> &'static Path {
-    static CLI: OnceLock<PathBuf> = OnceLock::new();
-    CLI.get_or_init(|| {
-        require_tool("python3", "apt-get install python3 python3-pip");
-        let out = Command::new(repo_root().join("scripts/codex-cli.sh"))
-            .output()
-            .expect("cannot run scripts/codex-cli.sh");
-        assert!(
-            out.status.success(),
-            "this test needs the real Codex CLI: scripts/codex-cli.sh (run by scripts/install-deps.sh) downloads the pinned openai-codex-cli-bin wheel from PyPI once; it failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-    })
 }
 
 /// Codex's turn through the Responses API: its one tool is a JavaScript

@@ -10,21 +10,45 @@ use std::time::{Duration, Instant};
 
 use super::{repo_root, require_tool};
 
-/// The real CLI, fetched once (scripts/install-deps.sh fetches it in CI).
+/// The real Claude Code CLI, fetched once (scripts/install-deps.sh fetches
+/// it in CI).
 pub fn claude_cli() -> &'static Path {
     static CLI: OnceLock<PathBuf> = OnceLock::new();
     CLI.get_or_init(|| {
-        require_tool("python3", "apt-get install python3 python3-pip");
-        let out = Command::new(repo_root().join("scripts/claude-cli.sh"))
-            .output()
-            .expect("cannot run scripts/claude-cli.sh");
-        assert!(
-            out.status.success(),
-            "this test needs the real Claude Code CLI: scripts/claude-cli.sh (run by scripts/install-deps.sh) downloads the pinned claude-agent-sdk wheel from PyPI once; it failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+        fetched_cli(
+            "claude-cli.sh",
+            "the real Claude Code CLI",
+            "claude-agent-sdk wheel",
+        )
     })
+}
+
+/// The real Codex CLI (the pinned openai-codex-cli-bin wheel's
+/// executable), fetched once.
+pub fn codex_cli() -> &'static Path {
+    static CLI: OnceLock<PathBuf> = OnceLock::new();
+    CLI.get_or_init(|| {
+        fetched_cli(
+            "codex-cli.sh",
+            "the real Codex CLI",
+            "openai-codex-cli-bin wheel",
+        )
+    })
+}
+
+/// The executable `scripts/SCRIPT` prints, after downloading the pinned
+/// `wheel` from PyPI once.
+fn fetched_cli(script: &str, what: &str, wheel: &str) -> PathBuf {
+    require_tool("python3", "apt-get install python3 python3-pip");
+    let out = Command::new(repo_root().join("scripts").join(script))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run scripts/{script}: {e}"));
+    assert!(
+        out.status.success(),
+        "this test needs {what}: scripts/{script} (run by scripts/install-deps.sh) downloads the pinned {wheel} from PyPI once; it failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
 /// scripts/model-endpoint.py on a free loopback port, killed on drop.
