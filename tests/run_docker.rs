@@ -285,30 +285,17 @@ fn metal_selects_docker_on_linux_and_fails_at_container_start() {
 #[test]
 fn docker_evaluation_loads_the_build_in_a_fresh_checkout() {
     let img = TestImage::new();
-    let task = r#"[task]
-objective = "pick a value"
-protected = ["evaluator"]
-
-[check]
-argv = ["sh", "-c", '''
-set -e
+    let task = built_value_task(
+        r#"set -e
 [ -z "$(ls -A "$HOME")" ] || exit 2
 case "$HOME" in "$PWD"*) exit 3 ;; esac
 if ls .vibesys/state/runs | grep -q .; then exit 4; fi
 if (echo x >> evaluator/check.sh) 2>/dev/null; then exit 5; fi
 test -f out/v.txt
-''']
-
-[measure]
-argv = ["sh", "-c", "printf '{\"value\": %s}' \"$(cat out/v.txt)\""]
-metric = "value"
-
-[build]
-argv = ["sh", "-c", "mkdir -p out && cp bench/value.txt out/v.txt"]
-outputs = ["out/v.txt"]
-"#;
-    let (_d, p) = project(task);
-    let agent = "mkdir -p out; echo 99 > out/v.txt; echo 17 > bench/value.txt";
+"#,
+    );
+    let (_d, p) = project(&task);
+    let agent = BUILT_VALUE_AGENT;
     ok(docker_run(&p, &img)
         .args(["--provider", "custom", "--"])
         .args(["sh", "-c", agent])

@@ -52,6 +52,34 @@ fi
 exit 0
 "#;
 
+/// A task whose trusted build copies `bench/value.txt` to `out/v.txt` and
+/// whose measure reads that (`value`); `check` is the check's shell
+/// script (each backend's probes of the fresh checkout).
+pub fn built_value_task(check: &str) -> String {
+    format!(
+        r#"[task]
+objective = "pick a value"
+protected = ["evaluator"]
+
+[check]
+argv = ["sh", "-c", '''
+{check}''']
+
+[measure]
+argv = ["sh", "-c", "printf '{{\"value\": %s}}' \"$(cat out/v.txt)\""]
+metric = "value"
+
+[build]
+argv = ["sh", "-c", "mkdir -p out && cp bench/value.txt out/v.txt"]
+outputs = ["out/v.txt"]
+"#
+    )
+}
+
+/// The agent of [`built_value_task`]: it commits a stale `out/v.txt` (99)
+/// and sets the value the build copies (17).
+pub const BUILT_VALUE_AGENT: &str = "mkdir -p out; echo 99 > out/v.txt; echo 17 > bench/value.txt";
+
 /// A project with the task, committed, run state initialised.
 pub fn project(task: &str) -> (tempfile::TempDir, PathBuf) {
     project_in(&std::env::temp_dir(), task)
