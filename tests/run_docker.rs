@@ -223,7 +223,7 @@ fn metal_selects_docker_on_linux_and_fails_at_container_start() {
     let out = docker_run(&p, &img)
         .args(["--run-environment", "host"])
         .args(["--provider", "custom", "--candidates", "1"])
-        .args(["--", "sh", "-c", "echo AGENT-RAN > ran.txt"])
+        .args(["--", "sh", "-c", "echo AGENT-RAN"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -251,11 +251,12 @@ fn metal_selects_docker_on_linux_and_fails_at_container_start() {
             && error.contains("exists only on the macOS host"),
         "{c:#}"
     );
-    assert!(
-        !p.join(format!(".vibesys/state/local/candidates/{run}/1/ran.txt"))
-            .exists(),
-        "the agent ran"
-    );
+    // The agent's log outlives its worktree (removed when the candidate
+    // ends, so a file the agent wrote there proves nothing).
+    let log =
+        std::fs::read_to_string(p.join(format!(".vibesys/state/runs/{run}/logs/1-agent.log")))
+            .unwrap_or_default();
+    assert!(!log.contains("AGENT-RAN"), "the agent ran: {log}");
     assert!(containers_of_run(&format!("{run}-1")).is_empty());
 
     // A bad value is refused before anything is recorded.
