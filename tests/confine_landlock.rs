@@ -200,15 +200,7 @@ fn new_namespaces_are_refused() {
     for who in users() {
         let p = project(who);
         let probe = compile_c(&p.root, "nsprobe", NAMESPACE_PROBE, &["-pthread"]);
-        if who == As::User {
-            let (uid, gid) = test_user();
-            let status = std::process::Command::new("chown")
-                .args(["-R", &format!("{uid}:{gid}")])
-                .arg(&p.root)
-                .status()
-                .unwrap();
-            assert!(status.success());
-        }
+        chown_to(who, &[&p.root]);
         let unconfined = command_as(who, &p.root, &probe, &[]).output().unwrap();
         let text = stdout(&unconfined);
         assert!(

@@ -12,53 +12,12 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, UdpSocket};
+use std::net::UdpSocket;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
-use common::model_endpoint::{Endpoint, claude_cli, cli_home};
+use common::loopback_http::Server;
+use common::model_endpoint::{Endpoint, claude_cli, claude_session, cli_home};
 use common::*;
-
-/// An HTTP server on the host's loopback answering `BODY-<port>`, counting
-/// the connections it accepts.
-struct Server {
-    port: u16,
-    hits: Arc<AtomicUsize>,
-}
-
-fn server(body: &'static str) -> Server {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let counter = hits.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { continue };
-            counter.fetch_add(1, Ordering::SeqCst);
-            std::thread::spawn(move || {
-                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 1024];
-                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut chunk) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                }
-                let text = format!("{body}-{port}\n");
-                let _ = write!(
-                    s,
-                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
-                    text.len()
-                );
-            });
-        }
-    });
-    Server { port, hits }
-}
 
 /// `vibesys exec --confine BACKEND --allow-host ... -- sh -c SCRIPT` as `who`.
 fn exec_allow(
@@ -75,6 +34,13 @@ fn exec_allow(
     args.extend(["--".into(), "sh".into(), "-c".into(), script.into()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     command_as(who, &p.root, &vibesys(), &args)
+        .output()
+        .unwrap()
+}
+
+/// `vibesys ARGS` as root in the project.
+fn vibesys_root(p: &Project, args: &[&str]) -> std::process::Output {
+    command_as(As::Root, &p.root, &vibesys(), args)
         .output()
         .unwrap()
 }
@@ -105,15 +71,12 @@ fn only_the_listed_host_is_reachable_and_only_through_the_proxy() {
     require_tool("bwrap", "apt-get install bubblewrap");
     require_tool("curl", "apt-get install curl");
     require_tool("python3", "apt-get install python3");
-    let allowed = server("ALLOWED");
-    let refused = server("FORBIDDEN-BODY");
+    let allowed = Server::start("ALLOWED");
+    let refused = Server::start("FORBIDDEN-BODY");
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
     udp.set_nonblocking(true).unwrap();
     let udp_port = udp.local_addr().unwrap().port();
-    for (who, backend) in users()
-        .into_iter()
-        .flat_map(|w| [(w, "bwrap"), (w, "landlock")])
-    {
+    for (who, backend) in users_and_backends() {
         let p = project(who);
         std::fs::write(p.root.join("probe.py"), PROBE).unwrap();
         let (a, r) = (allowed.port, refused.port);
@@ -126,7 +89,7 @@ fn only_the_listed_host_is_reachable_and_only_through_the_proxy() {
              curl -s --proxy socks5h://127.0.0.1:3128 http://127.0.0.1:{r}/ >/dev/null; echo REFUSED-SOCKS $?; \
              python3 probe.py {a} {r} {udp_port}"
         );
-        let refused_before = refused.hits.load(Ordering::SeqCst);
+        let refused_before = refused.hits();
         let out = exec_allow(who, backend, &p, &[format!("127.0.0.1:{a}")], &script);
         assert_code(&out, 0);
         let text = stdout(&out);
@@ -157,7 +120,7 @@ fn only_the_listed_host_is_reachable_and_only_through_the_proxy() {
             "the refused server answered: {ctx}"
         );
         assert_eq!(
-            refused.hits.load(Ordering::SeqCst),
+            refused.hits(),
             refused_before,
             "the refused server was reached: {ctx}"
         );
@@ -181,7 +144,7 @@ fn only_the_listed_host_is_reachable_and_only_through_the_proxy() {
 fn a_name_that_leads_to_loopback_is_refused_unless_the_address_is_listed() {
     require_tool("bwrap", "apt-get install bubblewrap");
     require_tool("curl", "apt-get install curl");
-    let allowed = server("ALLOWED");
+    let allowed = Server::start("ALLOWED");
     let p = project(As::Root);
     let a = allowed.port;
     let out = exec_allow(
@@ -203,10 +166,8 @@ fn a_name_that_leads_to_loopback_is_refused_unless_the_address_is_listed() {
 #[test]
 fn bad_patterns_and_backends_that_cannot_enforce_exit_125() {
     let p = project(As::Root);
-    let out = command_as(
-        As::Root,
-        &p.root,
-        &vibesys(),
+    let out = vibesys_root(
+        &p,
         &[
             "exec",
             "--allow-host",
@@ -216,9 +177,7 @@ fn bad_patterns_and_backends_that_cannot_enforce_exit_125() {
             "--",
             "true",
         ],
-    )
-    .output()
-    .unwrap();
+    );
     assert_code(&out, 125);
     let err = stderr(&out);
     assert!(err.contains("\"a b\"") && err.contains("\"x:0\""), "{err}");
@@ -228,19 +187,15 @@ fn bad_patterns_and_backends_that_cannot_enforce_exit_125() {
         "[sandbox]\nallow_hosts = [\"*\"]\n",
     )
     .unwrap();
-    let out = command_as(As::Root, &p.root, &vibesys(), &["policy", "show"])
-        .output()
-        .unwrap();
+    let out = vibesys_root(&p, &["policy", "show"]);
     assert_code(&out, 125);
     assert!(stderr(&out).contains("\"*\""), "{}", stderr(&out));
     std::fs::write(p.root.join("vibesys.toml"), "").unwrap();
 
     // A backend that cannot enforce an allow-list refuses it (Seatbelt's
     // plan is text here; Docker's refusal is the same function).
-    let out = command_as(
-        As::Root,
-        &p.root,
-        &vibesys(),
+    let out = vibesys_root(
+        &p,
         &[
             "policy",
             "show",
@@ -250,9 +205,7 @@ fn bad_patterns_and_backends_that_cannot_enforce_exit_125() {
             "x.example",
             "--json",
         ],
-    )
-    .output()
-    .unwrap();
+    );
     assert_code(&out, 0);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let err = v["backends"]["seatbelt"]["error"]
@@ -261,10 +214,8 @@ fn bad_patterns_and_backends_that_cannot_enforce_exit_125() {
     assert!(err.contains("allow-list"), "{v}");
 
     // network = false still means none: the allow-list opens nothing.
-    let out = command_as(
-        As::Root,
-        &p.root,
-        &vibesys(),
+    let out = vibesys_root(
+        &p,
         &[
             "policy",
             "show",
@@ -273,9 +224,7 @@ fn bad_patterns_and_backends_that_cannot_enforce_exit_125() {
             "x.example",
             "--json",
         ],
-    )
-    .output()
-    .unwrap();
+    );
     assert_code(&out, 0);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["egress"]["mode"], "none", "{v}");
@@ -284,10 +233,8 @@ fn bad_patterns_and_backends_that_cannot_enforce_exit_125() {
 #[test]
 fn policy_show_names_the_providers_host() {
     let p = project(As::Root);
-    let out = command_as(
-        As::Root,
-        &p.root,
-        &vibesys(),
+    let out = vibesys_root(
+        &p,
         &[
             "policy",
             "show",
@@ -297,9 +244,7 @@ fn policy_show_names_the_providers_host() {
             "claude",
             "--json",
         ],
-    )
-    .output()
-    .unwrap();
+    );
     assert_code(&out, 0);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["egress"]["mode"], "allow-list");
@@ -322,42 +267,24 @@ fn the_real_claude_cli_completes_a_turn_through_the_proxy() {
     require_tool("bwrap", "apt-get install bubblewrap");
     require_tool("python3", "apt-get install python3 python3-pip");
     claude_cli();
-    let other = server("REFUSED");
-    for (who, backend) in users()
-        .into_iter()
-        .flat_map(|w| [(w, "bwrap"), (w, "landlock")])
-    {
+    let other = Server::start("REFUSED");
+    for (who, backend) in users_and_backends() {
         let p = project(who);
         let (home, path) = cli_home(who, &p.outside, |home| {
             std::fs::create_dir_all(home.join(".claude")).unwrap();
         });
         let ep = endpoint(&p.outside);
-        let base_url = ep.url();
         // The list names only a host that is not the endpoint: the
         // session adds its provider's host (ANTHROPIC_BASE_URL's).
-        let out = command_as(
-            who,
-            &p.root,
-            &vibesys(),
-            &[
-                "session",
-                "--provider",
-                "claude",
-                "--confine",
-                backend,
-                "--allow-host",
-                &format!("127.0.0.1:{}", other.port + 1),
-                "--",
-                "-p",
-                "hello",
-            ],
-        )
-        .env("PATH", &path)
-        .env("HOME", &home)
-        .env("ANTHROPIC_BASE_URL", &base_url)
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .output()
-        .unwrap();
+        let hosts = format!("127.0.0.1:{}", other.port + 1);
+        let out = ep
+            .cli_env(
+                &mut claude_session(who, &p.root, backend, &["--allow-host", &hosts], "hello"),
+                &home,
+                &path,
+            )
+            .output()
+            .unwrap();
         assert_code(&out, 0);
         assert!(
             stdout(&out).contains("hello through the proxy"),
@@ -365,7 +292,7 @@ fn the_real_claude_cli_completes_a_turn_through_the_proxy() {
             stdout(&out),
             stderr(&out)
         );
-        let requests = std::fs::read_to_string(&ep.log).unwrap_or_default();
+        let requests = ep.log_text();
         assert!(
             requests.contains("/v1/messages"),
             "{who:?} {backend}: {requests}"

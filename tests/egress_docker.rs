@@ -9,36 +9,16 @@
 
 mod docker_support;
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
-
+use docker_support::common::loopback_http::Server;
 use docker_support::{TestImage, require_docker, static_vibesys, unique, vibesys, workspace};
-
-/// A loopback HTTP server answering `BODY-<port>`.
-fn server(body: &'static str) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for mut s in listener.incoming().flatten() {
-            let mut buf = [0u8; 4096];
-            let _ = s.read(&mut buf);
-            let text = format!("{body}-{port}\n");
-            let _ = write!(
-                s,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
-                text.len()
-            );
-        }
-    });
-    port
-}
 
 #[test]
 fn only_the_listed_host_is_reachable_from_the_container() {
     require_docker();
     let img = TestImage::new();
     let ws = workspace();
-    let (a, r) = (server("ALLOWED"), server("FORBIDDEN-BODY"));
+    let (allowed, refused) = (Server::start("ALLOWED"), Server::start("FORBIDDEN-BODY"));
+    let (a, r) = (allowed.port, refused.port);
     let script = format!(
         "wget -q -O - http://127.0.0.1:{a}/; \
          wget -q -O - http://127.0.0.1:{r}/; echo REFUSED-RC $?; \
@@ -62,6 +42,7 @@ fn only_the_listed_host_is_reachable_from_the_container() {
     assert_eq!(out.status.code(), Some(0), "{ctx}");
     assert!(text.contains(&format!("ALLOWED-{a}\n")), "{ctx}");
     assert!(!text.contains("FORBIDDEN-BODY"), "{ctx}");
+    assert_eq!(refused.hits(), 0, "the refused server was reached: {ctx}");
     assert!(!text.contains("REFUSED-RC 0"), "{ctx}");
     assert!(!text.contains("DIRECT-RC 0"), "{ctx}");
     // The caller's own proxy variable does not override the door.

@@ -7,35 +7,15 @@
 mod docker_support;
 mod run_support;
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
-
+use docker_support::common::loopback_http::Server;
 use run_support::*;
-
-/// A loopback HTTP server answering `OK-<port>`.
-fn server() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for mut s in listener.incoming().flatten() {
-            let mut buf = [0u8; 4096];
-            let _ = s.read(&mut buf);
-            let body = format!("OK-{port}\n");
-            let _ = write!(
-                s,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    port
-}
 
 #[test]
 fn refused_hosts_are_in_the_candidates_record() {
     require_tool("bwrap", "apt-get install bubblewrap");
     require_tool("curl", "apt-get install curl");
-    let (allowed, refused) = (server(), server());
+    let (allowed_server, refused_server) = (Server::start("OK"), Server::start("OK"));
+    let (allowed, refused) = (allowed_server.port, refused_server.port);
     let (_d, p) = project(TASK);
     let agent = format!(
         "curl -sS http://127.0.0.1:{allowed}/ > reached.txt; curl -s http://127.0.0.1:{refused}/ >/dev/null; exit 0"
@@ -62,6 +42,9 @@ fn refused_hosts_are_in_the_candidates_record() {
         status["run"]["allow_hosts"],
         serde_json::json!([format!("127.0.0.1:{allowed}")])
     );
+    // The allowed host was reached, the refused one never was.
+    assert!(allowed_server.hits() > 0, "{status}");
+    assert_eq!(refused_server.hits(), 0, "{status}");
     let text = ok(vibesys_in(&p).args(["run", "status"]).output().unwrap());
     assert!(text.contains("[egress refused 1]"), "{text}\n{table}");
 }

@@ -26,18 +26,6 @@ fn exec_args(who: As, p: &Project, args: &[&str]) -> Output {
         .expect("run vibesys")
 }
 
-fn chown_to(who: As, paths: &[&Path]) {
-    if who == As::User {
-        let (uid, gid) = test_user();
-        let status = Command::new("chown")
-            .args(["-R", "-h", &format!("{uid}:{gid}")])
-            .args(paths)
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-}
-
 /// Finding 1: no global /proc knob is writable, whoever runs vibesys.
 /// The attack writes each knob's own current value back, so the host is
 /// unchanged even if it were to succeed.
@@ -45,10 +33,7 @@ fn chown_to(who: As, paths: &[&Path]) {
 fn global_proc_knobs_are_read_only_inside() {
     bwrap_needed();
     let before = std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap();
-    for (who, backend) in users()
-        .into_iter()
-        .flat_map(|w| [(w, "bwrap"), (w, "landlock")])
-    {
+    for (who, backend) in users_and_backends() {
         let p = project(who);
         let out = exec_sh(
             who,
@@ -101,10 +86,7 @@ int main(void) {
 #[test]
 fn no_set_id_file_can_be_made() {
     bwrap_needed();
-    for (who, backend) in users()
-        .into_iter()
-        .flat_map(|w| [(w, "bwrap"), (w, "landlock")])
-    {
+    for (who, backend) in users_and_backends() {
         let p = project(who);
         let probe = compile_c(&p.root, "setid", SETID_PROBE, &[]);
         chown_to(who, &[&p.root]);
@@ -135,10 +117,7 @@ fn the_32_bit_system_call_entry_is_refused() {
     bwrap_needed();
     let dir = tempfile::tempdir().unwrap();
     require_i386_entry(&compile_c(dir.path(), "i386", I386_PROBE, &[]));
-    for (who, backend) in users()
-        .into_iter()
-        .flat_map(|w| [(w, "bwrap"), (w, "landlock")])
-    {
+    for (who, backend) in users_and_backends() {
         let p = project(who);
         let probe = compile_c(&p.root, "i386", I386_PROBE, &[]);
         chown_to(who, &[&p.root]);
@@ -250,10 +229,7 @@ fn etc_secrets_are_masked_however_etc_is_granted() {
         .filter(|p| Path::new(p).exists())
         .collect();
     assert!(!secrets.is_empty(), "this host has none of the secrets");
-    for (who, backend) in users()
-        .into_iter()
-        .flat_map(|w| [(w, "bwrap"), (w, "landlock")])
-    {
+    for (who, backend) in users_and_backends() {
         let p = project(who);
         for allow in [None, Some("/etc")] {
             let mut args = vec!["exec", "--confine", backend];
@@ -393,10 +369,7 @@ fn a_hard_link_into_a_hidden_directory_is_refused() {
 #[test]
 fn a_host_file_as_stdio_is_neither_read_back_nor_truncated() {
     bwrap_needed();
-    for (who, backend) in users()
-        .into_iter()
-        .flat_map(|w| [(w, "bwrap"), (w, "landlock")])
-    {
+    for (who, backend) in users_and_backends() {
         let p = project(who);
         let log = p.outside.join("run.log");
         let input = p.outside.join("input.txt");

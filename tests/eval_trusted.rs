@@ -16,101 +16,49 @@ use std::process::{Command, Output};
 
 use run_support::*;
 
-/// Who runs vibesys.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Who {
-    Root,
-    User,
-}
-
-/// Root and the test user when the tests run as root, else the caller.
-fn everyone() -> Vec<Who> {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false);
-    if root {
-        vec![Who::Root, Who::User]
-    } else {
-        vec![Who::Root]
-    }
-}
-
 /// A project with `task` (see `run_support::project`), owned by `who`.
-fn project_for(who: Who, task: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+fn project_for(who: As, task: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     require_tool("bwrap", "apt-get install bubblewrap");
     let (d, p) = project(task);
     give_to(who, &d, &p);
     (d, p)
 }
 
-/// Makes `who` own the project and its temporary directory.
-fn give_to(who: Who, d: &tempfile::TempDir, p: &Path) {
-    if who == Who::User {
-        require_tool("setpriv", "apt-get install util-linux");
-        let (uid, gid) = test_user();
-        for dir in [d.path(), p] {
-            let st = Command::new("chown")
-                .args(["-R", &format!("{uid}:{gid}")])
-                .arg(dir)
-                .status()
-                .unwrap();
-            assert!(st.success());
-        }
-    }
+fn host_run(who: As, p: &Path, candidates: &str, agent: &str) -> Output {
+    host_run_as(who, p, &["--candidates", candidates, "--jobs", "1"], agent)
 }
 
-/// `vibesys ARGS` in `p` as `who`, with a small environment.
-fn vibesys_as(who: Who, p: &Path, args: &[&str]) -> Output {
-    let mut cmd = match who {
-        Who::Root => Command::new(vibesys_bin()),
-        Who::User => {
-            let (uid, gid) = test_user();
-            let mut c = Command::new("setpriv");
-            c.args([
-                &format!("--reuid={uid}"),
-                &format!("--regid={gid}"),
-                "--clear-groups",
-                "--",
-                vibesys_bin(),
-            ]);
-            c
-        }
-    };
-    cmd.args(args)
-        .current_dir(p)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", "/nonexistent")
-        .output()
+/// Whether `evaluator/check.sh` in `p` is free of the attacks' line.
+fn evaluator_untouched(p: &Path) -> bool {
+    !std::fs::read_to_string(p.join("evaluator/check.sh"))
         .unwrap()
+        .contains("PWNED-LINE")
 }
 
-fn host_run(who: Who, p: &Path, candidates: &str, agent: &str) -> Output {
-    vibesys_as(
-        who,
-        p,
-        &[
-            "run",
-            "start",
-            "--run-environment",
-            "host",
-            "--provider",
-            "custom",
-            "--candidates",
-            candidates,
-            "--jobs",
-            "1",
-            "--",
-            "sh",
-            "-c",
-            agent,
-        ],
+/// TASK with a build that appends a line to the protected evaluator.
+fn pwning_build_task() -> String {
+    format!(
+        "{TASK}\n[build]\nargv = [\"sh\", \"-c\", \"echo PWNED-LINE >> evaluator/check.sh && cp bench/run.sh out.sh\"]\noutputs = [\"out.sh\"]\n"
     )
 }
 
-fn status_as(who: Who, p: &Path) -> serde_json::Value {
+/// `vibesys build` of HEAD in the host environment in `p` as `who`,
+/// with `extra` options.
+fn build_head(who: As, p: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "build",
+        "--run",
+        "build-check",
+        "--commit",
+        "HEAD",
+        "--run-environment",
+        "host",
+    ];
+    args.extend_from_slice(extra);
+    vibesys_as(who, p, &args)
+}
+
+fn status_as(who: As, p: &Path) -> serde_json::Value {
     let run = only_run(p);
     serde_json::from_str(&ok(vibesys_as(who, p, &["run", "status", &run, "--json"]))).unwrap()
 }
@@ -118,6 +66,13 @@ fn status_as(who: Who, p: &Path) -> serde_json::Value {
 fn log(p: &Path, run: &str, name: &str) -> String {
     std::fs::read_to_string(p.join(format!(".vibesys/state/runs/{run}/logs/{name}.log")))
         .unwrap_or_default()
+}
+
+/// [`project`] where Landlock accepts it (not below /tmp).
+fn landlock_project(task: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let base = docker_support::common::landlock_safe_dir().join("eval-trusted");
+    std::fs::create_dir_all(&base).unwrap();
+    project_in(&base, task)
 }
 
 const BUILD_TASK: &str = r#"[task]
@@ -152,7 +107,7 @@ fi
 
 #[test]
 fn measure_reads_the_build_output_never_the_agents_stale_file() {
-    for who in everyone() {
+    for who in users() {
         let (_d, p) = project_for(who, BUILD_TASK);
         ok(host_run(who, &p, "2", BUILD_AGENT));
         let status = status_as(who, &p);
@@ -192,7 +147,8 @@ echo "answer=$out"
 [ "$out" = "$(cat tests/golden/expected.txt)" ]
 "#;
 
-/// The agent plants a `.pth` for the user site of Python, a `.gitconfig`,
+/// The agent plants a `.pth` for the user site of this machine's Python
+/// (its own version: a fixed one would plant where nothing looks), a `.gitconfig`,
 /// and a program that tries everything while the check runs it.
 /// Candidate 1's program prints the wrong answer, candidate 2's the right
 /// one.
@@ -202,8 +158,9 @@ fn attack_agent(p: &Path, mark: &Path, victim: &Path) -> String {
     let victim = victim.display();
     format!(
         r#"
-mkdir -p .local/lib/python3.11/site-packages
-echo 'import os; os.system("echo PTH-RAN >&2; touch {p}/PWNED-PTH")' > .local/lib/python3.11/site-packages/x.pth
+site=.local/lib/$(python3 -c 'import sys; print("python%d.%d" % sys.version_info[:2])')/site-packages
+mkdir -p "$site"
+echo 'import os; os.system("echo PTH-RAN >&2; touch {p}/PWNED-PTH")' > "$site/x.pth"
 printf '[user]\n\tname = PLANTED\n' > .gitconfig
 answer=41
 [ "$VIBESYS_CANDIDATE" = 2 ] && answer=42
@@ -224,7 +181,7 @@ EOF
 #[test]
 fn planted_files_and_the_candidates_program_cannot_reach_out_or_change_the_verdict() {
     require_tool("python3", "apt-get install python3");
-    for who in everyone() {
+    for who in users() {
         let task = TASK.replace(
             "argv = [\"sh\", \"evaluator/check.sh\"]",
             "argv = [\"sh\", \"evaluator/check.sh\"]\nnetwork = false",
@@ -240,7 +197,7 @@ fn planted_files_and_the_candidates_program_cannot_reach_out_or_change_the_verdi
         // A file beside the project the candidate's owner could write.
         let victim = p.parent().unwrap().join("victim.txt");
         std::fs::write(&victim, "victim\n").unwrap();
-        if who == Who::User {
+        if who == As::User {
             let (uid, gid) = test_user();
             std::os::unix::fs::chown(&victim, Some(uid), Some(gid)).unwrap();
         }
@@ -307,7 +264,7 @@ fn planted_files_and_the_candidates_program_cannot_reach_out_or_change_the_verdi
 #[test]
 fn a_huge_sparse_file_fails_the_commit_phase_quickly_naming_it() {
     require_tool("truncate", "apt-get install coreutils");
-    for who in everyone() {
+    for who in users() {
         let task = TASK.replace(
             "protected = [\"evaluator\"]",
             "protected = [\"evaluator\"]\ncommit_max_total_bytes = 1000",
@@ -345,7 +302,7 @@ fi
 
 #[test]
 fn protected_paths_are_read_only_in_exec_and_session() {
-    for who in everyone() {
+    for who in users() {
         let (_d, p) = project_for(who, TASK);
         let out = vibesys_as(
             who,
@@ -359,12 +316,7 @@ fn protected_paths_are_read_only_in_exec_and_session() {
             ],
         );
         assert_ne!(out.status.code(), Some(0), "{who:?}");
-        assert!(
-            !std::fs::read_to_string(p.join("evaluator/check.sh"))
-                .unwrap()
-                .contains("PWNED-LINE"),
-            "{who:?}"
-        );
+        assert!(evaluator_untouched(&p), "{who:?}");
         assert!(!p.join("evaluator/new").exists());
         let out = vibesys_as(
             who,
@@ -382,12 +334,7 @@ fn protected_paths_are_read_only_in_exec_and_session() {
             ],
         );
         assert_ne!(out.status.code(), Some(0), "{who:?}");
-        assert!(
-            !std::fs::read_to_string(p.join("evaluator/check.sh"))
-                .unwrap()
-                .contains("PWNED-LINE"),
-            "{who:?}"
-        );
+        assert!(evaluator_untouched(&p), "{who:?}");
         // The rest of the project stays writable.
         ok(vibesys_as(
             who,
@@ -399,35 +346,16 @@ fn protected_paths_are_read_only_in_exec_and_session() {
 
 #[test]
 fn vibesys_build_refuses_a_build_that_changes_a_protected_path() {
-    for who in everyone() {
-        let task = format!(
-            "{TASK}\n[build]\nargv = [\"sh\", \"-c\", \"echo PWNED-LINE >> evaluator/check.sh && cp bench/run.sh out.sh\"]\noutputs = [\"out.sh\"]\n"
-        );
-        let (_d, p) = project_for(who, &task);
-        let out = vibesys_as(
-            who,
-            &p,
-            &[
-                "build",
-                "--run",
-                "build-check",
-                "--commit",
-                "HEAD",
-                "--run-environment",
-                "host",
-            ],
-        );
+    for who in users() {
+        let (_d, p) = project_for(who, &pwning_build_task());
+        let out = build_head(who, &p, &[]);
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(1), "{who:?} {err}");
         assert!(
             err.contains("evaluator/check.sh: Read-only file system"),
             "{who:?} {err}"
         );
-        assert!(
-            !std::fs::read_to_string(p.join("evaluator/check.sh"))
-                .unwrap()
-                .contains("PWNED-LINE")
-        );
+        assert!(evaluator_untouched(&p));
     }
 }
 
@@ -436,37 +364,8 @@ fn vibesys_build_refuses_a_build_that_changes_a_protected_path() {
 /// what it lets through, naming the file.
 #[test]
 fn a_landlock_build_that_changes_a_protected_path_is_refused_naming_it() {
-    let task = format!(
-        "{TASK}\n[build]\nargv = [\"sh\", \"-c\", \"echo PWNED-LINE >> evaluator/check.sh && cp bench/run.sh out.sh\"]\noutputs = [\"out.sh\"]\n"
-    );
-    let (_d, p) = project(&task);
-    // Landlock refuses a project below /tmp.
-    let base = docker_support::common::landlock_safe_dir().join("eval-trusted");
-    std::fs::create_dir_all(&base).unwrap();
-    let dir = tempfile::tempdir_in(&base).unwrap();
-    let q = dir.path().join("project");
-    let st = Command::new("cp")
-        .arg("-a")
-        .arg(&p)
-        .arg(&q)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let out = vibesys_as(
-        Who::Root,
-        &q,
-        &[
-            "build",
-            "--run",
-            "build-check",
-            "--commit",
-            "HEAD",
-            "--run-environment",
-            "host",
-            "--confine",
-            "landlock",
-        ],
-    );
+    let (_d, q) = landlock_project(&pwning_build_task());
+    let out = build_head(As::Root, &q, &["--confine", "landlock"]);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
@@ -490,19 +389,7 @@ fn under_landlock_the_evaluation_loads_the_build_and_a_changed_evaluator_fails_i
             "argv = [\"sh\", \"-c\", \"printf '{\\\"time_ms\\\": %s}' $(cat out.txt)\"]"
         )
     );
-    let (_d, p) = project(&task);
-    // Landlock refuses a project below /tmp.
-    let base = docker_support::common::landlock_safe_dir().join("eval-trusted");
-    std::fs::create_dir_all(&base).unwrap();
-    let dir = tempfile::tempdir_in(&base).unwrap();
-    let q = dir.path().join("project");
-    let st = Command::new("cp")
-        .arg("-a")
-        .arg(&p)
-        .arg(&q)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let (_d, q) = landlock_project(&task);
     let agent = r#"
 echo 99 > out.txt
 if [ "$VIBESYS_CANDIDATE" = 1 ]; then
@@ -543,11 +430,7 @@ fi
         "{err}"
     );
     // The project's evaluator is untouched.
-    assert!(
-        !std::fs::read_to_string(q.join("evaluator/check.sh"))
-            .unwrap()
-            .contains("PWNED-LINE")
-    );
+    assert!(evaluator_untouched(&q));
 }
 
 /// Under Landlock `/tmp` is shared by every confined process of the user,

@@ -19,97 +19,35 @@ use run_support::*;
 
 /// A committed sample project whose run state was never prepared.
 fn fresh_project() -> (tempfile::TempDir, PathBuf) {
-    fresh_project_in(&std::env::temp_dir())
-}
-
-/// [`fresh_project`] below `base`.
-fn fresh_project_in(base: &Path) -> (tempfile::TempDir, PathBuf) {
-    require_tool("git", "apt-get install git");
-    let dir = tempfile::tempdir_in(base).unwrap();
-    let p = dir.path().canonicalize().unwrap();
-    for d in ["bench", "evaluator", "tests/golden", "secrets"] {
-        std::fs::create_dir_all(p.join(d)).unwrap();
-    }
-    std::fs::write(p.join("bench/run.sh"), "echo 42\n").unwrap();
-    std::fs::write(
-        p.join("evaluator/check.sh"),
-        "[ \"$(sh bench/run.sh)\" = \"$(cat tests/golden/expected.txt)\" ]\n",
-    )
-    .unwrap();
-    std::fs::write(
-        p.join("evaluator/measure.sh"),
-        "printf '{\"time_ms\": %s}' \"$(cat speed.txt 2>/dev/null || echo 100)\"\n",
-    )
-    .unwrap();
-    std::fs::write(p.join("tests/golden/expected.txt"), "42\n").unwrap();
-    std::fs::write(p.join("secrets/key.txt"), "SECRET-KEY\n").unwrap();
-    std::fs::write(p.join(".gitignore"), "secrets/\n").unwrap();
-    std::fs::write(p.join("vibesys.toml"), TASK).unwrap();
-    git(&p, &["init", "-q"]);
-    git(&p, &["add", "-A"]);
-    git(&p, &["commit", "-q", "-m", "sample"]);
-    (dir, p)
+    unprepared_project_in(&std::env::temp_dir(), TASK)
 }
 
 const PREPARED: &str = "vibesys: prepared the run state in ";
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// `run start` in the host environment, `as_user` as the unprivileged
-/// test user (setpriv), else as this (root) process.
-fn host_run(p: &Path, as_user: Option<(u32, u32)>) -> Output {
-    let args = [
-        "run",
-        "start",
-        "--run-environment",
-        "host",
-        "--provider",
-        "custom",
-        "--",
-        "sh",
-        "-c",
-        "echo 7 > speed.txt",
-    ];
-    match as_user {
-        None => vibesys_in(p).args(args).output().unwrap(),
-        Some((uid, gid)) => Command::new("setpriv")
-            .args([
-                &format!("--reuid={uid}"),
-                &format!("--regid={gid}"),
-                "--clear-groups",
-                "--",
-                vibesys_bin(),
-            ])
-            .args(args)
-            .current_dir(p)
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", "/nonexistent")
+/// `run start` in the host environment as `who`: root as this process,
+/// the test user through `host_run_as`.
+fn host_run(p: &Path, who: As) -> Output {
+    let agent = "echo 7 > speed.txt";
+    match who {
+        As::Root => vibesys_in(p)
+            .args(host_run_args(&[], agent))
             .output()
             .unwrap(),
+        As::User => host_run_as(who, p, &[], agent),
     }
 }
 
-fn prepares_once(as_user: Option<(u32, u32)>) {
+fn prepares_once(who: As) {
     require_tool("bwrap", "apt-get install bubblewrap");
     let (d, p) = fresh_project();
-    if let Some((uid, gid)) = as_user {
-        let st = Command::new("chown")
-            .args(["-R", &format!("{uid}:{gid}")])
-            .arg(d.path())
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
+    give_to(who, &d, &p);
     assert!(!p.join(".vibesys").exists());
-    let first = host_run(&p, as_user);
+    let first = host_run(&p, who);
     let err = stderr(&first);
     ok(first);
     assert_eq!(err.matches(PREPARED).count(), 1, "{err}");
     assert!(p.join(".vibesys/state/project.json").is_file());
-    let second = host_run(&p, as_user);
+    let second = host_run(&p, who);
     let err = stderr(&second);
     ok(second);
     assert!(!err.contains(PREPARED), "said twice: {err}");
@@ -123,13 +61,13 @@ fn prepares_once(as_user: Option<(u32, u32)>) {
 
 #[test]
 fn run_start_prepares_missing_run_state_and_says_so_once() {
-    prepares_once(None);
+    prepares_once(As::Root);
 }
 
 #[test]
 fn run_start_prepares_missing_run_state_as_an_unprivileged_user() {
     require_tool("setpriv", "apt-get install util-linux");
-    prepares_once(Some(test_user()));
+    prepares_once(As::User);
 }
 
 #[test]
@@ -172,7 +110,7 @@ fn a_run_whose_image_is_not_loaded_is_refused_before_anything_is_written() {
 #[test]
 fn policy_show_warns_of_nothing_unasked_and_summarises_the_seccomp_profile() {
     // Outside /tmp, where Landlock can confine it.
-    let (_d, p) = fresh_project_in(&docker_support::common::landlock_safe_dir());
+    let (_d, p) = unprepared_project_in(&docker_support::common::landlock_safe_dir(), TASK);
     let lock = docker_support::repo_root().join("images/images.lock");
     let out = vibesys_in(&p)
         .env("VIBESYS_IMAGES_LOCK", &lock)

@@ -150,6 +150,16 @@ fn tiny_image(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     (archive, lock)
 }
 
+/// [`tiny_image`] of a unique name (`prefix-…`) in a fresh directory, and
+/// its repository in `reg`: (directory, name, archive, lock, repository).
+fn tiny_for(reg: &Registry, prefix: &str) -> (tempfile::TempDir, String, PathBuf, PathBuf, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let name = unique(prefix);
+    let (archive, lock) = tiny_image(dir.path(), &name);
+    let repo = format!("127.0.0.1:{}/vs/{name}", reg.port);
+    (dir, name, archive, lock, repo)
+}
+
 fn pinned(lock: &Path, name: &str, key: &str) -> String {
     let t: toml::Value = toml::from_str(&std::fs::read_to_string(lock).unwrap()).unwrap();
     t["images"][name][key].as_str().unwrap().to_owned()
@@ -193,13 +203,10 @@ fn uploaded(report: &serde_json::Value) -> usize {
 fn plain_http_push_then_pull_by_digest_gives_back_the_pinned_image() {
     require("skopeo", "apt-get install skopeo");
     let (reg, _) = start(false);
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, name, archive, lock, repo) = tiny_for(&reg, "vs-reg-tiny");
     let d = dir.path();
-    let name = unique("vs-reg-tiny");
-    let (archive, lock) = tiny_image(d, &name);
     let manifest = pinned(&lock, &name, "manifest_digest");
     let config = pinned(&lock, &name, "config_digest");
-    let repo = format!("127.0.0.1:{}/vs/{name}", reg.port);
 
     // Push with the lock: prints REPO@manifest digest, records it.
     let out = ok(vibesys(d)
@@ -368,13 +375,10 @@ fn plain_http_push_then_pull_by_digest_gives_back_the_pinned_image() {
 fn docker_pulls_by_digest_and_loads_the_pulled_archive_as_the_same_image() {
     require_docker();
     let (reg, _) = start(false);
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, name, archive, lock, repo) = tiny_for(&reg, "vs-reg-docker");
     let d = dir.path();
-    let name = unique("vs-reg-docker");
-    let (archive, lock) = tiny_image(d, &name);
     let manifest = pinned(&lock, &name, "manifest_digest");
     let config = pinned(&lock, &name, "config_digest");
-    let repo = format!("127.0.0.1:{}/vs/{name}", reg.port);
     let reference = ok(vibesys(d)
         .args(["image", "push"])
         .arg(&archive)
@@ -421,11 +425,8 @@ fn docker_pulls_by_digest_and_loads_the_pulled_archive_as_the_same_image() {
 #[test]
 fn a_registry_serving_a_wrong_blob_is_caught_and_nothing_is_left() {
     let (reg, _) = start(false);
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, _name, archive, lock, repo) = tiny_for(&reg, "vs-reg-bad");
     let d = dir.path();
-    let name = unique("vs-reg-bad");
-    let (archive, lock) = tiny_image(d, &name);
-    let repo = format!("127.0.0.1:{}/vs/{name}", reg.port);
     let report = json_push(d, &archive, &repo, &[], None);
     let reference = report["reference"].as_str().unwrap().to_owned();
     let inspect = json(&ok(vibesys(d)
@@ -472,11 +473,9 @@ fn a_registry_serving_a_wrong_blob_is_caught_and_nothing_is_left() {
         .join(hex)
         .join("data");
     let text = std::fs::read_to_string(&data).unwrap();
-    std::fs::write(
-        &data,
-        text.replacen("\"schemaVersion\":2", "\"schemaVersion\": 2", 1),
-    )
-    .unwrap();
+    let changed = text.replacen("\"schemaVersion\":2", "\"schemaVersion\": 2", 1);
+    assert_ne!(changed, text, "the manifest was not changed");
+    std::fs::write(&data, changed).unwrap();
     let err = fails(
         vibesys(d)
             .args(["image", "pull", &reference, "--out"])
@@ -484,7 +483,12 @@ fn a_registry_serving_a_wrong_blob_is_caught_and_nothing_is_left() {
             .output()
             .unwrap(),
     );
-    assert!(err.contains(&manifest), "{err}");
+    // The reference names the manifest's digest whatever went wrong: the
+    // digest of the changed bytes shows that they were checked.
+    assert!(
+        err.contains(&manifest) && err.contains(&sha256(&data)),
+        "{err}"
+    );
     let left: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
@@ -493,11 +497,8 @@ fn a_registry_serving_a_wrong_blob_is_caught_and_nothing_is_left() {
 fn tls_with_a_test_ca_and_htpasswd_basic_auth() {
     let (reg, sec) = start(true);
     let sec = sec.unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, _name, archive, _lock, repo) = tiny_for(&reg, "vs-reg-tls");
     let d = dir.path();
-    let name = unique("vs-reg-tls");
-    let (archive, _lock) = tiny_image(d, &name);
-    let repo = format!("127.0.0.1:{}/vs/{name}", reg.port);
     let empty_config = d.join("no-credentials");
     std::fs::create_dir(&empty_config).unwrap();
 
@@ -612,11 +613,8 @@ fn tls_with_a_test_ca_and_htpasswd_basic_auth() {
 #[test]
 fn run_env_show_says_when_the_service_image_is_not_in_a_registry() {
     let (reg, _) = start(false);
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, _name, archive, lock, repo) = tiny_for(&reg, "vs-reg-remote");
     let d = dir.path();
-    let name = unique("vs-reg-remote");
-    let (archive, lock) = tiny_image(d, &name);
-    let repo = format!("127.0.0.1:{}/vs/{name}", reg.port);
     let show = |toml: &str| {
         write(d, "vibesys.toml", toml);
         json(&ok(vibesys(d)
@@ -748,10 +746,8 @@ fn a_hostile_layer_cannot_write_outside_the_squashfs_rootfs() {
 #[test]
 fn a_push_to_a_second_repository_mounts_the_blobs_the_lock_saw_pushed() {
     let (reg, _) = start(false);
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, name, archive, lock, _) = tiny_for(&reg, "vs-reg-mount");
     let d = dir.path();
-    let name = unique("vs-reg-mount");
-    let (archive, lock) = tiny_image(d, &name);
     let push = |repo: &str| {
         json(&ok(vibesys(d)
             .args(["image", "push", "--json"])

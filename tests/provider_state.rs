@@ -13,7 +13,7 @@ mod common;
 
 use std::path::Path;
 
-use common::model_endpoint::{Endpoint, claude_cli, cli_home};
+use common::model_endpoint::{Endpoint, claude_cli, claude_session, cli_home};
 use common::*;
 
 /// The scripts the operator's settings name, relative to `~/.claude`: a
@@ -111,38 +111,24 @@ fn named_contents(home: &Path) -> Vec<(String, Option<String>)> {
 fn a_session_cannot_plant_what_the_operators_next_claude_runs() {
     require_tool("bwrap", "apt-get install bubblewrap");
     claude_cli();
-    for (who, backend) in users()
-        .into_iter()
-        .flat_map(|w| [(w, "bwrap"), (w, "landlock")])
-    {
+    for (who, backend) in users_and_backends() {
         let p = project(who);
         let (home, path) = cli_home(who, &p.outside, operator_home);
         let ep = endpoint(&p.outside);
-        let base_url = ep.url();
         let before = named_contents(&home);
+        // A confined session whose prompt plays the attack.
+        let attack = || {
+            ep.cli_env(
+                &mut claude_session(who, &p.root, backend, &[], "attack"),
+                &home,
+                &path,
+            )
+            .output()
+            .unwrap()
+        };
 
         // The confined session: its one tool call is the attack.
-        let session = command_as(
-            who,
-            &p.root,
-            &vibesys(),
-            &[
-                "session",
-                "--provider",
-                "claude",
-                "--confine",
-                backend,
-                "--",
-                "-p",
-                "attack",
-            ],
-        )
-        .env("PATH", &path)
-        .env("HOME", &home)
-        .env("ANTHROPIC_BASE_URL", &base_url)
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .output()
-        .unwrap();
+        let session = attack();
         assert_code(&session, 0);
         let result = tool_results(&ep.log);
         assert!(
@@ -175,18 +161,19 @@ fn a_session_cannot_plant_what_the_operators_next_claude_runs() {
         // The operator's next turn, unconfined: its hooks run, nothing
         // the agent planted does.
         let _ = std::fs::remove_file(home.join("ran.log"));
-        let turn = command_as(
-            who,
-            &p.root,
-            &p.outside.join("bin/claude"),
-            &["-p", "hello"],
-        )
-        .env("PATH", &path)
-        .env("HOME", &home)
-        .env("ANTHROPIC_BASE_URL", &base_url)
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .output()
-        .unwrap();
+        let turn = ep
+            .cli_env(
+                &mut command_as(
+                    who,
+                    &p.root,
+                    &p.outside.join("bin/claude"),
+                    &["-p", "hello"],
+                ),
+                &home,
+                &path,
+            )
+            .output()
+            .unwrap();
         assert_code(&turn, 0);
         let ran = std::fs::read_to_string(home.join("ran.log")).unwrap_or_default();
         for hook in ["RAN-on-start.sh", "RAN-on-prompt.sh", "RAN-on-stop.sh"] {
@@ -208,27 +195,7 @@ fn a_session_cannot_plant_what_the_operators_next_claude_runs() {
             r#"{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"sh ~/.claude/projects/x.sh"}]}]}}"#,
         )
         .unwrap();
-        let refused = command_as(
-            who,
-            &p.root,
-            &vibesys(),
-            &[
-                "session",
-                "--provider",
-                "claude",
-                "--confine",
-                backend,
-                "--",
-                "-p",
-                "attack",
-            ],
-        )
-        .env("PATH", &path)
-        .env("HOME", &home)
-        .env("ANTHROPIC_BASE_URL", &base_url)
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .output()
-        .unwrap();
+        let refused = attack();
         assert_code(&refused, 125);
         let err = stderr(&refused);
         assert!(

@@ -14,15 +14,15 @@
 //! image is built and loaded.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+mod docker_support;
+mod run_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::model_endpoint::{Endpoint, claude_cli};
-use common::*;
+use docker_support::common::model_endpoint::{Endpoint, claude_cli, codex_cli};
+use docker_support::common::*;
 
 impl Endpoint {
     /// The logged requests that played a script.
@@ -84,16 +84,16 @@ fn cwd_of(entry: &serde_json::Value) -> Option<String> {
 const SECRET: &str = "sk-real-cli-hidden-4242";
 
 /// A committed project outside /tmp (Landlock accepts it), owned by `who`:
-/// the demo's sample task, a hidden key that is untracked (so absent from
-/// worktrees) and the CLI's home below it.
+/// run_support's sample (the demo's task, no run state), a hidden key that
+/// is untracked (so absent from worktrees), and the CLI's home beside it.
 struct Project {
     root: PathBuf,
     home: PathBuf,
+    _project: tempfile::TempDir,
     _base: tempfile::TempDir,
 }
 
 fn project(who: As) -> Project {
-    require_tool("git", "apt-get install git");
     let base_dir = landlock_safe_dir().join("real-cli");
     std::fs::create_dir_all(&base_dir).unwrap();
     let base = tempfile::Builder::new()
@@ -102,60 +102,15 @@ fn project(who: As) -> Project {
         .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let root = base.path().join("project");
-    let home = base.path().join("home");
-    for d in ["bench", "evaluator", "tests/golden", "secrets"] {
-        std::fs::create_dir_all(root.join(d)).unwrap();
-    }
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(root.join("bench/run.sh"), "echo 42\n").unwrap();
-    std::fs::write(
-        root.join("evaluator/check.sh"),
-        "[ \"$(sh bench/run.sh)\" = \"$(cat tests/golden/expected.txt)\" ]\n",
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("evaluator/measure.sh"),
-        "printf '{\"time_ms\": %s}' \"$(cat speed.txt 2>/dev/null || echo 100)\"\n",
-    )
-    .unwrap();
-    std::fs::write(root.join("tests/golden/expected.txt"), "42\n").unwrap();
+    let (project, root) = run_support::unprepared_project_in(base.path(), run_support::TASK);
     std::fs::write(root.join("secrets/api.env"), format!("API_KEY={SECRET}\n")).unwrap();
-    std::fs::write(root.join(".gitignore"), "secrets/\n").unwrap();
-    std::fs::write(
-        root.join("vibesys.toml"),
-        r#"[task]
-objective = "make bench/run.sh faster without changing its output"
-protected = ["evaluator"]
-[gate]
-protect = ["tests/golden"]
-[check]
-argv = ["sh", "evaluator/check.sh"]
-[measure]
-argv = ["sh", "evaluator/measure.sh"]
-metric = "time_ms"
-goal = "min"
-[sandbox]
-hidden = ["secrets"]
-"#,
-    )
-    .unwrap();
-    git(&root, &["init", "-q"]);
-    git(&root, &["add", "-A"]);
-    git(&root, &["commit", "-q", "-m", "sample"]);
-    if who == As::User {
-        let (uid, gid) = test_user();
-        let st = Command::new("chown")
-            .args(["-R", &format!("{uid}:{gid}")])
-            .arg(&root)
-            .arg(&home)
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
+    let home = base.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    chown_to(who, &[&root, &home]);
     Project {
         root,
         home,
+        _project: project,
         _base: base,
     }
 }
@@ -276,27 +231,12 @@ fn run_two_candidates(who: As, backend: &str) {
         .output()
         .unwrap();
     let table = ok_out(&out, who, backend);
-    let run = std::fs::read_dir(p.root.join(".vibesys/state/runs"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .file_name()
-        .into_string()
-        .unwrap();
+    let run = run_support::only_run(&p.root);
     let status = command_as(who, &p.root, &vibesys(), &["run", "status", &run, "--json"])
         .output()
         .unwrap();
     let status: serde_json::Value = serde_json::from_str(&ok_out(&status, who, backend)).unwrap();
-    let cand = |n: u64| {
-        status["candidates"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["candidate"] == n)
-            .unwrap()
-            .clone()
-    };
+    let cand = |n| run_support::candidate(&status, n);
     let (honest, cheat) = (cand(1), cand(2));
     assert_eq!(honest["state"], "passed", "{who:?} {backend}: {table}");
     assert_eq!(honest["metrics"]["time_ms"], 7, "{honest:#}");
@@ -321,8 +261,13 @@ fn run_two_candidates(who: As, backend: &str) {
     if backend == "bwrap" {
         assert!(results[1].contains("read-only file system"), "{results:#?}");
     }
+    // The project's own key, six levels above the worktree
+    // (.vibesys/state/local/candidates/RUN/2): absent under bwrap,
+    // refused under Landlock.
     assert!(
-        results[4].contains("No such file or directory"),
+        (results[4].contains("No such file or directory")
+            || results[4].contains("Permission denied"))
+            && !results[4].contains("API_KEY"),
         "the project's own secrets/ is not in reach: {results:#?}"
     );
     assert!(
@@ -483,24 +428,6 @@ fn the_model_endpoint_listens_on_loopback_only_and_bounds_requests() {
     assert!(lines >= 6, "{}", endpoint.log_text());
 }
 
-/// The real Codex CLI (scripts/codex-cli.sh: the pinned
-/// openai-codex-cli-bin wheel's executable), fetched once.
-fn codex_cli() -> &'static Path {
-    static CLI: OnceLock<PathBuf> = OnceLock::new();
-    CLI.get_or_init(|| {
-        require_tool("python3", "apt-get install python3 python3-pip");
-        let out = Command::new(repo_root().join("scripts/codex-cli.sh"))
-            .output()
-            .expect("cannot run scripts/codex-cli.sh");
-        assert!(
-            out.status.success(),
-            "this test needs the real Codex CLI: scripts/codex-cli.sh (run by scripts/install-deps.sh) downloads the pinned openai-codex-cli-bin wheel from PyPI once; it failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-    })
-}
-
 /// Codex's turn through the Responses API: its one tool is a JavaScript
 /// `exec` cell that calls `tools.exec_command`; it shows the CLI's own argv
 /// (the provider table's flag), writes a file, and tries the hidden key.
@@ -557,15 +484,7 @@ fn vibesys_with_codex(who: As, p: &Project, endpoint: &Endpoint, backend: &str) 
         ),
     )
     .unwrap();
-    if who == As::User {
-        let (uid, gid) = test_user();
-        let st = Command::new("chown")
-            .args(["-R", &format!("{uid}:{gid}")])
-            .arg(&codex_home)
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
+    chown_to(who, &[&codex_home]);
     let bin = codex_cli().parent().unwrap();
     let root = bin.parent().unwrap();
     let mut c = command_as(who, &p.root, &vibesys(), &[]);
@@ -601,7 +520,7 @@ fn run_start_with_the_real_codex_cli_under_bwrap_as_root_and_as_a_user() {
         let p = project(who);
         let honest = codex_steps("echo 7 > speed.txt", "honest done");
         let cheat = codex_steps(
-            "echo 'exit 0' > evaluator/check.sh || echo EVALUATOR-READ-ONLY; cat ../../../../../secrets/api.env; echo 41 > tests/golden/expected.txt; echo 'echo 41' > bench/run.sh; echo 1 > speed.txt",
+            "echo 'exit 0' > evaluator/check.sh || echo EVALUATOR-READ-ONLY; cat ../../../../../../secrets/api.env; echo 41 > tests/golden/expected.txt; echo 'echo 41' > bench/run.sh; echo 1 > speed.txt",
             "cheat done",
         );
         let endpoint = Endpoint::start(&[("cwd:/1", &honest), ("cwd:/2", &cheat)]);

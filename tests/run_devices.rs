@@ -17,7 +17,6 @@ mod run_support;
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 
 use docker_support::TestImage;
 use run_support::*;
@@ -130,34 +129,9 @@ fn a_device_that_is_not_a_character_device_is_refused_before_anything_runs() {
 fn sandbox_devices_are_bound_into_bwrap_as_an_unprivileged_user() {
     require_tool("bwrap", "apt-get install bubblewrap");
     require_tool("setpriv", "apt-get install util-linux");
-    let (uid, gid) = test_user();
     let (d, p) = project(&task());
-    let owner = format!("{uid}:{gid}");
-    for dir in [d.path(), p.as_path()] {
-        let st = Command::new("chown")
-            .args(["-R", &owner])
-            .arg(dir)
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-    ok(Command::new("setpriv")
-        .args([
-            &format!("--reuid={uid}"),
-            &format!("--regid={gid}"),
-            "--clear-groups",
-            "--",
-            vibesys_bin(),
-        ])
-        .args(["run", "start", "--run-environment", "host"])
-        .args(["--provider", "custom", "--candidates", "1"])
-        .args(["--", "sh", "-c", &agent()])
-        .current_dir(&p)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", "/nonexistent")
-        .output()
-        .unwrap());
+    give_to(As::User, &d, &p);
+    ok(host_run_as(As::User, &p, &["--candidates", "1"], &agent()));
     assert_only_the_device(&seen_devices(&p));
 }
 

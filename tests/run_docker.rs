@@ -223,7 +223,7 @@ fn metal_selects_docker_on_linux_and_fails_at_container_start() {
     let out = docker_run(&p, &img)
         .args(["--run-environment", "host"])
         .args(["--provider", "custom", "--candidates", "1"])
-        .args(["--", "sh", "-c", "echo AGENT-RAN > ran.txt"])
+        .args(["--", "sh", "-c", "echo AGENT-RAN"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -251,11 +251,12 @@ fn metal_selects_docker_on_linux_and_fails_at_container_start() {
             && error.contains("exists only on the macOS host"),
         "{c:#}"
     );
-    assert!(
-        !p.join(format!(".vibesys/state/local/candidates/{run}/1/ran.txt"))
-            .exists(),
-        "the agent ran"
-    );
+    // The agent's log outlives its worktree (removed when the candidate
+    // ends, so a file the agent wrote there proves nothing).
+    let log =
+        std::fs::read_to_string(p.join(format!(".vibesys/state/runs/{run}/logs/1-agent.log")))
+            .unwrap_or_default();
+    assert!(!log.contains("AGENT-RAN"), "the agent ran: {log}");
     assert!(containers_of_run(&format!("{run}-1")).is_empty());
 
     // A bad value is refused before anything is recorded.
@@ -285,30 +286,17 @@ fn metal_selects_docker_on_linux_and_fails_at_container_start() {
 #[test]
 fn docker_evaluation_loads_the_build_in_a_fresh_checkout() {
     let img = TestImage::new();
-    let task = r#"[task]
-objective = "pick a value"
-protected = ["evaluator"]
-
-[check]
-argv = ["sh", "-c", '''
-set -e
+    let task = built_value_task(
+        r#"set -e
 [ -z "$(ls -A "$HOME")" ] || exit 2
 case "$HOME" in "$PWD"*) exit 3 ;; esac
 if ls .vibesys/state/runs | grep -q .; then exit 4; fi
 if (echo x >> evaluator/check.sh) 2>/dev/null; then exit 5; fi
 test -f out/v.txt
-''']
-
-[measure]
-argv = ["sh", "-c", "printf '{\"value\": %s}' \"$(cat out/v.txt)\""]
-metric = "value"
-
-[build]
-argv = ["sh", "-c", "mkdir -p out && cp bench/value.txt out/v.txt"]
-outputs = ["out/v.txt"]
-"#;
-    let (_d, p) = project(task);
-    let agent = "mkdir -p out; echo 99 > out/v.txt; echo 17 > bench/value.txt";
+"#,
+    );
+    let (_d, p) = project(&task);
+    let agent = BUILT_VALUE_AGENT;
     ok(docker_run(&p, &img)
         .args(["--provider", "custom", "--"])
         .args(["sh", "-c", agent])

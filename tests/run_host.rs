@@ -371,50 +371,15 @@ fn a_host_run_never_starts_an_unconfined_agent() {
 fn two_candidates_on_the_host_as_an_unprivileged_user() {
     require_tool("bwrap", "apt-get install bubblewrap");
     require_tool("setpriv", "apt-get install util-linux");
-    let (uid, gid) = test_user();
     let (d, p) = project(TASK);
-    let owner = format!("{uid}:{gid}");
-    for dir in [d.path(), p.as_path()] {
-        let st = Command::new("chown")
-            .args(["-R", &owner])
-            .arg(dir)
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-    let as_user = |args: &[&str]| {
-        Command::new("setpriv")
-            .args([
-                &format!("--reuid={uid}"),
-                &format!("--regid={gid}"),
-                "--clear-groups",
-                "--",
-                vibesys_bin(),
-            ])
-            .args(args)
-            .current_dir(&p)
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", "/nonexistent")
-            .output()
-            .unwrap()
-    };
-    ok(as_user(&[
-        "run",
-        "start",
-        "--run-environment",
-        "host",
-        "--provider",
-        "custom",
-        "--candidates",
-        "2",
-        "--jobs",
-        "2",
-        "--",
-        "sh",
-        "-c",
+    give_to(As::User, &d, &p);
+    let as_user = |args: &[&str]| vibesys_as(As::User, &p, args);
+    ok(host_run_as(
+        As::User,
+        &p,
+        &["--candidates", "2", "--jobs", "2"],
         AGENT,
-    ]));
+    ));
     let run = only_run(&p);
     // Root's git refuses a repository another user owns: read as the user.
     let status: serde_json::Value =

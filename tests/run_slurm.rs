@@ -272,31 +272,18 @@ fn ctrl_c_and_kill_9_mid_job_leave_nothing_and_resume_finishes_in_slurm() {
 fn slurm_evaluation_loads_the_build_in_a_fresh_checkout() {
     slurm();
     let img = TestImage::new();
-    let task = r#"[task]
-objective = "pick a value"
-protected = ["evaluator"]
-
-[check]
-argv = ["sh", "-c", '''
-set -e
+    let task = built_value_task(
+        r#"set -e
 [ "$HOME" = /tmp/home ] || exit 2
 [ -z "$(ls -A "$HOME")" ] || exit 3
 if ls .vibesys/state/runs | grep -q .; then exit 4; fi
 if (echo x >> evaluator/check.sh) 2>/dev/null; then exit 5; fi
 [ "$(grep -c : /proc/net/dev)" = 1 ] || exit 6
 test -f out/v.txt
-''']
-
-[measure]
-argv = ["sh", "-c", "printf '{\"value\": %s}' \"$(cat out/v.txt)\""]
-metric = "value"
-
-[build]
-argv = ["sh", "-c", "mkdir -p out && cp bench/value.txt out/v.txt"]
-outputs = ["out/v.txt"]
-"#;
-    let (_d, p) = project(task);
-    let agent = "mkdir -p out; echo 99 > out/v.txt; echo 17 > bench/value.txt";
+"#,
+    );
+    let (_d, p) = project(&task);
+    let agent = BUILT_VALUE_AGENT;
     let out = vibesys_in(&p)
         .env("VIBESYS_IMAGES_LOCK", &img.lock)
         .env("VIBESYS_DOCKER_IMAGE", &img.name)

@@ -269,15 +269,7 @@ fn a_candidates_socket_reaches_only_its_own_worktree() {
             std::fs::write(base.join(n).join("eval/check.sh"), "exit 1\n").unwrap();
             std::fs::write(base.join(n).join("mine.txt"), format!("CANDIDATE-{n}\n")).unwrap();
         }
-        if who == As::User {
-            let (uid, gid) = test_user();
-            let st = Command::new("chown")
-                .args(["-R", &format!("{uid}:{gid}")])
-                .arg(p.root.join(".vibesys"))
-                .status()
-                .unwrap();
-            assert!(st.success());
-        }
+        chown_to(who, &[&p.root.join(".vibesys")]);
         let b = Broker::start(who, &p, &run, &["--candidates", "2"]);
         assert_eq!(b.candidates.len(), 2, "{}", b.log());
         // Another candidate's worktree and the project are refused.

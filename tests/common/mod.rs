@@ -7,6 +7,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod engine_images;
+pub mod loopback_http;
 pub mod model_endpoint;
 
 use std::path::{Path, PathBuf};
@@ -284,6 +285,20 @@ pub fn test_user() -> (u32, u32) {
     })
 }
 
+/// Gives `paths` (recursively, links themselves, never their targets) to
+/// the test user when `who` is the user; root's stay as they are.
+pub fn chown_to(who: As, paths: &[&Path]) {
+    if who == As::User {
+        let (uid, gid) = test_user();
+        let status = Command::new("chown")
+            .args(["-R", "-h", &format!("{uid}:{gid}")])
+            .args(paths)
+            .status()
+            .unwrap();
+        assert!(status.success(), "chown {paths:?}");
+    }
+}
+
 /// True when the tests run as root.
 pub fn is_root() -> bool {
     Command::new("id")
@@ -315,6 +330,15 @@ pub fn users() -> Vec<As> {
     } else {
         vec![As::Root]
     }
+}
+
+/// Each of [`users`] with each host backend that confines a command on
+/// Linux (bwrap, Landlock): the scenarios most confinement tests repeat.
+pub fn users_and_backends() -> Vec<(As, &'static str)> {
+    users()
+        .into_iter()
+        .flat_map(|w| [(w, "bwrap"), (w, "landlock")])
+        .collect()
 }
 
 /// A sample project: `docs/` read-only, `secret/` and `token.txt`
@@ -396,16 +420,7 @@ pub fn project(who: As) -> Project {
         std::fs::Permissions::from_mode(0o644),
     )
     .unwrap();
-    if who == As::User {
-        let (uid, gid) = test_user();
-        let status = Command::new("chown")
-            .args(["-R", "-h", &format!("{uid}:{gid}")])
-            .arg(&root)
-            .arg(&outside)
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
+    chown_to(who, &[&root, &outside]);
     Project {
         root,
         outside,

@@ -10,21 +10,45 @@ use std::time::{Duration, Instant};
 
 use super::{repo_root, require_tool};
 
-/// The real CLI, fetched once (scripts/install-deps.sh fetches it in CI).
+/// The real Claude Code CLI, fetched once (scripts/install-deps.sh fetches
+/// it in CI).
 pub fn claude_cli() -> &'static Path {
     static CLI: OnceLock<PathBuf> = OnceLock::new();
     CLI.get_or_init(|| {
-        require_tool("python3", "apt-get install python3 python3-pip");
-        let out = Command::new(repo_root().join("scripts/claude-cli.sh"))
-            .output()
-            .expect("cannot run scripts/claude-cli.sh");
-        assert!(
-            out.status.success(),
-            "this test needs the real Claude Code CLI: scripts/claude-cli.sh (run by scripts/install-deps.sh) downloads the pinned claude-agent-sdk wheel from PyPI once; it failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+        fetched_cli(
+            "claude-cli.sh",
+            "the real Claude Code CLI",
+            "claude-agent-sdk wheel",
+        )
     })
+}
+
+/// The real Codex CLI (the pinned openai-codex-cli-bin wheel's
+/// executable), fetched once.
+pub fn codex_cli() -> &'static Path {
+    static CLI: OnceLock<PathBuf> = OnceLock::new();
+    CLI.get_or_init(|| {
+        fetched_cli(
+            "codex-cli.sh",
+            "the real Codex CLI",
+            "openai-codex-cli-bin wheel",
+        )
+    })
+}
+
+/// The executable `scripts/SCRIPT` prints, after downloading the pinned
+/// `wheel` from PyPI once.
+fn fetched_cli(script: &str, what: &str, wheel: &str) -> PathBuf {
+    require_tool("python3", "apt-get install python3 python3-pip");
+    let out = Command::new(repo_root().join("scripts").join(script))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run scripts/{script}: {e}"));
+    assert!(
+        out.status.success(),
+        "this test needs {what}: scripts/{script} (run by scripts/install-deps.sh) downloads the pinned {wheel} from PyPI once; it failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
 /// scripts/model-endpoint.py on a free loopback port, killed on drop.
@@ -90,6 +114,16 @@ impl Endpoint {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// `cmd` set up as a real-CLI command talking to this endpoint: the
+    /// `home` and `path` of [`cli_home`], this endpoint as its provider
+    /// (`ANTHROPIC_BASE_URL`) and a test key.
+    pub fn cli_env<'c>(&self, cmd: &'c mut Command, home: &Path, path: &str) -> &'c mut Command {
+        cmd.env("PATH", path)
+            .env("HOME", home)
+            .env("ANTHROPIC_BASE_URL", self.url())
+            .env("ANTHROPIC_API_KEY", "test-key")
+    }
+
     /// Every request logged, whole.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
@@ -103,6 +137,22 @@ impl Drop for Endpoint {
     }
 }
 
+/// `vibesys session --provider claude --confine BACKEND EXTRA... -- -p
+/// PROMPT` as `who` in `dir` (give it the CLI's environment with
+/// [`Endpoint::cli_env`]).
+pub fn claude_session(
+    who: super::As,
+    dir: &Path,
+    backend: &str,
+    extra: &[&str],
+    prompt: &str,
+) -> Command {
+    let mut args = vec!["session", "--provider", "claude", "--confine", backend];
+    args.extend_from_slice(extra);
+    args.extend(["--", "-p", prompt]);
+    super::command_as(who, dir, &super::vibesys(), &args)
+}
+
 /// A home and a `bin` below `outside` for a real-CLI session as `who`:
 /// `fill` prepares the home, the CLI is linked as `bin/claude`, and both
 /// belong to the test user when `who` is the user. The home and the
@@ -114,16 +164,7 @@ pub fn cli_home(who: super::As, outside: &Path, fill: impl FnOnce(&Path)) -> (Pa
     std::fs::create_dir_all(&bin).unwrap();
     std::os::unix::fs::symlink(claude_cli(), bin.join("claude")).unwrap();
     fill(&home);
-    if who == super::As::User {
-        let (uid, gid) = super::test_user();
-        let status = Command::new("chown")
-            .args(["-R", "-h", &format!("{uid}:{gid}")])
-            .arg(&home)
-            .arg(&bin)
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
+    super::chown_to(who, &[&home, &bin]);
     let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
     (home, path)
 }

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 // The including test declares `mod docker_support` (which holds `common`).
 #[allow(unused_imports)]
+pub use crate::docker_support::common::{As, chown_to, command_as, stderr, users};
+#[allow(unused_imports)]
 pub use crate::docker_support::{
     fails, git, ok, require_tool, test_user, unique, vibesys as vibesys_in, vibesys_bin,
 };
@@ -50,10 +52,53 @@ fi
 exit 0
 "#;
 
+/// A task whose trusted build copies `bench/value.txt` to `out/v.txt` and
+/// whose measure reads that (`value`); `check` is the check's shell
+/// script (each backend's probes of the fresh checkout).
+pub fn built_value_task(check: &str) -> String {
+    format!(
+        r#"[task]
+objective = "pick a value"
+protected = ["evaluator"]
+
+[check]
+argv = ["sh", "-c", '''
+{check}''']
+
+[measure]
+argv = ["sh", "-c", "printf '{{\"value\": %s}}' \"$(cat out/v.txt)\""]
+metric = "value"
+
+[build]
+argv = ["sh", "-c", "mkdir -p out && cp bench/value.txt out/v.txt"]
+outputs = ["out/v.txt"]
+"#
+    )
+}
+
+/// The agent of [`built_value_task`]: it commits a stale `out/v.txt` (99)
+/// and sets the value the build copies (17).
+pub const BUILT_VALUE_AGENT: &str = "mkdir -p out; echo 99 > out/v.txt; echo 17 > bench/value.txt";
+
 /// A project with the task, committed, run state initialised.
 pub fn project(task: &str) -> (tempfile::TempDir, PathBuf) {
+    project_in(&std::env::temp_dir(), task)
+}
+
+/// [`project`] below `base` (e.g. `common::landlock_safe_dir()`, where
+/// Landlock accepts a project).
+pub fn project_in(base: &Path, task: &str) -> (tempfile::TempDir, PathBuf) {
+    sample_project(base, task, true)
+}
+
+/// [`project_in`] whose run state was never prepared (`state init` not run).
+pub fn unprepared_project_in(base: &Path, task: &str) -> (tempfile::TempDir, PathBuf) {
+    sample_project(base, task, false)
+}
+
+fn sample_project(base: &Path, task: &str, prepared: bool) -> (tempfile::TempDir, PathBuf) {
     require_tool("git", "apt-get install git");
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in(base).unwrap();
     let p = dir.path().canonicalize().unwrap();
     for d in ["bench", "evaluator", "tests/golden", "secrets"] {
         std::fs::create_dir_all(p.join(d)).unwrap();
@@ -74,10 +119,50 @@ pub fn project(task: &str) -> (tempfile::TempDir, PathBuf) {
     std::fs::write(p.join(".gitignore"), "secrets/\n").unwrap();
     std::fs::write(p.join("vibesys.toml"), task).unwrap();
     git(&p, &["init", "-q"]);
-    ok(vibesys_in(&p).args(["state", "init"]).output().unwrap());
+    if prepared {
+        ok(vibesys_in(&p).args(["state", "init"]).output().unwrap());
+    }
     git(&p, &["add", "-A"]);
     git(&p, &["commit", "-q", "-m", "sample"]);
     (dir, p)
+}
+
+/// Gives the project `p` and its temporary directory `d` to `who` (the
+/// test user: chown; root: nothing to do).
+pub fn give_to(who: As, d: &tempfile::TempDir, p: &Path) {
+    if who == As::User {
+        require_tool("setpriv", "apt-get install util-linux");
+    }
+    chown_to(who, &[d.path(), p]);
+}
+
+/// `vibesys ARGS` in `p` as `who` (`common::command_as`: the test user by
+/// setpriv, a small explicit environment).
+pub fn vibesys_as(who: As, p: &Path, args: &[&str]) -> std::process::Output {
+    command_as(who, p, &crate::docker_support::common::vibesys(), args)
+        .output()
+        .unwrap()
+}
+
+/// `vibesys run start` in the host environment with the stand-in provider
+/// in `p` as `who` (`vibesys_as`): `extra` options, then `sh -c AGENT`.
+pub fn host_run_as(who: As, p: &Path, extra: &[&str], agent: &str) -> std::process::Output {
+    vibesys_as(who, p, &host_run_args(extra, agent))
+}
+
+/// The arguments of [`host_run_as`].
+pub fn host_run_args<'a>(extra: &[&'a str], agent: &'a str) -> Vec<&'a str> {
+    let mut args = vec![
+        "run",
+        "start",
+        "--run-environment",
+        "host",
+        "--provider",
+        "custom",
+    ];
+    args.extend_from_slice(extra);
+    args.extend(["--", "sh", "-c", agent]);
+    args
 }
 
 /// The one run of a project.
