@@ -442,7 +442,7 @@ fi
 /// and candidate 1's check fails if the plant arrived.
 #[test]
 fn under_landlock_another_candidate_cannot_write_the_evaluations_home() {
-    for who in everyone() {
+    for who in users() {
         let shared = tempfile::tempdir().unwrap();
         let s = shared.path().display().to_string();
         let st = Command::new("chmod").args(["0777", &s]).status().unwrap();
@@ -455,49 +455,15 @@ fn under_landlock_another_candidate_cannot_write_the_evaluations_home() {
         let task = format!(
             "[task]\nobjective = \"x\"\nprotected = [\"evaluator\"]\n\n[check]\nargv = [\"sh\", \"-c\", {check:?}]\ntimeout_secs = 60\n"
         );
-        let (d, p) = project(&task);
-        // Landlock refuses a project below /tmp.
-        let base = docker_support::common::landlock_safe_dir().join("eval-trusted");
-        std::fs::create_dir_all(&base).unwrap();
-        let dir = tempfile::tempdir_in(&base).unwrap();
-        let q = dir.path().join("project");
-        let st = Command::new("cp")
-            .arg("-a")
-            .arg(&p)
-            .arg(&q)
-            .status()
-            .unwrap();
-        assert!(st.success());
-        drop(d);
-        give_to(who, &dir, &q);
+        let (d, q) = landlock_project(&task);
+        give_to(who, &d, &q);
         let agent = format!(
             "if [ \"$VIBESYS_CANDIDATE\" = 1 ]; then touch iam1; exit 0; fi; i=0; \
              while [ ! -f {s}/home ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; \
              h=$(cat {s}/home); echo x > \"$h/planted\" && echo PLANTED-IT; touch {s}/tried"
         );
-        let mut cmd = match who {
-            Who::Root => Command::new(vibesys_bin()),
-            Who::User => {
-                let (uid, gid) = test_user();
-                let mut c = Command::new("setpriv");
-                c.args([
-                    &format!("--reuid={uid}"),
-                    &format!("--regid={gid}"),
-                    "--clear-groups",
-                    "--",
-                    vibesys_bin(),
-                ]);
-                c
-            }
-        };
-        let out = cmd
-            .args(["run", "start", "--run-environment", "host"])
-            .args(["--provider", "custom", "--candidates", "2", "--jobs", "2"])
-            .args(["--", "sh", "-c", &agent])
-            .current_dir(&q)
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", "/nonexistent")
+        let args = host_run_args(&["--candidates", "2", "--jobs", "2"], &agent);
+        let out = command_as(who, &q, &docker_support::common::vibesys(), &args)
             .env("VIBESYS_AGENT_SANDBOX", "landlock")
             .output()
             .unwrap();
@@ -536,7 +502,7 @@ if [ "$VIBESYS_CANDIDATE" = 2 ]; then
   echo 'echo 1000 > out/v.txt' > bench/run.sh
 fi
 "#;
-    for who in everyone() {
+    for who in users() {
         let (_d, p) = project_for(who, &task);
         ok(host_run(who, &p, "2", agent));
         let status = status_as(who, &p);
