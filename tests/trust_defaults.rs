@@ -142,6 +142,47 @@ fn credentials_are_hidden_and_the_framework_files_read_only_by_default() {
     }
 }
 
+/// A provider's project configuration names commands the operator's next
+/// unconfined CLI in the project runs (hooks in `.claude/settings.json`,
+/// MCP servers in `.mcp.json`, Codex's and Gemini's settings): read-only
+/// by default, as `.git` is, for root and for a user.
+#[test]
+fn provider_project_configuration_is_read_only_by_default() {
+    require_tool("bwrap", "apt-get install bubblewrap");
+    for who in users() {
+        let p = bare_project(who);
+        for (dir, file) in [
+            (".claude", "settings.json"),
+            (".codex", "config.toml"),
+            (".gemini", "settings.json"),
+        ] {
+            std::fs::create_dir_all(p.root.join(dir)).unwrap();
+            std::fs::write(p.root.join(dir).join(file), "{}\n").unwrap();
+        }
+        std::fs::write(p.root.join(".mcp.json"), "{}\n").unwrap();
+        chown_to(who, &[&p.root]);
+        let out = exec(
+            who,
+            &p,
+            &[],
+            "for f in .claude/settings.json .claude/settings.local.json .codex/config.toml \
+             .gemini/settings.json .mcp.json; do (echo x >> $f) 2>/dev/null && echo WROTE $f; done; \
+             mv .claude claude.old 2>/dev/null && echo MOVED; exit 0",
+        );
+        assert_code(&out, 0);
+        let text = stdout(&out);
+        assert!(
+            !text.contains("WROTE") && !text.contains("MOVED"),
+            "{who:?}: {text}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(p.root.join(".claude/settings.json")).unwrap(),
+            "{}\n"
+        );
+        assert!(!p.root.join(".claude/settings.local.json").exists());
+    }
+}
+
 #[test]
 fn a_project_without_git_still_works() {
     require_tool("bwrap", "apt-get install bubblewrap");

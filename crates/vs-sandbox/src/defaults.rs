@@ -1,6 +1,7 @@
 //! The protections every project gets with no policy written: credentials
 //! hidden, and what confines and judges the agent read-only (`.git`,
-//! `vibesys.toml`, `.vibesys/`). An operator drops one only by naming it in
+//! `vibesys.toml`, `.vibesys/`), with the provider CLIs' project
+//! configuration (`.claude/`, `.mcp.json`, `.codex/`, `.gemini/`). An operator drops one only by naming it in
 //! `[sandbox] widen`, and every drop is logged at start-up.
 //!
 //! Pure data and validation, like the rest of the policy: the only I/O is
@@ -22,9 +23,21 @@ pub const DEFAULT_HIDDEN_FILES: &[&str] = &["agent.toml", ".env"];
 /// Root entries whose names start with this are hidden too (`.env.local`).
 pub const DEFAULT_HIDDEN_PREFIX: &str = ".env.";
 
-/// Paths read-only by default: history and the framework's files. The
-/// agent reads history; the framework commits.
-pub const DEFAULT_READ_ONLY: &[&str] = &[".git", "vibesys.toml", ".vibesys"];
+/// Paths read-only by default: history, the framework's files, and the
+/// provider CLIs' project configuration. The agent reads history; the
+/// framework commits. A provider's project settings (`.claude/`,
+/// `.mcp.json`, `.codex/`, `.gemini/`) name hooks, MCP servers and other
+/// commands that the operator's next unconfined CLI in this project runs,
+/// as `.git/hooks` names what git runs.
+pub const DEFAULT_READ_ONLY: &[&str] = &[
+    ".git",
+    "vibesys.toml",
+    ".vibesys",
+    ".claude",
+    ".mcp.json",
+    ".codex",
+    ".gemini",
+];
 
 /// The parts of `.git` that stay read-only when the agent may commit
 /// (`git = "commit"`): everything git executes or takes configuration
