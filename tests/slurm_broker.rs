@@ -63,6 +63,8 @@ struct Broker {
     framework: PathBuf,
     /// `--candidates N`: candidate n's socket at n - 1.
     candidates: Vec<PathBuf>,
+    /// `--checkout NAME`: the build checkout's socket.
+    checkout: Option<PathBuf>,
     stderr: std::sync::Arc<std::sync::Mutex<String>>,
     who: As,
     root: PathBuf,
@@ -100,6 +102,7 @@ impl Broker {
         let mut agent = None;
         let mut framework = None;
         let mut candidates = Vec::new();
+        let mut checkout = None;
         while agent.is_none() || framework.is_none() {
             match lines.next() {
                 Some(Ok(l)) => {
@@ -108,6 +111,8 @@ impl Broker {
                         .and_then(|r| r.split_once(": "))
                     {
                         candidates.push(PathBuf::from(c));
+                    } else if let Some(c) = l.strip_prefix("checkout: ") {
+                        checkout = Some(PathBuf::from(c));
                     } else if let Some(a) = l.strip_prefix("agent: ") {
                         agent = Some(PathBuf::from(a));
                     } else if let Some(f) = l.strip_prefix("framework: ") {
@@ -128,6 +133,7 @@ impl Broker {
             agent: agent.unwrap(),
             framework: framework.unwrap(),
             candidates,
+            checkout,
             stderr,
             who,
             root: p.root.clone(),
@@ -153,6 +159,17 @@ impl Broker {
     /// A job through candidate `n`'s socket, in `cwd`.
     fn candidate_job(&self, n: usize, cwd: &Path, script: &str) -> Output {
         let sock = self.candidates[n - 1].to_str().unwrap().to_owned();
+        let cwd = cwd.to_str().unwrap().to_owned();
+        self.client(&[
+            "job", "--socket", &sock, "--cwd", &cwd, "--", "sh", "-c", script,
+        ])
+        .output()
+        .unwrap()
+    }
+
+    /// A job through the build checkout's socket, in `cwd`.
+    fn checkout_job(&self, cwd: &Path, script: &str) -> Output {
+        let sock = self.checkout.as_ref().unwrap().to_str().unwrap().to_owned();
         let cwd = cwd.to_str().unwrap().to_owned();
         self.client(&[
             "job", "--socket", &sock, "--cwd", &cwd, "--", "sh", "-c", script,
@@ -544,6 +561,71 @@ fn hostile_frames_get_an_error_reply_and_the_broker_keeps_serving() {
         1,
         "only the valid job was submitted"
     );
+}
+
+/// A standalone build's broker (`vibesys build --run-environment slurm`
+/// runs candidate code): its checkout socket runs jobs only in the
+/// build's own checkout (never the project, never a candidate's
+/// worktree), and neither its start nor its stop cancels a job of a live
+/// run of the same id.
+#[test]
+fn a_build_checkouts_socket_reaches_only_its_checkout_and_spares_the_runs_jobs() {
+    for who in users() {
+        let p = broker_project(who, AGENT_GPU);
+        let run = unique("bco");
+        let name = "build-0123456789abcdef";
+        let base = p
+            .root
+            .join(format!(".vibesys/state/local/candidates/{run}"));
+        for d in ["1", name] {
+            std::fs::create_dir_all(base.join(d)).unwrap();
+        }
+        chown_to(who, &[&p.root.join(".vibesys")]);
+        let run_broker = Broker::start(who, &p, &run, &["--candidates", "1"]);
+        let sock = run_broker.agent.to_str().unwrap().to_owned();
+        let mut live = run_broker
+            .client(&["job", "--socket", &sock, "--", "sleep", "300"])
+            .spawn()
+            .unwrap();
+        wait_until("the run's job to run", Duration::from_secs(30), || {
+            run_jobs(&run, false).iter().any(|l| l.ends_with("RUNNING"))
+        });
+        let mut build = Broker::start(who, &p, &run, &["--checkout", name]);
+        assert!(
+            !build.log().contains("leftover"),
+            "{who:?}: the build's broker took the run's job for a leftover: {}",
+            build.log()
+        );
+        for cwd in [p.root.clone(), base.join("1"), base.clone()] {
+            let out = build.checkout_job(&cwd, "echo RAN");
+            assert_code(&out, 125);
+            assert!(!stdout(&out).contains("RAN"));
+            assert!(
+                stderr(&out)
+                    .contains("the build checkout's socket runs jobs only in its own worktree"),
+                "{who:?} {}: {}",
+                cwd.display(),
+                stderr(&out)
+            );
+        }
+        let out = build.checkout_job(&base.join(name), "echo RAN; pwd");
+        assert_code(&out, 0);
+        assert!(stdout(&out).contains("RAN"), "{who:?}: {}", stderr(&out));
+        let status = build.signal("-TERM");
+        assert!(status.success(), "{status}: {}", build.log());
+        assert!(
+            run_jobs(&run, false).iter().any(|l| l.ends_with("RUNNING")),
+            "{who:?}: the build's broker cancelled the live run's job: {}",
+            build.log()
+        );
+        assert!(live.try_wait().unwrap().is_none(), "the run's client ended");
+        drop(run_broker);
+        let out = live.wait_with_output().unwrap();
+        assert_code(&out, 123);
+        wait_until("the run's job to go", Duration::from_secs(30), || {
+            run_jobs(&run, false).is_empty()
+        });
+    }
 }
 
 #[test]

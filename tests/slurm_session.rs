@@ -267,14 +267,20 @@ fn a_slurm_build_runs_its_job_through_the_broker_and_leaves_nothing() {
     let img = TestImage::new();
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path();
-    let script = "mkdir -p target/bin && /.vibesys/vibesys broker job --socket \"$VIBESYS_BROKER_SOCKET\" -- sh -c 'echo hello > target/bin/app; hostname > target/node'";
+    // The build runs candidate code: its socket refuses a job in the
+    // project itself (the agent socket would have run it there).
+    let script = format!(
+        "mkdir -p target/bin && /.vibesys/vibesys broker job --socket \"$VIBESYS_BROKER_SOCKET\" -- sh -c 'echo hello > target/bin/app; hostname > target/node'; \
+         /.vibesys/vibesys broker job --socket \"$VIBESYS_BROKER_SOCKET\" --cwd {root} -- sh -c 'echo PWNED > {root}/pwned'; true",
+        root = p.display()
+    );
     std::fs::write(
         p.join("vibesys.toml"),
         format!(
             "[build]\nargv = [\"sh\", \"-c\", {}]\noutputs = [\"target/bin/app\"]\ntimeout_secs = 120\n\n\
              [vibesys.broker]\ngpu_devices = \"{GPU_DIR}/gpu{{}}\"\n\n\
              [vibesys.agent_gpu]\nenabled = true\n",
-            serde_json::to_string(script).unwrap()
+            serde_json::to_string(&script).unwrap()
         ),
     )
     .unwrap();
@@ -312,6 +318,10 @@ fn a_slurm_build_runs_its_job_through_the_broker_and_leaves_nothing() {
     assert_eq!(
         json["record"]["outputs"][0]["sha256"], HELLO_SHA256,
         "{json}"
+    );
+    assert!(
+        !p.join("pwned").exists(),
+        "the build's socket ran a job in the project"
     );
     assert_nothing_left(&run, "the session", 60, containers_of_run);
     let left = Command::new("docker")

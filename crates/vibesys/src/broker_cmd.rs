@@ -38,7 +38,8 @@ enum BrokerCommand {
 /// Arguments of `vibesys broker serve`.
 #[derive(Debug, Args)]
 #[command(after_help = "\
-Prints `candidate N: PATH` for each of --candidates, `agent: PATH` and `framework: PATH`,
+Prints `candidate N: PATH` for each of --candidates, `checkout: PATH` with --checkout, `agent:
+PATH` and `framework: PATH`,
 then serves in the foreground. On SIGTERM or SIGINT it cancels every job it submitted. At
 start it cancels the run's leftover jobs (an earlier broker killed with SIGKILL) and probes
 every compute node: where bubblewrap or user namespaces are missing it refuses to start
@@ -65,6 +66,9 @@ pub struct ServeArgs {
     /// Also serve one agent socket per candidate 1..=N, each running jobs only in that candidate's worktree (printed as `candidate N: PATH`).
     #[arg(long, default_value_t = 0, value_name = "N")]
     candidates: u32,
+    /// A standalone build's broker: also serve one socket that runs jobs only in the run's build checkout NAME (printed as `checkout: PATH`), and list and cancel only that checkout's jobs, never the run's.
+    #[arg(long, value_name = "NAME")]
+    checkout: Option<String>,
 }
 
 /// Arguments of `vibesys broker job`.
@@ -121,6 +125,11 @@ fn serve(a: ServeArgs) -> anyhow::Result<u8> {
         max_gpus: a.max_gpus,
         max_time_minutes: a.max_time,
         candidates: a.candidates,
+        checkout: a
+            .checkout
+            .as_deref()
+            .map(vs_runtime::CandidateId::new)
+            .transpose()?,
     };
     let settings = BrokerSettings::load(&a.project, run, &flags, helper_exe()?)?;
     let runtime = std::env::var_os("XDG_RUNTIME_DIR")
@@ -146,6 +155,9 @@ fn serve(a: ServeArgs) -> anyhow::Result<u8> {
             if let Some(socket) = broker.candidate_socket(n) {
                 writeln!(out, "candidate {n}: {}", socket.display())?;
             }
+        }
+        if let Some(socket) = broker.checkout_socket() {
+            writeln!(out, "checkout: {}", socket.display())?;
         }
         writeln!(out, "agent: {}", broker.agent_socket().display())?;
         writeln!(out, "framework: {}", broker.framework_socket().display())?;

@@ -119,8 +119,15 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
         RunEnvironment::Docker | RunEnvironment::Slurm => Some(docker_options(&layout, &config)?),
         _ => None,
     };
-    // slurm: the run's broker, stopped (with every job it submitted) when
-    // this function returns, after the container.
+    // The checkout is named before anything starts: the slurm build's
+    // broker socket is bound to it.
+    let checkout = vs_runtime::BuildCheckout::fresh_id()?;
+    // slurm: a broker of the build's own, stopped (with every job it
+    // submitted) when this function returns, after the container. Its one
+    // socket in the container runs jobs only in the build's checkout (never
+    // the project or a candidate's worktree: the build runs candidate
+    // code), and it lists and cancels only that checkout's jobs, never
+    // those of a live run of the same id.
     let broker = match (environment, docker.as_mut()) {
         (RunEnvironment::Slurm, Some(options)) => {
             let broker = crate::slurm_env::BrokerChild::start(
@@ -128,8 +135,12 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
                 run.as_str(),
                 args.env.slurm_gpu_alias(),
                 0,
+                Some(checkout.as_str()),
             )?;
-            crate::slurm_env::editor_options(options, broker.agent_socket())?;
+            let socket = broker
+                .checkout_socket()
+                .context("the build's broker serves no socket for its checkout")?;
+            crate::slurm_env::editor_options(options, socket)?;
             Some(broker)
         }
         _ => None,
@@ -154,6 +165,7 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
         env: &host_env(),
         extra_env,
         helper: helper_exe()?,
+        checkout: Some(checkout),
     });
     drop(broker);
     let commit = commit.unwrap_or_else(|| args.commit.clone());

@@ -591,6 +591,7 @@ impl CliHost {
             &self.run_id,
             false,
             self.candidates,
+            None,
         )?);
         Ok(())
     }

@@ -379,7 +379,7 @@ fn run_in_slurm(
     }
     let run = crate::docker_cmd::run_id();
     let broker =
-        crate::slurm_env::BrokerChild::start(project.workspace.root(), &run, agent_gpu, 0)?;
+        crate::slurm_env::BrokerChild::start(project.workspace.root(), &run, agent_gpu, 0, None)?;
     env.vars.push((
         crate::slurm_env::BROKER_SOCKET_ENV.into(),
         crate::slurm_env::AGENT_SOCKET_IN_CONTAINER.into(),

@@ -34,6 +34,7 @@ pub struct BrokerChild {
     agent: PathBuf,
     framework: PathBuf,
     candidates: Vec<PathBuf>,
+    checkout: Option<PathBuf>,
     _stdout: BufReader<ChildStdout>,
 }
 
@@ -41,13 +42,16 @@ impl BrokerChild {
     /// Starts the broker of run `run` for `project` and waits for its two
     /// socket lines; `agent_gpu` adds `--agent-gpu` (the deprecated
     /// `slurm-gpu`); `candidates` asks for one agent socket per candidate
-    /// of a run, each bound to its worktree. Fails, naming the broker's
-    /// status, when it exits first (its own messages are on stderr).
+    /// of a run, each bound to its worktree; `checkout` (a standalone
+    /// build's checkout name) one socket bound to that checkout, and the
+    /// broker's jobs scoped to it. Fails, naming the broker's status, when
+    /// it exits first (its own messages are on stderr).
     pub fn start(
         project: &Path,
         run: &str,
         agent_gpu: bool,
         candidates: u32,
+        checkout: Option<&str>,
     ) -> anyhow::Result<Self> {
         let mut cmd = Command::new(crate::project::helper_exe()?);
         cmd.arg("broker")
@@ -60,6 +64,9 @@ impl BrokerChild {
         }
         if candidates > 0 {
             cmd.arg("--candidates").arg(candidates.to_string());
+        }
+        if let Some(name) = checkout {
+            cmd.args(["--checkout", name]);
         }
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -78,6 +85,7 @@ impl BrokerChild {
         let mut agent = None;
         let mut framework = None;
         let mut sockets = Vec::new();
+        let mut checkout_socket = None;
         let mut line = String::new();
         while agent.is_none() || framework.is_none() {
             line.clear();
@@ -90,6 +98,8 @@ impl BrokerChild {
                         && n.parse::<u32>().ok() == u32::try_from(sockets.len() + 1).ok()
                     {
                         sockets.push(PathBuf::from(path));
+                    } else if let Some(c) = l.strip_prefix("checkout: ") {
+                        checkout_socket = Some(PathBuf::from(c));
                     } else if let Some(a) = l.strip_prefix("agent: ") {
                         agent = Some(PathBuf::from(a));
                     } else if let Some(f) = l.strip_prefix("framework: ") {
@@ -114,12 +124,16 @@ impl BrokerChild {
                 sockets.len()
             );
         }
+        if checkout.is_some() != checkout_socket.is_some() {
+            bail!("the broker named no socket for the build checkout");
+        }
         tracing::info!(agent = %agent.display(), framework = %framework.display(), "slurm: broker started");
         Ok(Self {
             child: Some(child),
             agent,
             framework,
             candidates: sockets,
+            checkout: checkout_socket,
             _stdout: reader,
         })
     }
@@ -127,6 +141,11 @@ impl BrokerChild {
     /// The agent socket on the host.
     pub fn agent_socket(&self) -> &Path {
         &self.agent
+    }
+
+    /// The build checkout's socket (`checkout` of [`BrokerChild::start`]).
+    pub fn checkout_socket(&self) -> Option<&Path> {
+        self.checkout.as_deref()
     }
 
     /// Candidate `n`'s agent socket on the host (1-based), when the broker

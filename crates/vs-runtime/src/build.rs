@@ -222,12 +222,30 @@ impl BuildCheckout {
     /// Checks out `rev` into a fresh candidate worktree of `run`. The run
     /// state must be initialized; the run's record directory is created.
     pub fn create(layout: &StateLayout, run: &RunId, rev: &str) -> Result<Self> {
-        layout.require_initialized()?;
-        layout.ensure_run_dir(run)?;
+        Self::create_as(layout, run, &Self::fresh_id()?, rev)
+    }
+
+    /// A fresh, unguessable checkout name (`build-` and 16 hex digits),
+    /// for a caller that must name the checkout before it exists (the
+    /// slurm build's broker socket is bound to it).
+    pub fn fresh_id() -> Result<CandidateId> {
         let mut nonce = [0u8; 8];
         random_bytes(&mut nonce)?;
-        let candidate = CandidateId::new(&format!("build-{}", hex::encode(nonce)))?;
-        let worktree = CandidateWorktree::create(layout, run, &candidate, rev)?;
+        CandidateId::new(&format!("build-{}", hex::encode(nonce)))
+    }
+
+    /// [`BuildCheckout::create`] under the name `id` (from
+    /// [`BuildCheckout::fresh_id`]); fails when a worktree of that name
+    /// exists.
+    pub fn create_as(
+        layout: &StateLayout,
+        run: &RunId,
+        id: &CandidateId,
+        rev: &str,
+    ) -> Result<Self> {
+        layout.require_initialized()?;
+        layout.ensure_run_dir(run)?;
+        let worktree = CandidateWorktree::create(layout, run, id, rev)?;
         Ok(Self {
             layout: layout.clone(),
             run: run.clone(),

@@ -12,7 +12,7 @@ use vs_sandbox::{AnySandbox, ConfineMode, DockerOptions, Enforcement, Workspace,
 
 use crate::build::{BuildCheckout, BuildSpec, TrustedBuild};
 use crate::error::{Result, RuntimeError};
-use crate::id::RunId;
+use crate::id::{CandidateId, RunId};
 use crate::run::EvalPlace;
 use crate::settings::ProjectSettings;
 use crate::state::StateLayout;
@@ -184,6 +184,9 @@ pub struct BuildRequest<'a> {
     pub extra_env: Vec<(OsString, OsString)>,
     /// The launch helper (the vibesys executable).
     pub helper: PathBuf,
+    /// The checkout's name, when the caller had to know it beforehand
+    /// ([`BuildCheckout::fresh_id`]); `None`: a fresh one.
+    pub checkout: Option<CandidateId>,
 }
 
 /// Runs a trusted build: the task's `[build]` from the operator's
@@ -196,7 +199,10 @@ pub fn run_build(request: BuildRequest<'_>) -> (Option<String>, Result<TrustedBu
     let mut commit = None;
     let outcome = (|| {
         let spec = request.spec;
-        let checkout = BuildCheckout::create(request.layout, request.run, request.commit)?;
+        let checkout = match &request.checkout {
+            Some(id) => BuildCheckout::create_as(request.layout, request.run, id, request.commit)?,
+            None => BuildCheckout::create(request.layout, request.run, request.commit)?,
+        };
         commit = Some(checkout.commit().to_owned());
         let program = spec.argv().first().map(OsString::from).unwrap_or_default();
         let protected = protected_paths(request.layout, request.run)?;

@@ -17,7 +17,7 @@ use super::protocol::{
     read_frame, write_frame, write_output,
 };
 use super::settings::BrokerSettings;
-use super::slurm::{JobSubmission, SlurmTools, job_comment, job_name_prefix};
+use super::slurm::{JobSubmission, SlurmTools};
 
 /// Which socket a connection came in on: what it may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +28,9 @@ pub enum Role {
     /// only in that candidate's worktree (never the project, never another
     /// candidate's).
     Candidate(u32),
+    /// A standalone build's socket: agent jobs only, when enabled, and
+    /// only in the build's checkout (`--checkout`).
+    Checkout,
     /// The framework's socket: agent jobs and the task's trusted gates.
     Framework,
 }
@@ -35,7 +38,7 @@ pub enum Role {
 impl Role {
     fn index(self) -> usize {
         match self {
-            Self::Agent | Self::Candidate(_) => 0,
+            Self::Agent | Self::Candidate(_) | Self::Checkout => 0,
             Self::Framework => 1,
         }
     }
@@ -44,6 +47,7 @@ impl Role {
         match self {
             Self::Agent => "agent".to_owned(),
             Self::Candidate(n) => format!("candidate {n} agent"),
+            Self::Checkout => "build checkout".to_owned(),
             Self::Framework => "framework".to_owned(),
         }
     }
@@ -73,6 +77,7 @@ pub struct Broker {
     agent: PathBuf,
     framework: PathBuf,
     candidates: Vec<PathBuf>,
+    checkout: Option<PathBuf>,
     listeners: Vec<(Role, UnixListener)>,
     leftovers: usize,
 }
@@ -101,7 +106,7 @@ impl Broker {
     /// sockets below `runtime_dir`.
     pub fn start(settings: BrokerSettings, runtime_dir: &Path) -> Result<Self, BrokerError> {
         let slurm = SlurmTools::find(std::env::var_os("PATH").as_deref())?;
-        let leftovers = slurm.cancel_run(&settings.run)?;
+        let leftovers = slurm.cancel_run(&settings.scope())?;
         if leftovers > 0 {
             tracing::warn!(
                 "cancelled {leftovers} leftover job(s) of run {} from an earlier broker",
@@ -141,10 +146,12 @@ impl Broker {
         let mut paths = Vec::new();
         let roles = [Role::Agent, Role::Framework]
             .into_iter()
-            .chain((1..=ctx.settings.candidates).map(Role::Candidate));
+            .chain((1..=ctx.settings.candidates).map(Role::Candidate))
+            .chain(ctx.settings.checkout.as_ref().map(|_| Role::Checkout));
         for role in roles {
             let sub = dir.join(match role {
                 Role::Candidate(n) => format!("candidate-{n}"),
+                Role::Checkout => "checkout".to_owned(),
                 _ => role.name(),
             });
             mkdir(&sub)?;
@@ -162,12 +169,19 @@ impl Broker {
             listeners.push((role, listener));
             paths.push(path);
         }
+        let checkout = ctx
+            .settings
+            .checkout
+            .as_ref()
+            .and_then(|_| paths.last().cloned());
+        let candidates = paths[2..2 + ctx.settings.candidates as usize].to_vec();
         Ok(Self {
             ctx,
             dir,
             agent: paths[0].clone(),
             framework: paths[1].clone(),
-            candidates: paths[2..].to_vec(),
+            checkout,
+            candidates,
             listeners,
             leftovers,
         })
@@ -189,6 +203,11 @@ impl Broker {
         self.candidates.get(i).map(PathBuf::as_path)
     }
 
+    /// The build checkout's socket (`--checkout`), when served.
+    pub fn checkout_socket(&self) -> Option<&Path> {
+        self.checkout.as_deref()
+    }
+
     /// How many leftover jobs the start cancelled.
     pub fn leftovers(&self) -> usize {
         self.leftovers
@@ -201,6 +220,7 @@ impl Broker {
             sockets: [self.agent.clone(), self.framework.clone()]
                 .into_iter()
                 .chain(self.candidates.iter().cloned())
+                .chain(self.checkout.iter().cloned())
                 .collect(),
         }
     }
@@ -219,7 +239,8 @@ impl Broker {
         for t in threads {
             let _ = t.join();
         }
-        let cancelled = self.ctx.slurm.cancel_run(&self.ctx.settings.run)?;
+        let scope = self.ctx.settings.scope();
+        let cancelled = self.ctx.slurm.cancel_run(&scope)?;
         let deadline = Instant::now() + Duration::from_secs(15);
         let busy = |c: &Ctx| {
             c.active
@@ -236,10 +257,10 @@ impl Broker {
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut asked = Instant::now();
         while Instant::now() < deadline {
-            match self.ctx.slurm.run_jobs(&self.ctx.settings.run) {
+            match self.ctx.slurm.run_jobs(&scope) {
                 Ok(jobs) if jobs.is_empty() => break,
                 Ok(_) if asked.elapsed() > Duration::from_secs(3) => {
-                    let _ = self.ctx.slurm.cancel_run(&self.ctx.settings.run);
+                    let _ = self.ctx.slurm.cancel_run(&scope);
                     asked = Instant::now();
                 }
                 Ok(_) => {}
@@ -398,7 +419,7 @@ fn plan(ctx: &Ctx, role: Role, req: &Request) -> Result<JobSubmission, String> {
     let s = &ctx.settings;
     let name = format!(
         "{}-{}",
-        job_name_prefix(&s.run),
+        s.scope().name_prefix(),
         ctx.next.fetch_add(1, Ordering::SeqCst)
     );
     match req {
@@ -417,7 +438,7 @@ fn plan(ctx: &Ctx, role: Role, req: &Request) -> Result<JobSubmission, String> {
             };
             Ok(JobSubmission {
                 name,
-                comment: job_comment(&s.run),
+                comment: s.scope().comment(),
                 time_minutes: s.max_time_minutes,
                 gpus: 0,
                 nodelist: None,
@@ -452,14 +473,22 @@ fn plan(ctx: &Ctx, role: Role, req: &Request) -> Result<JobSubmission, String> {
                 ));
             }
             let (workspace, cwd) = super::resolve_cwd(&s.project, &s.run, cwd.as_deref())?;
-            if let Role::Candidate(n) = role {
+            let own = match role {
+                Role::Candidate(n) => Some((n.to_string(), format!("candidate {n}'s"))),
+                Role::Checkout => s
+                    .checkout
+                    .as_ref()
+                    .map(|c| (c.as_str().to_owned(), "the build checkout's".to_owned())),
+                Role::Agent | Role::Framework => None,
+            };
+            if let Some((own, whose)) = own {
                 let own = s
                     .project
                     .join(crate::state::StateLayout::candidates_rel(&s.run))
-                    .join(n.to_string());
+                    .join(own);
                 if workspace != own {
                     return Err(format!(
-                        "candidate {n}'s socket runs jobs only in its own worktree {}; {} is outside it",
+                        "{whose} socket runs jobs only in its own worktree {}; {} is outside it",
                         own.display(),
                         cwd.display()
                     ));
@@ -494,7 +523,7 @@ fn plan(ctx: &Ctx, role: Role, req: &Request) -> Result<JobSubmission, String> {
             node.extend(argv.iter().map(OsString::from));
             Ok(JobSubmission {
                 name,
-                comment: job_comment(&s.run),
+                comment: s.scope().comment(),
                 time_minutes: time,
                 gpus: *gpus,
                 nodelist: None,
@@ -710,8 +739,8 @@ fn probe(ctx: &Ctx) -> Result<(), BrokerError> {
     let mut running = Vec::new();
     for node in &nodes {
         let sub = JobSubmission {
-            name: format!("{}-probe", job_name_prefix(&s.run)),
-            comment: job_comment(&s.run),
+            name: format!("{}-probe", s.scope().name_prefix()),
+            comment: s.scope().comment(),
             time_minutes: 1,
             gpus: 0,
             nodelist: Some(node.clone()),
@@ -792,7 +821,7 @@ fn probe(ctx: &Ctx) -> Result<(), BrokerError> {
     }
     match failure {
         Some(f) => {
-            let _ = ctx.slurm.cancel_run(&s.run);
+            let _ = ctx.slurm.cancel_run(&s.scope());
             Err(f)
         }
         None => Ok(()),

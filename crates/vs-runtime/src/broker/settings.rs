@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::BrokerError;
+use super::slurm::JobScope;
 use crate::fsutil::read_bounded;
-use crate::id::RunId;
+use crate::id::{CandidateId, RunId};
 
 /// Default time limit of a job, in minutes, when none is configured.
 pub const DEFAULT_MAX_TIME_MINUTES: u32 = 60;
@@ -69,6 +70,10 @@ pub struct BrokerFlags {
     /// `--candidates N`: one agent socket per candidate of the run, each
     /// bound to that candidate's worktree.
     pub candidates: u32,
+    /// `--checkout NAME`: a standalone build's broker. One more socket,
+    /// bound to the run's build checkout `NAME`, and only that checkout's
+    /// jobs are the broker's to list and cancel.
+    pub checkout: Option<CandidateId>,
 }
 
 /// Everything the broker trusts, validated.
@@ -80,6 +85,8 @@ pub struct BrokerSettings {
     pub candidates: u32,
     /// The run; jobs carry it in their name and comment.
     pub run: RunId,
+    /// A standalone build's checkout within the run (`--checkout`).
+    pub checkout: Option<CandidateId>,
     /// Whether the agent socket accepts jobs.
     pub agent_jobs: bool,
     /// Largest GPU count a job may ask for.
@@ -193,6 +200,7 @@ impl BrokerSettings {
             project,
             candidates: flags.candidates,
             run,
+            checkout: flags.checkout.clone(),
             agent_jobs: flags.agent_gpu || agent.enabled,
             max_gpus: flags
                 .max_gpus
@@ -205,6 +213,16 @@ impl BrokerSettings {
             gpu_devices,
             partition: broker.partition,
         })
+    }
+}
+
+impl BrokerSettings {
+    /// The jobs this broker submits, lists and cancels.
+    pub fn scope(&self) -> JobScope {
+        match &self.checkout {
+            None => JobScope::run(self.run.clone()),
+            Some(c) => JobScope::checkout(self.run.clone(), c.clone()),
+        }
     }
 }
 

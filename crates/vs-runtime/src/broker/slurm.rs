@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::BrokerError;
-use crate::id::RunId;
+use crate::id::{CandidateId, RunId};
 
 /// Slurm's own client tools, found once in the broker's `PATH`.
 #[derive(Debug, Clone)]
@@ -119,8 +119,8 @@ impl SlurmTools {
         Ok(nodes)
     }
 
-    /// Every job of the run still known to the controller: (id, state).
-    pub fn run_jobs(&self, run: &RunId) -> Result<Vec<(u64, String)>, BrokerError> {
+    /// Every job of the scope still known to the controller: (id, state).
+    pub fn run_jobs(&self, scope: &JobScope) -> Result<Vec<(u64, String)>, BrokerError> {
         let args = vec![
             "-h".to_owned(),
             "--states=PENDING,RUNNING,SUSPENDED,COMPLETING,CONFIGURING,RESIZING,REQUEUED".into(),
@@ -128,8 +128,8 @@ impl SlurmTools {
             "%i|%j|%k|%T".into(),
         ];
         let text = self.output(&self.squeue, &args)?;
-        let comment = job_comment(run);
-        let prefix = format!("{}-", job_name_prefix(run));
+        let comment = scope.comment();
+        let prefix = format!("{}-", scope.name_prefix());
         Ok(text
             .lines()
             .filter_map(|l| {
@@ -148,9 +148,9 @@ impl SlurmTools {
             .collect())
     }
 
-    /// Cancels every job of the run; returns how many were found.
-    pub fn cancel_run(&self, run: &RunId) -> Result<usize, BrokerError> {
-        let jobs = self.run_jobs(run)?;
+    /// Cancels every job of the scope; returns how many were found.
+    pub fn cancel_run(&self, scope: &JobScope) -> Result<usize, BrokerError> {
+        let jobs = self.run_jobs(scope)?;
         if !jobs.is_empty() {
             let mut args = vec!["--quiet".to_owned()];
             args.extend(jobs.iter().map(|(id, _)| id.to_string()));
@@ -284,14 +284,50 @@ pub fn availability() -> crate::availability::Availability {
     }
 }
 
-/// The name prefix of every job of a run.
-pub fn job_name_prefix(run: &RunId) -> String {
-    format!("vibesys-{}", run.as_str())
+/// Whose jobs a broker submits, lists and cancels: a run's, or those of
+/// one standalone build's checkout within a run. The two never overlap,
+/// so a build's broker cannot cancel the jobs of a live run of the same
+/// id, nor a run's broker a build's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobScope {
+    run: RunId,
+    checkout: Option<CandidateId>,
 }
 
-/// The comment every job of a run carries.
-pub fn job_comment(run: &RunId) -> String {
-    format!("vibesys-run={}", run.as_str())
+impl JobScope {
+    /// Every job of `run` (a run's broker).
+    pub fn run(run: RunId) -> Self {
+        Self {
+            run,
+            checkout: None,
+        }
+    }
+
+    /// The jobs of the build checkout `checkout` of `run` (a standalone
+    /// build's broker).
+    pub fn checkout(run: RunId, checkout: CandidateId) -> Self {
+        Self {
+            run,
+            checkout: Some(checkout),
+        }
+    }
+
+    /// The name prefix of every job in the scope (`vibesys-RUN` or
+    /// `vibesys-RUN-CHECKOUT`); a job's name adds `-N` or `-probe`.
+    pub fn name_prefix(&self) -> String {
+        match &self.checkout {
+            None => format!("vibesys-{}", self.run.as_str()),
+            Some(c) => format!("vibesys-{}-{}", self.run.as_str(), c.as_str()),
+        }
+    }
+
+    /// The comment every job in the scope carries.
+    pub fn comment(&self) -> String {
+        match &self.checkout {
+            None => format!("vibesys-run={}", self.run.as_str()),
+            Some(c) => format!("vibesys-run={}/{}", self.run.as_str(), c.as_str()),
+        }
+    }
 }
 
 /// One job as submitted: everything `srun` is told.
