@@ -236,7 +236,7 @@ pub enum SandboxError {
     InvalidCommand(String),
     /// The Docker backend failed.
     #[error(transparent)]
-    Docker(#[from] crate::docker::DockerError),
+    Docker(#[from] crate::docker::error::DockerError),
     /// A command runner failed to run or observe a command.
     #[error(transparent)]
     Runner(#[from] crate::runner::RunnerError),
