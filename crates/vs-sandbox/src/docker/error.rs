@@ -35,6 +35,7 @@ impl EndPhase {
 
 /// Why the Docker backend failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DockerError {
     /// An Engine API call failed.
     #[error("docker engine: {operation} failed: {message}")]
