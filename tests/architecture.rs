@@ -10,12 +10,13 @@
 //! - every test file of this package is a test target (cargo's discovery is
 //!   off here, so an unlisted file would silently never run);
 //! - no crate has a file-level cycle (two modules naming each other's
-//!   items, directly or through others);
+//!   items, directly or through others, a parent's names of its own child
+//!   files' items included);
 //! - every crate with macOS code is type-checked for macOS by
 //!   `scripts/check-macos.sh` (CI has no macOS).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -439,77 +440,198 @@ fn modules(src: &Path) -> Vec<(String, PathBuf)> {
         .collect()
 }
 
-/// The module paths a file's code names with `crate::` or `super::`
-/// (comment lines and the `#[cfg(test)] mod tests` at the end excluded),
-/// made absolute.
-fn referenced_paths(module: &str, source: &str) -> Vec<String> {
-    let code: String = source
-        .split("#[cfg(test)]\nmod tests")
-        .next()
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| !l.trim_start().starts_with("//"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let parent = module.rsplit_once("::").map_or("", |(p, _)| p);
-    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
-    let mut out = Vec::new();
-    for (prefix, base) in [("crate::", ""), ("super::", parent)] {
-        for (at, _) in code.match_indices(prefix) {
-            // Not part of a longer path (`vs_runtime::crate::` never occurs;
-            // `super::super::` is resolved one level only, which is enough
-            // for this workspace).
-            let rest = &code[at + prefix.len()..];
-            let join = |p: &str| {
-                if base.is_empty() {
-                    p.to_owned()
-                } else {
-                    format!("{base}::{p}")
-                }
-            };
-            if let Some(group) = rest.strip_prefix('{') {
-                let group = &group[..group.find('}').unwrap_or(group.len())];
-                for item in group.split(',') {
-                    let item: String = item.trim().chars().take_while(|c| ident(*c)).collect();
-                    if !item.is_empty() {
-                        out.push(join(&item));
-                    }
-                }
-            } else {
-                let path: String = rest.chars().take_while(|c| ident(*c)).collect();
-                out.push(join(path.trim_end_matches(':')));
+/// The code of a module's file that counts: comment lines dropped, and
+/// the inline test module that ends a file (`#[cfg(test)]`, maybe more
+/// attributes, then `mod NAME {`) cut off with everything after it.
+fn counted_code(source: &str) -> String {
+    let mut kept = Vec::new();
+    let mut lines = source.lines();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim_start();
+        if trimmed == "#[cfg(test)]" {
+            let mut ahead = lines.clone();
+            let mut next = ahead.next().map(str::trim_start);
+            while next.is_some_and(|l| l.starts_with("#[")) {
+                next = ahead.next().map(str::trim_start);
+            }
+            if next.is_some_and(|l| l.starts_with("mod ") && l.ends_with('{')) {
+                break;
             }
         }
+        if !trimmed.starts_with("//") {
+            kept.push(line);
+        }
+    }
+    kept.join("\n")
+}
+
+fn is_ident(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// The paths of the use tree or path expression at `at`, each as its
+/// segments after `prefix`: `a::{b, c::{d, e}}` gives `a::b`, `a::c::d`
+/// and `a::c::e`; a path ends where its identifiers end (`a::B<T>` gives
+/// `a::B`, `a::*` gives `a`). Returns where the tree ends.
+fn tree_paths<'a>(
+    code: &'a str,
+    at: usize,
+    prefix: Vec<&'a str>,
+    out: &mut Vec<Vec<&'a str>>,
+) -> usize {
+    let bytes = code.as_bytes();
+    let mut i = at;
+    while bytes.get(i).is_some_and(u8::is_ascii_whitespace) {
+        i += 1;
+    }
+    if bytes.get(i) == Some(&b'{') {
+        i += 1;
+        loop {
+            while bytes
+                .get(i)
+                .is_some_and(|b| b.is_ascii_whitespace() || *b == b',')
+            {
+                i += 1;
+            }
+            match bytes.get(i) {
+                None => return i,
+                Some(b'}') => return i + 1,
+                Some(_) => {}
+            }
+            let next = tree_paths(code, i, prefix.clone(), out);
+            // A token that begins no path (`*`, a stray symbol): step over it.
+            i = if next > i { next } else { i + 1 };
+        }
+    }
+    let end = i + bytes[i..].iter().take_while(|b| is_ident(**b)).count();
+    let mut path = prefix;
+    if end > i {
+        path.push(&code[i..end]);
+        if code[end..].starts_with("::") {
+            return tree_paths(code, end + 2, path, out);
+        }
+    }
+    out.push(path);
+    // A rename (`Item as Other`) names nothing more.
+    let rest = &code[end..];
+    let trimmed = rest.trim_start();
+    match trimmed.strip_prefix("as") {
+        Some(after) if after.starts_with(|c: char| c.is_ascii_whitespace()) => {
+            let after = after.trim_start();
+            let name = after.bytes().take_while(|b| is_ident(*b)).count();
+            code.len() - after.len() + name
+        }
+        _ => end,
+    }
+}
+
+/// The module paths `module`'s code names, made absolute: paths from
+/// `crate::`, `self::` and `super::` (any number of them), and paths that
+/// begin with the name of one of its own child modules (`child::Item`,
+/// `use child::{a, b}`, `pub use child::Item`), which are `module`'s
+/// edges to its child files. `names` holds the crate's modules; comments
+/// and the trailing test module are not counted ([`counted_code`]).
+fn referenced_paths(module: &str, names: &BTreeSet<&str>, source: &str) -> Vec<String> {
+    let code = counted_code(source);
+    let bytes = code.as_bytes();
+    let here: Vec<&str> = if module.is_empty() {
+        Vec::new()
+    } else {
+        module.split("::").collect()
+    };
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        // A path starts at an identifier that follows no identifier, `::`
+        // or `.` (`x.collect::<T>()` is no path) and is followed by `::`.
+        let starts = is_ident(bytes[i])
+            && !bytes[i].is_ascii_digit()
+            && (i == 0 || !(is_ident(bytes[i - 1]) || matches!(bytes[i - 1], b':' | b'.')));
+        if !starts {
+            i += 1;
+            continue;
+        }
+        let end = i + bytes[i..].iter().take_while(|b| is_ident(**b)).count();
+        if !code[end..].starts_with("::") {
+            i = end;
+            continue;
+        }
+        let mut paths = Vec::new();
+        let tree_end = tree_paths(&code, i, Vec::new(), &mut paths);
+        for path in paths {
+            let mut segs = path.as_slice();
+            let mut base: Vec<&str> = match segs.first().copied() {
+                Some("crate") => {
+                    segs = &segs[1..];
+                    Vec::new()
+                }
+                Some("self") => {
+                    segs = &segs[1..];
+                    here.clone()
+                }
+                Some("super") => {
+                    let mut base = here.clone();
+                    while segs.first() == Some(&"super") {
+                        base.pop();
+                        segs = &segs[1..];
+                    }
+                    base
+                }
+                Some(first) => {
+                    let mut child = here.clone();
+                    child.push(first);
+                    if !names.contains(child.join("::").as_str()) {
+                        continue;
+                    }
+                    here.clone()
+                }
+                None => continue,
+            };
+            base.extend(segs.iter().filter(|s| **s != "self"));
+            out.push(base.join("::"));
+        }
+        i = tree_end.max(end);
     }
     out
 }
 
-/// The first cycle among a crate's modules (module `a` names something of
-/// module `b`, which names something of `a`, directly or through others).
-fn module_cycle(modules: &[(String, String)]) -> Option<Vec<String>> {
+/// The edges between a crate's modules: `a` to `b` when `a`'s code names
+/// something of `b` (the longest module path that prefixes the named
+/// path). A module naming its own ancestors (`super::Item`, `crate::Item`
+/// of the root) is the module tree's shape, not an edge; a parent naming
+/// its children's items (`pub use child::Item`, `child::f()`) is one.
+fn module_edges(modules: &[(String, String)]) -> BTreeMap<&str, BTreeSet<&str>> {
     let names: BTreeSet<&str> = modules.iter().map(|(m, _)| m.as_str()).collect();
-    let mut edges: std::collections::BTreeMap<&str, BTreeSet<&str>> = Default::default();
+    let mut edges: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for (module, source) in modules {
         let set = edges.entry(module.as_str()).or_default();
-        for path in referenced_paths(module, source) {
+        for path in referenced_paths(module, &names, source) {
             let segs: Vec<&str> = path.split("::").collect();
             let target = (1..=segs.len())
                 .rev()
                 .map(|k| segs[..k].join("::"))
-                .find(|c| names.contains(c.as_str()));
+                .find_map(|c| names.get(c.as_str()).copied());
             if let Some(t) = target
-                && let Some(t) = names.get(t.as_str())
-                && *t != module.as_str()
+                && !t.is_empty()
+                && t != module.as_str()
                 && !module.starts_with(&format!("{t}::"))
             {
                 set.insert(t);
             }
         }
     }
+    edges
+}
+
+/// The first cycle among a crate's modules (module `a` names something of
+/// module `b`, which names something of `a`, directly or through others),
+/// and every module on a cycle with its first module (the whole circle).
+fn module_cycle(modules: &[(String, String)]) -> Option<(Vec<String>, BTreeSet<String>)> {
+    let edges = module_edges(modules);
     // Depth-first search with the path on a stack: a back edge is a cycle.
     fn visit<'a>(
         node: &'a str,
-        edges: &std::collections::BTreeMap<&'a str, BTreeSet<&'a str>>,
+        edges: &BTreeMap<&'a str, BTreeSet<&'a str>>,
         stack: &mut Vec<&'a str>,
         done: &mut BTreeSet<&'a str>,
     ) -> Option<Vec<String>> {
@@ -530,18 +652,43 @@ fn module_cycle(modules: &[(String, String)]) -> Option<Vec<String>> {
         stack.pop();
         None
     }
+    // The modules reachable from `from` along `edges`.
+    fn reach<'a>(from: &'a str, edges: &BTreeMap<&'a str, BTreeSet<&'a str>>) -> BTreeSet<&'a str> {
+        let mut seen = BTreeSet::from([from]);
+        let mut todo = vec![from];
+        while let Some(n) = todo.pop() {
+            for next in edges.get(n).into_iter().flatten() {
+                if seen.insert(next) {
+                    todo.push(next);
+                }
+            }
+        }
+        seen
+    }
     let mut done = BTreeSet::new();
     for node in edges.keys() {
-        if let Some(c) = visit(node, &edges, &mut Vec::new(), &mut done) {
-            return Some(c);
+        if let Some(cycle) = visit(node, &edges, &mut Vec::new(), &mut done) {
+            let mut reverse: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+            for (from, tos) in &edges {
+                for to in tos {
+                    reverse.entry(to).or_default().insert(from);
+                }
+            }
+            let first = cycle[0].as_str();
+            let circle = reach(first, &edges)
+                .intersection(&reach(first, &reverse))
+                .map(|m| (*m).to_owned())
+                .collect();
+            return Some((cycle, circle));
         }
     }
     None
 }
 
 /// No crate has a file-level cycle: a module never names something of a
-/// module that (directly or through others) names something of it. Shared
-/// types live in modules of their own, below both users.
+/// module that (directly or through others) names something of it, a
+/// parent's use of its own child files included. Shared types live in
+/// modules of their own, below both users.
 #[test]
 fn no_module_cycle_in_any_crate() {
     let mut found = Vec::new();
@@ -554,28 +701,89 @@ fn no_module_cycle_in_any_crate() {
             .into_iter()
             .map(|(m, f)| (m, std::fs::read_to_string(f).unwrap()))
             .collect();
-        if let Some(cycle) = module_cycle(&mods) {
-            found.push(format!("{}: {}", src.display(), cycle.join(" -> ")));
+        if let Some((cycle, circle)) = module_cycle(&mods) {
+            found.push(format!(
+                "{}: {} (the circle's {} modules: {})",
+                src.display(),
+                cycle.join(" -> "),
+                circle.len(),
+                circle.into_iter().collect::<Vec<_>>().join(", ")
+            ));
         }
     }
     assert!(found.is_empty(), "module cycles:\n{}", found.join("\n"));
 }
 
+/// A synthetic crate tree as `(module, source)` pairs.
+fn tree(files: &[(&str, &str)]) -> Vec<(String, String)> {
+    files
+        .iter()
+        .map(|(m, s)| ((*m).to_owned(), (*s).to_owned()))
+        .collect()
+}
+
 #[test]
 fn the_cycle_check_names_a_cycle() {
-    let mods = vec![
-        ("a".to_owned(), "use crate::b::Thing;".to_owned()),
-        ("b".to_owned(), "use crate::{a, c};".to_owned()),
-        (
-            "c".to_owned(),
-            "// crate::a is only named in a comment".to_owned(),
-        ),
-        ("d::e".to_owned(), "use super::f::G;".to_owned()),
-        ("d::f".to_owned(), "fn g() { crate::c::h() }".to_owned()),
-    ];
-    assert_eq!(
-        module_cycle(&mods),
-        Some(vec!["a".into(), "b".into(), "a".into()])
-    );
+    let mods = tree(&[
+        ("a", "use crate::b::Thing;"),
+        ("b", "use crate::{a, c};"),
+        ("c", "// crate::a is only named in a comment"),
+        ("d::e", "use super::f::G;"),
+        ("d::f", "fn g() { crate::c::h() }"),
+    ]);
+    let (cycle, circle) = module_cycle(&mods).unwrap();
+    assert_eq!(cycle, ["a", "b", "a"]);
+    assert_eq!(circle, BTreeSet::from(["a".to_owned(), "b".to_owned()]));
     assert_eq!(module_cycle(&mods[2..]), None);
+}
+
+/// The circle `vs-runtime` had: a parent module re-exports its child
+/// file's item, the child names a module that names the parent. Only the
+/// parent's edge to its child closes it.
+#[test]
+fn the_cycle_check_counts_a_parent_naming_its_child_files() {
+    let parent = "//! The remote side.\nmod config;\nmod client;\n\
+                  pub use config::{RemoteConfig, self};\n\
+                  pub fn f() { client::call(); }\n";
+    let with = tree(&[
+        ("", "mod remote;\nmod run;\npub use remote::RemoteConfig;"),
+        ("remote", parent),
+        ("remote::config", "use crate::run::TaskSpec;"),
+        ("remote::client", "use super::super::state::Layout;"),
+        ("run", "pub fn go() { crate::remote::f() }"),
+        ("state", "pub struct Layout;"),
+    ]);
+    let (cycle, circle) = module_cycle(&with).unwrap();
+    assert_eq!(cycle, ["remote", "remote::config", "run", "remote"]);
+    assert_eq!(circle.len(), 3, "{circle:?}");
+    // The same tree with the task types below both sides has no circle.
+    let mut without = with.clone();
+    without[2].1 = "use crate::task::TaskSpec;".to_owned();
+    without.push(("task".to_owned(), "pub struct TaskSpec;".to_owned()));
+    assert_eq!(module_cycle(&without), None);
+    // Without the parent's edges to its children, the old rule, the
+    // circle was not seen: `remote` names no module by `crate::`.
+    let names: BTreeSet<&str> = with.iter().map(|(m, _)| m.as_str()).collect();
+    assert_eq!(
+        referenced_paths("remote", &names, parent),
+        [
+            "remote::config::RemoteConfig",
+            "remote::config",
+            "remote::client::call"
+        ]
+    );
+}
+
+#[test]
+fn the_path_reader_reads_use_trees_and_skips_what_is_no_path() {
+    let names: BTreeSet<&str> = ["", "a", "a::b", "a::b::c", "x"].into();
+    let source = "use self::b::{c::{D, E as F}, G};\n\
+                  use super::super::x::Y;\n\
+                  fn f() { let v = it.b::<T>(); b::c::h(); vs_other::b::Q; }\n\
+                  /// [`crate::x::Z`] in a doc comment\n\
+                  #[cfg(test)]\n#[allow(clippy::unwrap_used)]\nmod tests {\n    use crate::x::T;\n}\n";
+    assert_eq!(
+        referenced_paths("a", &names, source),
+        ["a::b::c::D", "a::b::c::E", "a::b::G", "x::Y", "a::b::c::h"]
+    );
 }

@@ -11,7 +11,7 @@ use std::path::{Component, Path};
 
 use libfuzzer_sys::fuzz_target;
 use vs_runtime::remote::config::{RemoteConfig, TrustedEvaluation};
-use vs_runtime::run::task::TaskSpec;
+use vs_runtime::task::TaskSpec;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

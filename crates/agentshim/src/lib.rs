@@ -23,6 +23,7 @@ use std::str::FromStr;
 
 /// Errors of this crate.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum AgentShimError {
     /// The provider name is not one vibesys knows.
     #[error("unknown provider {name:?}; known providers: {known}")]

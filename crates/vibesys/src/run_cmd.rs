@@ -16,10 +16,11 @@ use vs_runtime::build_confine::{
 };
 use vs_runtime::run::accelerator::AcceleratorBackend;
 use vs_runtime::run::{
-    AgentOutcome, CandidateContext, CandidateState, EvalCommand, EvalPlace, Evaluator, HostError,
-    ImageRecord, PhaseRecord, PhaseStatus, RunHost, RunRecord, RunState, StartRequest,
+    AgentOutcome, CandidateContext, CandidateState, EvalPlace, Evaluator, HostError, ImageRecord,
+    PhaseRecord, PhaseStatus, RunHost, RunRecord, RunState, StartRequest,
     status::{RunStatus, metric_value, run_status},
 };
+use vs_runtime::task::EvalCommand;
 use vs_runtime::{RunEnvironment, RunId, StateLayout};
 use vs_sandbox::controls::SANDBOX_ENV;
 use vs_sandbox::docker::{DockerOptions, EnvAllowList};

@@ -2,6 +2,7 @@
 
 /// Why a session could not be launched.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AgentError {
     /// An operator-named extra variable is not a valid name.
     #[error("invalid environment variable name {name:?} (expected [A-Za-z_][A-Za-z0-9_]*)")]

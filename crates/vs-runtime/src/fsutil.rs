@@ -97,6 +97,12 @@ pub(crate) fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
         BoundedReadError::Io { path, source } => RuntimeError::io("read", &path, source),
         BoundedReadError::NotAFile { path, found } => RuntimeError::NotAFile { path, found },
         BoundedReadError::TooLarge { path, limit } => RuntimeError::TooLarge { path, limit },
+        // A cause added later: still a failed read of this file, saying why.
+        other => RuntimeError::io(
+            "read",
+            other.path().to_owned(),
+            io::Error::other(other.to_string()),
+        ),
     })
 }
 

@@ -6,8 +6,8 @@
 //! confinement each uses), the trusted candidate build and the host
 //! command broker of the `slurm` run environment ([`broker`]), the
 //! dispatch of evaluations to Modal and SkyPilot ([`remote`]), and
-//! `vibesys run`: the task schema and the orchestration of a run's
-//! candidates ([`run`]).
+//! `vibesys run`: the orchestration of a run's candidates ([`run`]), over
+//! the task schema both of these read ([`task`]).
 
 mod availability;
 pub mod broker;
@@ -24,6 +24,7 @@ pub mod remote;
 pub mod run;
 pub mod settings;
 pub mod state;
+pub mod task;
 mod time;
 pub mod worktree;
 

@@ -68,6 +68,7 @@ struct File {
 
 /// Why `vibesys.toml` could not be used.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The file could not be read: missing permission, not a regular
     /// file (a fifo, a symlink, a device), or larger than a policy can be.

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 /// Why a policy was rejected. Every variant names the offending path.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PolicyError {
     /// The path string was empty.
     #[error("policy path is empty")]
@@ -183,6 +184,7 @@ pub struct ResolvedOverlap {
 
 /// Every failure vs-sandbox reports.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SandboxError {
     /// The project path policy is invalid.
     #[error("invalid policy: {0}")]
@@ -236,7 +238,7 @@ pub enum SandboxError {
     InvalidCommand(String),
     /// The Docker backend failed.
     #[error(transparent)]
-    Docker(#[from] crate::docker::DockerError),
+    Docker(#[from] crate::docker::error::DockerError),
     /// A command runner failed to run or observe a command.
     #[error(transparent)]
     Runner(#[from] crate::runner::RunnerError),

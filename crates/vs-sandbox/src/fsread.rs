@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// Why a bounded file could not be read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BoundedReadError {
     /// Opening or reading failed.
     #[error("cannot read {path:?}: {source}")]

@@ -278,18 +278,18 @@ impl TrustedEvaluation {
 impl TrustedEvaluation {
     /// The trusted commands of a run's task, as `vibesys run` parsed them
     /// from the operator's `vibesys.toml` (one parser of `[check]` and
-    /// `[measure]`, [`crate::run::TaskSpec`]); validated again here for
+    /// `[measure]`, [`crate::task::TaskSpec`]); validated again here for
     /// what a service accepts: a `[measure]` is required and each time
     /// limit is at most [`MAX_TIMEOUT_SECS`]. `path` names the file in
     /// messages.
-    pub fn from_task(task: &crate::run::TaskSpec, path: &Path) -> Result<Self, RemoteError> {
+    pub fn from_task(task: &crate::task::TaskSpec, path: &Path) -> Result<Self, RemoteError> {
         let Some(measure) = &task.measure else {
             return Err(RemoteError::EvaluationNotConfigured {
                 path: path.to_path_buf(),
                 table: "measure",
             });
         };
-        let command = |c: &crate::run::EvalCommand, name: &str| {
+        let command = |c: &crate::task::EvalCommand, name: &str| {
             validate_command(
                 RawCommand {
                     argv: c.argv.clone(),
@@ -704,7 +704,7 @@ mod tests {
     fn a_runs_task_is_the_one_source_of_its_commands() {
         let p = Path::new("vibesys.toml");
         let task = |extra: &str| {
-            crate::run::TaskSpec::parse(
+            crate::task::TaskSpec::parse(
                 &format!(
                     "[task]\nobjective = \"o\"\n[check]\nargv = [\"c\"]\n{extra}[modal]\ngpu = \"T4\"\n"
                 ),

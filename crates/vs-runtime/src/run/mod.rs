@@ -39,7 +39,6 @@ pub mod evaluation;
 pub mod record;
 mod remote_eval;
 pub mod status;
-pub mod task;
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -61,6 +60,7 @@ use crate::fsutil::{ensure_dir_chain, random_bytes, write_atomic};
 use crate::gate::{self, GateBaseline, GateEntry, ProtectedSet};
 use crate::id::{CandidateId, RunId};
 use crate::state::{STATE_DIR, StateLayout};
+use crate::task::{CommitLimits, EvalCommand, MeasureSpec, TaskSpec};
 use crate::worktree::CandidateWorktree;
 use crate::{git, time};
 
@@ -69,7 +69,6 @@ pub use record::{
     CandidateRecord, CandidateState, ImageRecord, PhaseRecord, PhaseStatus, RunRecord, RunState,
     RunStore,
 };
-pub use task::{CommitLimits, EvalCommand, Goal, MeasureSpec, TaskSpec};
 
 /// Most candidates one run may have.
 pub const MAX_CANDIDATES: u32 = 64;

@@ -13,8 +13,8 @@ use crate::environment::RunEnvironment;
 use crate::error::{Result, RuntimeError};
 use crate::fsutil::{ensure_dir_chain, read_bounded, write_atomic};
 use crate::id::RunId;
-use crate::run::task::TaskSpec;
 use crate::state::{STATE_DIR, StateLayout};
+use crate::task::TaskSpec;
 
 /// Version of the run and candidate record schemas.
 pub const RUN_SCHEMA_VERSION: u32 = 1;

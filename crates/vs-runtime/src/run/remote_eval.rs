@@ -10,13 +10,14 @@ use std::time::{Duration, Instant};
 
 use vs_sandbox::runner::CancellationToken;
 
-use super::{PhaseStatus, Phases, RunRecord, TaskSpec, metrics_from_stdout};
+use super::{PhaseStatus, Phases, RunRecord, metrics_from_stdout};
 use crate::build::BuildCheckout;
 use crate::error::{Result, RuntimeError};
 use crate::remote::{
     self, Clients, CommandResult, RemoteConfig, RemoteRequest, Service, TrustedEvaluation,
 };
 use crate::state::StateLayout;
+use crate::task::TaskSpec;
 
 /// What a remote evaluation needs, validated: the trusted commands, the
 /// operator's `[skypilot]`/`[modal]`, and the installed client (outside

@@ -7,8 +7,8 @@ use serde::Serialize;
 use crate::error::Result;
 use crate::id::RunId;
 use crate::run::record::{CandidateRecord, CandidateState, RunRecord, RunStore};
-use crate::run::task::Goal;
 use crate::state::StateLayout;
+use crate::task::Goal;
 
 /// A run and its candidates, best first.
 #[derive(Debug, Clone, Serialize)]

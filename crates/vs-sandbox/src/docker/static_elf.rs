@@ -13,6 +13,7 @@ const MAX_PHDRS: u16 = 256;
 
 /// Why a file cannot serve as the in-container command server.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StaticElfError {
     /// The file cannot be read.
     #[error("cannot read {path:?}: {source}")]

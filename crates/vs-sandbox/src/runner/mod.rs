@@ -195,6 +195,7 @@ mod duration_secs {
 
 /// Why a command could not be run or observed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RunnerError {
     /// The argv was empty.
     #[error("the command is empty")]

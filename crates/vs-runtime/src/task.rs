@@ -3,6 +3,9 @@
 //! `[check]` (trusted: exit 0 means correct) and `[measure]` (trusted:
 //! prints one JSON object of metrics). Unknown keys, in these tables and
 //! at the top level, are an error, so a typo never drops a protection.
+//!
+//! Both `vibesys run` ([`crate::run`]) and the remote evaluation
+//! ([`crate::remote`]) read it; it sits below both and names neither.
 
 use std::path::{Component, Path, PathBuf};
 
