@@ -6,8 +6,8 @@
 //! fails, and the refusal is named on stderr. The real Claude Code CLI
 //! completes a turn against the scripted endpoint through the proxy, the
 //! provider's host admitted by the session itself. As root and as an
-//! unprivileged user. Bad patterns and backends that cannot enforce an
-//! allow-list exit 125.
+//! unprivileged user. Bad patterns exit 125. Seatbelt's door (the proxy
+//! on the host loopback) is planned as text and its proxy run here.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -140,6 +140,80 @@ fn only_the_listed_host_is_reachable_and_only_through_the_proxy() {
     }
 }
 
+/// Seatbelt's door, on Linux: macOS has no network namespaces, so under
+/// Seatbelt the proxy listens itself on the host's loopback
+/// (`EgressProxy::start_loopback`) and the profile lets the command reach
+/// only that port. The proxy is the same platform-neutral code: here it
+/// admits a listed loopback server and refuses another, through the
+/// variables a Seatbelt command gets (`proxy_env_at`, the actual port),
+/// for curl as root and as a user (any local process can use the port:
+/// it meets the same list). Dropped, it stops listening.
+#[test]
+fn the_loopback_proxy_admits_a_listed_server_and_refuses_another() {
+    use vs_sandbox::egress::{AllowList, EgressProxy, Entrance, proxy_env_at};
+    require_tool("curl", "apt-get install curl");
+    let allowed = Server::start("ALLOWED");
+    let refused = Server::start("FORBIDDEN-BODY");
+    let (a, r) = (allowed.port, refused.port);
+    let proxy =
+        EgressProxy::start_loopback(AllowList::parse([format!("127.0.0.1:{a}")]).unwrap()).unwrap();
+    let Entrance::Loopback(port) = *proxy.entrance() else {
+        panic!("not a loopback proxy: {:?}", proxy.entrance());
+    };
+    assert_ne!(port, 0);
+    assert_ne!(port, vs_sandbox::egress::INSIDE_PORT);
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "curl -sS http://127.0.0.1:{a}/; \
+         curl -sS -p http://127.0.0.1:{a}/ | sed s/^/TUNNEL-/; \
+         curl -sS --proxy \"$ALL_PROXY\" http://127.0.0.1:{a}/ | sed s/^/SOCKS-/; \
+         echo REFUSED-HTTP $(curl -s -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{r}/); \
+         curl -s -p http://127.0.0.1:{r}/ >/dev/null; echo REFUSED-CONNECT $?; \
+         curl -s --proxy \"$ALL_PROXY\" http://127.0.0.1:{r}/ >/dev/null; echo REFUSED-SOCKS $?"
+    );
+    for who in users() {
+        let refused_before = refused.hits();
+        let mut cmd = command_as(who, dir.path(), Path::new("/bin/sh"), &["-c", &script]);
+        cmd.envs(proxy_env_at(port));
+        let out = cmd.output().unwrap();
+        assert_code(&out, 0);
+        let text = stdout(&out);
+        let ctx = format!("{who:?}\n--- stdout\n{text}\n--- stderr\n{}", stderr(&out));
+        for want in [
+            format!("ALLOWED-{a}\n"),
+            format!("TUNNEL-ALLOWED-{a}\n"),
+            format!("SOCKS-ALLOWED-{a}\n"),
+            "REFUSED-HTTP 403\n".into(),
+        ] {
+            assert!(text.contains(&want), "missing {want:?}: {ctx}");
+        }
+        assert!(!text.contains("REFUSED-CONNECT 0"), "{ctx}");
+        assert!(!text.contains("REFUSED-SOCKS 0"), "{ctx}");
+        assert!(
+            !text.contains("FORBIDDEN-BODY"),
+            "the refused server answered: {ctx}"
+        );
+        assert_eq!(
+            refused.hits(),
+            refused_before,
+            "the refused server was reached: {ctx}"
+        );
+    }
+    let (denials, total) = proxy.denials();
+    assert_eq!(total, 3 * users().len() as u64, "{denials:?}");
+    assert!(
+        denials
+            .iter()
+            .all(|d| d.host == "127.0.0.1" && d.port == r && d.reason == "not in the allow-list"),
+        "{denials:?}"
+    );
+    drop(proxy);
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "the proxy still listens on {port} after it was dropped"
+    );
+}
+
 #[test]
 fn a_name_that_leads_to_loopback_is_refused_unless_the_address_is_listed() {
     require_tool("bwrap", "apt-get install bubblewrap");
@@ -164,7 +238,7 @@ fn a_name_that_leads_to_loopback_is_refused_unless_the_address_is_listed() {
 }
 
 #[test]
-fn bad_patterns_and_backends_that_cannot_enforce_exit_125() {
+fn bad_patterns_exit_125_and_seatbelt_plans_the_loopback_door() {
     let p = project(As::Root);
     let out = vibesys_root(
         &p,
@@ -192,8 +266,10 @@ fn bad_patterns_and_backends_that_cannot_enforce_exit_125() {
     assert!(stderr(&out).contains("\"*\""), "{}", stderr(&out));
     std::fs::write(p.root.join("vibesys.toml"), "").unwrap();
 
-    // A backend that cannot enforce an allow-list refuses it (Seatbelt's
-    // plan is text here; Docker's refusal is the same function).
+    // Seatbelt lowers an allow-list (its plan is text here, no macOS):
+    // the proxy's port on the host loopback, planned as 0 until it runs,
+    // is the only network the profile grants, and the proxy variables
+    // name it.
     let out = vibesys_root(
         &p,
         &[
@@ -208,10 +284,19 @@ fn bad_patterns_and_backends_that_cannot_enforce_exit_125() {
     );
     assert_code(&out, 0);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let err = v["backends"]["seatbelt"]["error"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(err.contains("allow-list"), "{v}");
+    let plan = &v["backends"]["seatbelt"]["plan"];
+    let profile = plan["profile"].as_str().unwrap_or_default();
+    assert!(
+        profile.contains("(allow network-outbound (remote tcp4 \"localhost:0\"))"),
+        "{v}"
+    );
+    assert!(!profile.contains("(allow network*)"), "{profile}");
+    assert!(
+        plan["env"]
+            .as_array()
+            .is_some_and(|e| e.contains(&serde_json::json!(["HTTPS_PROXY", "http://127.0.0.1:0"]))),
+        "{v}"
+    );
 
     // network = false still means none: the allow-list opens nothing.
     let out = vibesys_root(

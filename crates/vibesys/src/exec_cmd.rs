@@ -109,7 +109,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     let mut request =
         project.sandbox_request(&args.command[0], &host_env(), cwd.as_deref(), helper_exe()?);
     // The allow-list's one door: lives as long as the command.
-    let proxy = project.start_egress()?;
+    let proxy = project.start_egress(mode)?;
     request.egress = project.egress_door(proxy.as_ref());
     if mode == ConfineMode::Docker {
         request.docker = Some(crate::docker_cmd::options_for(

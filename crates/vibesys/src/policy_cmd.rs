@@ -99,6 +99,8 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
         let name = backend_name(backend);
         text.push_str(&format!("== {name} ==\n"));
         let mut req = request();
+        // The door this backend would get (a placeholder: no proxy runs).
+        req.egress = project.planned_egress_door(to_backend(backend));
         if backend == Backend::Docker {
             match crate::docker_cmd::options_for(&project, None, args.policy.project.as_deref()) {
                 Ok(options) => req.docker = Some(options),
@@ -296,6 +298,9 @@ fn describe_plan(
             let plan = sandbox.plan();
             for (k, v) in &plan.params {
                 text.push_str(&format!("  -D {k}={}\n", v.display()));
+            }
+            for (k, v) in &plan.env {
+                text.push_str(&format!("  env {k}={v}\n"));
             }
             text.push_str(&indent(&plan.profile));
             serde_json::to_value(plan)?

@@ -723,7 +723,7 @@ impl CliHost {
         request.docker = Some(options.clone());
         // The allow-list's one door, for the turn (the container's
         // forwarder reaches it through its socket).
-        let proxy = project.start_egress()?;
+        let proxy = project.start_egress(ConfineMode::Docker)?;
         request.egress = project.egress_door(proxy.as_ref());
         let sandbox = select(request, ConfineMode::Docker, Enforcement::Required)?
             .context("refusing to run the agent: no container was started")?;
@@ -789,7 +789,7 @@ impl CliHost {
         request.state = state.clone().into();
         // The allow-list's one door: lives for the turn; its refusals go
         // to the candidate's record.
-        let proxy = project.start_egress()?;
+        let proxy = project.start_egress(mode)?;
         request.egress = project.egress_door(proxy.as_ref());
         let confinement = select(request, mode, Enforcement::Required)?
             .context("refusing to run the agent: no confinement was set up")?;

@@ -209,7 +209,7 @@ fn run_session(
     let mut request = project.sandbox_request(&program, &host_env(), Some(&cwd), helper_exe()?);
     request.state = state.clone().into();
     // The allow-list's one door: lives as long as the session.
-    let _proxy = project.start_egress()?;
+    let _proxy = project.start_egress(mode)?;
     request.egress = project.egress_door(_proxy.as_ref());
     let confinement = select(request, mode, enforcement)?;
     anyhow::ensure!(
@@ -344,7 +344,7 @@ fn run_in_docker(
     let mut request = project.sandbox_request(program, &host_env(), Some(cwd), helper_exe()?);
     request.docker = Some(options);
     // The allow-list's one door: lives as long as the session.
-    let _proxy = project.start_egress()?;
+    let _proxy = project.start_egress(vs_sandbox::ConfineMode::Docker)?;
     request.egress = project.egress_door(_proxy.as_ref());
     let sandbox = select(
         request,

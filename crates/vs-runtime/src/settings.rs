@@ -247,24 +247,43 @@ impl ProjectSettings {
     }
 
     /// Starts the egress proxy when the network is restricted to the
-    /// allow-list; `None` when it is open or closed.
+    /// allow-list, in the mode the backend of `mode` reaches (a listener
+    /// handed over its socket, or its own port on the host loopback for
+    /// Seatbelt: `vs_sandbox::Backend::egress_entrance` decides); `None`
+    /// when the network is open or closed.
     pub fn start_egress(
         &self,
+        mode: vs_sandbox::ConfineMode,
     ) -> std::result::Result<Option<vs_sandbox::egress::EgressProxy>, vs_sandbox::egress::ProxyError>
     {
+        use vs_sandbox::egress::{EgressProxy, EntranceKind};
         if !self.egress_restricted() {
             return Ok(None);
         }
-        let runtime = std::env::var_os("XDG_RUNTIME_DIR")
-            .map(PathBuf::from)
-            .filter(|p| p.is_dir())
-            .unwrap_or_else(std::env::temp_dir);
-        vs_sandbox::egress::EgressProxy::start(self.allow_hosts.clone(), &runtime).map(Some)
+        // A mode with no backend (off) gets the handover proxy: nothing
+        // confines with it, and the callers refuse an unconfined command
+        // with a running proxy.
+        let entrance = vs_sandbox::Backend::for_mode(mode)
+            .map(vs_sandbox::Backend::egress_entrance)
+            .unwrap_or(EntranceKind::Handover);
+        match entrance {
+            EntranceKind::Loopback => {
+                EgressProxy::start_loopback(self.allow_hosts.clone()).map(Some)
+            }
+            EntranceKind::Handover => {
+                let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+                    .map(PathBuf::from)
+                    .filter(|p| p.is_dir())
+                    .unwrap_or_else(std::env::temp_dir);
+                EgressProxy::start(self.allow_hosts.clone(), &runtime).map(Some)
+            }
+        }
     }
 
-    /// The door a request gets for `proxy` (`None` without one; a planned
-    /// socket path when `proxy` is `None` and the list restricts, for
-    /// `policy show`).
+    /// The door a request gets for `proxy` (`None` without one; when
+    /// `proxy` is `None` and the list restricts, a planned handover door,
+    /// which `select` refuses as not running: see
+    /// [`ProjectSettings::planned_egress_door`]).
     pub fn egress_door(
         &self,
         proxy: Option<&vs_sandbox::egress::EgressProxy>,
@@ -272,13 +291,36 @@ impl ProjectSettings {
         if !self.egress_restricted() {
             return None;
         }
-        Some(vs_sandbox::egress::EgressDoor {
-            allow: self.allow_hosts.clone(),
-            socket: match proxy {
-                Some(p) => p.socket().to_path_buf(),
-                None => PathBuf::from("<egress proxy socket>"),
-            },
+        Some(match proxy {
+            Some(p) => vs_sandbox::egress::EgressDoor::of(p, &self.allow_hosts),
+            None => self.planned_door(vs_sandbox::egress::EntranceKind::Handover),
         })
+    }
+
+    /// The door `backend` would get, before any proxy runs (`policy
+    /// show`): a placeholder socket path, or port 0 for the loopback.
+    pub fn planned_egress_door(
+        &self,
+        backend: vs_sandbox::Backend,
+    ) -> Option<vs_sandbox::egress::EgressDoor> {
+        self.egress_restricted()
+            .then(|| self.planned_door(backend.egress_entrance()))
+    }
+
+    fn planned_door(
+        &self,
+        kind: vs_sandbox::egress::EntranceKind,
+    ) -> vs_sandbox::egress::EgressDoor {
+        use vs_sandbox::egress::{EgressDoor, Entrance, EntranceKind};
+        EgressDoor {
+            allow: self.allow_hosts.clone(),
+            entrance: match kind {
+                EntranceKind::Handover => {
+                    Entrance::Handover(PathBuf::from("<egress proxy socket>"))
+                }
+                EntranceKind::Loopback => Entrance::Loopback(0),
+            },
+        }
     }
 
     /// The host resources for running `program`, found through `env` (the

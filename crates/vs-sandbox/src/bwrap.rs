@@ -254,12 +254,14 @@ impl PlanBuilder {
     /// bound in; returns the proxy variables and the forwarder's argv.
     fn egress(&mut self, options: &BwrapOptions) -> (Vec<String>, Vec<String>) {
         use crate::egress::{INSIDE_HELPER, INSIDE_SOCKET};
-        let Some(door) = &options.egress else {
+        // A door without a socket (select refuses one) leaves the network
+        // unshared with no way out.
+        let Some(socket) = options.egress.as_ref().and_then(|d| d.socket()) else {
             return (Vec::new(), Vec::new());
         };
         self.args([
             "--bind".to_owned(),
-            door.socket.display().to_string(),
+            socket.display().to_string(),
             INSIDE_SOCKET.to_owned(),
         ]);
         self.args([

@@ -67,7 +67,13 @@ impl LandlockSandbox {
         let restricted = options.network && options.egress.is_some();
         let mut plan = LandlockPlan::new(policy, resources, options.network && !restricted)?;
         if restricted {
-            plan.egress = options.egress.as_ref().map(|d| d.socket.clone());
+            // A door without a socket (select refuses one) leaves the
+            // network closed.
+            plan.egress = options
+                .egress
+                .as_ref()
+                .and_then(|d| d.socket())
+                .map(Path::to_path_buf);
         }
         for w in &options.writable {
             if policy.workspace().root().starts_with(w) {

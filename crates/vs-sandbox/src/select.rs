@@ -19,12 +19,13 @@ use crate::bwrap::{BwrapOptions, HostSandbox, find_bwrap};
 use crate::confinement::{Confinement, EnforcementReport};
 use crate::controls::{ConfineMode, Enforcement, allow_unconfined};
 use crate::docker::{DockerOptions, DockerSandbox};
+use crate::egress::{EgressDoor, Entrance, EntranceKind};
 use crate::error::{SandboxError, SandboxUnavailableError};
 use crate::landlock::{LandlockOptions, LandlockSandbox};
 use crate::policy::ResolvedPolicy;
 use crate::private_file::PrivateFile;
 use crate::resources::{HostResources, ResourceOrigin};
-use crate::seatbelt::SeatbeltSandbox;
+use crate::seatbelt::{SeatbeltNetwork, SeatbeltSandbox};
 
 /// A provider's state outside the project (see `vs_agent::StateBinds`):
 /// the only host paths besides the project a session may write.
@@ -57,7 +58,8 @@ pub struct ConfineRequest<'a> {
     /// Keep the host network.
     pub network: bool,
     /// Egress by allow-list (with `network`): the network is taken away
-    /// and this proxy's socket is the one door back.
+    /// and this proxy is the one door back (its entrance must be the one
+    /// the backend reaches: [`Backend::egress_entrance`]).
     pub egress: Option<crate::egress::EgressDoor>,
     /// The directory the command starts in, inside the workspace (the
     /// workspace root when `None`).
@@ -126,13 +128,16 @@ pub fn select(
     }
     let backend = Backend::for_mode(mode)?;
     if let Some(door) = request.egress.as_ref().filter(|_| request.network)
-        && !door.socket.exists()
+        && !door_is_open(door)
     {
         return Err(SandboxError::Unsupported {
             backend: "egress",
             reason: format!(
-                "the egress allow-list's proxy is not running ({} is missing): this entry point does not start it; use --no-network or drop allow_hosts here",
-                door.socket.display()
+                "the egress allow-list's proxy is not running ({}): this entry point does not start it; use --no-network or drop allow_hosts here",
+                match &door.entrance {
+                    Entrance::Handover(socket) => format!("{} is missing", socket.display()),
+                    Entrance::Loopback(_) => "no port".into(),
+                }
             ),
         });
     }
@@ -182,6 +187,35 @@ impl Backend {
             .into()),
         }
     }
+
+    /// The backend's name (`bwrap`, `landlock`, `seatbelt`, `docker`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Bwrap => "bwrap",
+            Self::Landlock => "landlock",
+            Self::Seatbelt => "seatbelt",
+            Self::Docker => "docker",
+        }
+    }
+
+    /// How this backend's sandbox reaches an egress proxy: a listener made
+    /// in its own network namespace and handed over (bwrap, Landlock,
+    /// Docker), or, with no namespace to make one in, the proxy's own
+    /// port on the host loopback (Seatbelt). The only place that decides.
+    pub fn egress_entrance(self) -> EntranceKind {
+        match self {
+            Self::Bwrap | Self::Landlock | Self::Docker => EntranceKind::Handover,
+            Self::Seatbelt => EntranceKind::Loopback,
+        }
+    }
+}
+
+/// Whether a door leads to a running proxy (a plan's door does not).
+fn door_is_open(door: &EgressDoor) -> bool {
+    match &door.entrance {
+        Entrance::Handover(socket) => socket.exists(),
+        Entrance::Loopback(port) => *port != 0,
+    }
 }
 
 /// What a backend would apply, built without starting anything: the
@@ -223,6 +257,7 @@ impl Plan<'_> {
 /// Lowers the request with `backend` into the plan [`select`] would run
 /// (`policy show` prints it; `select` builds its sandboxes from it).
 pub fn plan(request: ConfineRequest<'_>, backend: Backend) -> Result<Plan<'_>, SandboxError> {
+    check_entrance(&request, backend)?;
     match backend {
         Backend::Bwrap => bwrap(request),
         Backend::Landlock => landlock(request),
@@ -311,22 +346,33 @@ fn bwrap(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
     )?))
 }
 
-/// A backend that cannot (yet) give an allow-list its one door refuses
-/// it: an allow-list never silently means the open network.
-fn refuse_egress(
-    request: &ConfineRequest<'_>,
-    backend: &'static str,
-    why: &str,
-) -> Result<(), SandboxError> {
-    match &request.egress {
-        Some(_) if request.network => Err(SandboxError::Unsupported {
-            backend,
-            reason: format!(
-                "an egress allow-list (allow_hosts, --allow-host) is enforced only by bwrap and Landlock here: {why}; use --confine bwrap or landlock, or --no-network"
-            ),
-        }),
-        _ => Ok(()),
+/// Refuses an egress door the backend cannot use (a proxy started for
+/// another backend): an allow-list never silently means the open network,
+/// nor a closed one that looks like a door.
+fn check_entrance(request: &ConfineRequest<'_>, backend: Backend) -> Result<(), SandboxError> {
+    let Some(door) = request.egress.as_ref().filter(|_| request.network) else {
+        return Ok(());
+    };
+    let wanted = backend.egress_entrance();
+    if door.entrance.kind() == wanted {
+        return Ok(());
     }
+    let describe = |kind: EntranceKind| match kind {
+        EntranceKind::Handover => "a listener handed over the proxy's Unix socket",
+        EntranceKind::Loopback => "the proxy's own port on the host loopback",
+    };
+    Err(SandboxError::Unsupported {
+        backend: backend.name(),
+        reason: format!(
+            "the egress proxy was started to be reached through {}, and this backend reaches it only through {}: start it for this backend (EgressProxy::{})",
+            describe(door.entrance.kind()),
+            describe(wanted),
+            match wanted {
+                EntranceKind::Handover => "start",
+                EntranceKind::Loopback => "start_loopback",
+            }
+        ),
+    })
 }
 
 fn landlock(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
@@ -377,22 +423,26 @@ fn landlock(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
 }
 
 fn seatbelt(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
-    refuse_egress(
-        &request,
-        "seatbelt",
-        "the profile cannot yet limit the network to the proxy",
-    )?;
     if !request.devices.is_empty() {
         return Err(SandboxError::Unsupported {
             backend: "seatbelt",
             reason: format!("device nodes {:?} cannot be granted", request.devices),
         });
     }
+    let network = match (request.network, &request.egress) {
+        (false, _) => SeatbeltNetwork::None,
+        (true, None) => SeatbeltNetwork::Open,
+        (true, Some(door)) => match door.loopback_port() {
+            Some(port) => SeatbeltNetwork::Proxy(port),
+            // check_entrance refused it already; never the open network.
+            None => SeatbeltNetwork::None,
+        },
+    };
     let tmpdir = std::env::temp_dir();
     Ok(Plan::Seatbelt(SeatbeltSandbox::new(
         request.policy,
         &tmpdir,
-        request.network,
+        network,
         request.chdir,
     )))
 }
@@ -552,6 +602,79 @@ mod tests {
             hardening: Vec::new(),
             gaps: Vec::new(),
         }
+    }
+
+    fn door(entrance: Entrance) -> EgressDoor {
+        EgressDoor {
+            allow: crate::egress::AllowList::parse(["pypi.org"]).unwrap(),
+            entrance,
+        }
+    }
+
+    /// Each backend takes only the door it can reach: Seatbelt the proxy's
+    /// loopback port (lowered into its profile), the others a handed-over
+    /// listener; a proxy started for the other kind is refused, naming
+    /// both, never lowered as an open or silently closed network.
+    #[test]
+    fn each_backend_takes_only_the_door_it_reaches() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = crate::policy::Workspace::open(dir.path()).unwrap();
+        let policy = crate::policy::ProjectPathPolicy::empty()
+            .resolve(&ws)
+            .unwrap();
+        let request = |entrance: Entrance| {
+            let mut r = ConfineRequest::new(&policy, HostResources::none(), "/bin/true".into());
+            r.egress = Some(door(entrance));
+            r.bwrap_program = Some("/usr/bin/bwrap".into());
+            r
+        };
+        let Plan::Seatbelt(s) =
+            plan(request(Entrance::Loopback(40000)), Backend::Seatbelt).unwrap()
+        else {
+            panic!("not a Seatbelt plan");
+        };
+        assert!(
+            s.plan()
+                .profile
+                .contains("(allow network-outbound (remote tcp4 \"localhost:40000\"))")
+        );
+        let err = plan(
+            request(Entrance::Handover("/run/x.sock".into())),
+            Backend::Seatbelt,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("start_loopback"), "{err}");
+        for backend in [Backend::Bwrap, Backend::Landlock, Backend::Docker] {
+            let err = plan(request(Entrance::Loopback(40000)), backend)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("host loopback") && err.contains(backend.name()),
+                "{backend:?}: {err}"
+            );
+        }
+        // With the network off the door is moot: Seatbelt lowers none.
+        let mut off = request(Entrance::Handover("/run/x.sock".into()));
+        off.network = false;
+        let Plan::Seatbelt(s) = plan(off, Backend::Seatbelt).unwrap() else {
+            panic!("not a Seatbelt plan");
+        };
+        assert!(
+            s.plan()
+                .profile
+                .ends_with("(allow network* (local unix))\n")
+        );
+    }
+
+    /// A planned door (no proxy running) is refused by `select`.
+    #[test]
+    fn a_planned_door_is_not_open() {
+        assert!(!door_is_open(&door(Entrance::Loopback(0))));
+        assert!(door_is_open(&door(Entrance::Loopback(40000))));
+        assert!(!door_is_open(&door(Entrance::Handover(
+            "/nonexistent/egress.sock".into()
+        ))));
     }
 
     #[test]

@@ -308,7 +308,11 @@ fn landlock_refuses_projects_below_granted_trees() {
 fn seatbelt_profile_snapshot_takes_paths_only_as_parameters() {
     let (_dir, ws) = workspace();
     let resolved = sample_policy().resolve(&ws).unwrap();
-    let plan = SeatbeltPlan::new(&resolved, Path::new("/private/tmp"), true);
+    let plan = SeatbeltPlan::new(
+        &resolved,
+        Path::new("/private/tmp"),
+        vs_sandbox::seatbelt::SeatbeltNetwork::Open,
+    );
     // No path is ever spliced into the profile text.
     assert!(!plan.profile.contains(&ws.root().display().to_string()));
     assert!(plan.profile.starts_with("; vibesys Seatbelt base profile"));
@@ -377,10 +381,10 @@ fn the_landlock_report_names_the_process_that_kills_leftovers() {
 fn bwrap_lowers_an_egress_allow_list() {
     let (_dir, ws) = workspace();
     let resolved = sample_policy().resolve(&ws).unwrap();
-    let door = vs_sandbox::egress::EgressDoor {
-        allow: vs_sandbox::egress::AllowList::parse(["pypi.org", "127.0.0.1:8080"]).unwrap(),
-        socket: "/run/user/0/vibesys-egress-1/egress.sock".into(),
-    };
+    let door = vs_sandbox::egress::EgressDoor::handover(
+        vs_sandbox::egress::AllowList::parse(["pypi.org", "127.0.0.1:8080"]).unwrap(),
+        "/run/user/0/vibesys-egress-1/egress.sock",
+    );
     let options = BwrapOptions {
         program: "/usr/bin/bwrap".into(),
         network: true,

@@ -405,10 +405,10 @@ impl DockerPlan {
             .egress
             .as_ref()
             .filter(|_| options.network && options.command_server.is_some());
-        if let Some(door) = egress {
+        if let Some(socket) = egress.and_then(|d| d.socket()) {
             mounts.push(PlannedMount {
                 role: MountRole::Extra,
-                source: door.socket.clone(),
+                source: socket.to_path_buf(),
                 target: PathBuf::from(crate::egress::INSIDE_SOCKET),
                 read_only: false,
             });
@@ -697,10 +697,10 @@ mod tests {
         let policy = ProjectPathPolicy::empty().resolve(&ws).unwrap();
         let mut opts = DockerOptions::new(pin(), "r1", "/usr/bin/vibesys");
         opts.network = true;
-        opts.egress = Some(crate::egress::EgressDoor {
-            allow: crate::egress::AllowList::parse(["pypi.org"]).unwrap(),
-            socket: "/run/user/0/vibesys-egress-1/egress.sock".into(),
-        });
+        opts.egress = Some(crate::egress::EgressDoor::handover(
+            crate::egress::AllowList::parse(["pypi.org"]).unwrap(),
+            "/run/user/0/vibesys-egress-1/egress.sock",
+        ));
         let plan = DockerPlan::new(&policy, &opts);
         assert_eq!(plan.network_mode, "none");
         assert!(

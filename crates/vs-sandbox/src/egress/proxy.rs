@@ -3,7 +3,10 @@
 //! inside it: a sandbox's launch (or [`super::forward`], its forwarder)
 //! listens on its own loopback and hands that listener over the proxy's
 //! Unix datagram socket (bound in), so every connection is accepted by
-//! the proxy itself, one hop. It speaks HTTP (CONNECT and plain requests)
+//! the proxy itself, one hop ([`EgressProxy::start`]). Where a sandbox
+//! has no loopback of its own (Seatbelt), the proxy listens itself on the
+//! host's ([`EgressProxy::start_loopback`]); both are served by the same
+//! accept loop. It speaks HTTP (CONNECT and plain requests)
 //! and SOCKS5 on the same port, resolves names itself, and connects only to a host and port the
 //! list admits. A name that resolves to a loopback, link-local or
 //! otherwise local address is refused unless the list names that address.
@@ -25,6 +28,7 @@ use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use super::Entrance;
 use super::allow::{AllowList, Host, is_local_address};
 
 /// Connections served at once; more wait for a free slot.
@@ -117,26 +121,84 @@ pub struct ProxyError {
 /// closed) and removes its socket.
 #[derive(Debug)]
 pub struct EgressProxy {
-    dir: PathBuf,
-    socket: PathBuf,
+    /// The private directory of a handover socket.
+    dir: Option<PathBuf>,
+    entrance: Entrance,
     denials: Arc<Mutex<Denials>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// Where the proxy's connections come from: listeners handed over its
+/// Unix datagram socket, or its own listener on the host loopback.
+enum Listen {
+    Handover(std::os::unix::net::UnixDatagram),
+    Loopback(std::net::TcpListener),
+}
+
 impl EgressProxy {
     /// Starts a proxy for `allow` on a socket in a new private directory
-    /// below `runtime_dir`.
+    /// below `runtime_dir`, serving the listeners sandboxes hand over it
+    /// ([`Entrance::Handover`]: bwrap, Landlock, Docker).
     pub fn start(allow: AllowList, runtime_dir: &Path) -> Result<Self, ProxyError> {
         let err = |what: String| move |source| ProxyError { what, source };
         let dir = private_dir(runtime_dir)
             .map_err(err(format!("creating a directory below {runtime_dir:?}")))?;
         let socket = dir.join("egress.sock");
-        let handoff = std::os::unix::net::UnixDatagram::bind(&socket)
-            .map_err(err(format!("binding {socket:?}")))?;
-        handoff
+        let bound = std::os::unix::net::UnixDatagram::bind(&socket)
+            .map_err(err(format!("binding {socket:?}")))
+            .and_then(|handoff| {
+                handoff
+                    .set_nonblocking(true)
+                    .map_err(err("setting the socket non-blocking".into()))?;
+                Ok(handoff)
+            });
+        let started = bound.and_then(|handoff| {
+            Self::run(
+                allow,
+                Listen::Handover(handoff),
+                Some(dir.clone()),
+                Entrance::Handover(socket.clone()),
+            )
+        });
+        if started.is_err() {
+            let _ = std::fs::remove_file(&socket);
+            let _ = std::fs::remove_dir(&dir);
+        }
+        started
+    }
+
+    /// Starts a proxy for `allow` that listens itself on `127.0.0.1`, at a
+    /// port the system chooses ([`Entrance::Loopback`]: Seatbelt, where
+    /// there is no network namespace to make a listener in). Any local
+    /// process can connect to that port; it meets the same admission.
+    pub fn start_loopback(allow: AllowList) -> Result<Self, ProxyError> {
+        let err = |what: String| move |source| ProxyError { what, source };
+        let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+            .map_err(err("listening on 127.0.0.1".into()))?;
+        listener
             .set_nonblocking(true)
-            .map_err(err("setting the socket non-blocking".into()))?;
+            .map_err(err("setting the listener non-blocking".into()))?;
+        let port = listener
+            .local_addr()
+            .map_err(err("reading the listener's port".into()))?
+            .port();
+        Self::run(
+            allow,
+            Listen::Loopback(listener),
+            None,
+            Entrance::Loopback(port),
+        )
+    }
+
+    /// Serves `listen` on a thread of its own until dropped.
+    fn run(
+        allow: AllowList,
+        listen: Listen,
+        dir: Option<PathBuf>,
+        entrance: Entrance,
+    ) -> Result<Self, ProxyError> {
+        let err = |what: String| move |source| ProxyError { what, source };
         let denials = Arc::new(Mutex::new(Denials::default()));
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
@@ -154,11 +216,22 @@ impl EgressProxy {
             .name("vibesys-egress".into())
             .spawn(move || {
                 runtime.block_on(async move {
-                    let Ok(handoff) = tokio::net::UnixDatagram::from_std(handoff) else {
-                        return;
+                    let serving = async move {
+                        match listen {
+                            Listen::Handover(handoff) => {
+                                if let Ok(handoff) = tokio::net::UnixDatagram::from_std(handoff) {
+                                    listeners(handoff, state).await;
+                                }
+                            }
+                            Listen::Loopback(listener) => {
+                                if let Ok(listener) = TcpListener::from_std(listener) {
+                                    serve(listener, state).await;
+                                }
+                            }
+                        }
                     };
                     tokio::select! {
-                        _ = listeners(handoff, state) => {}
+                        _ = serving => {}
                         _ = stopped => {}
                     }
                 });
@@ -166,16 +239,16 @@ impl EgressProxy {
             .map_err(err("starting its thread".into()))?;
         Ok(Self {
             dir,
-            socket,
+            entrance,
             denials,
             stop: Some(stop),
             thread: Some(thread),
         })
     }
 
-    /// The Unix datagram socket a sandbox hands its listener over.
-    pub fn socket(&self) -> &Path {
-        &self.socket
+    /// How a sandbox reaches this proxy.
+    pub fn entrance(&self) -> &Entrance {
+        &self.entrance
     }
 
     /// The refusals so far (at most [`MAX_KEPT_DENIALS`]) and their total.
@@ -195,8 +268,12 @@ impl Drop for EgressProxy {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(&self.socket);
-        let _ = std::fs::remove_dir(&self.dir);
+        if let Entrance::Handover(socket) = &self.entrance {
+            let _ = std::fs::remove_file(socket);
+        }
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }
 
