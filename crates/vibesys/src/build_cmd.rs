@@ -128,6 +128,8 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
                 run.as_str(),
                 args.env.slurm_gpu_alias(),
                 0,
+                &[],
+                false,
             )?;
             crate::slurm_env::editor_options(options, broker.agent_socket())?;
             Some(broker)

@@ -591,6 +591,8 @@ impl CliHost {
             &self.run_id,
             false,
             self.candidates,
+            &self.allow_hosts,
+            false,
         )?);
         Ok(())
     }

@@ -41,13 +41,18 @@ impl BrokerChild {
     /// Starts the broker of run `run` for `project` and waits for its two
     /// socket lines; `agent_gpu` adds `--agent-gpu` (the deprecated
     /// `slurm-gpu`); `candidates` asks for one agent socket per candidate
-    /// of a run, each bound to its worktree. Fails, naming the broker's
-    /// status, when it exits first (its own messages are on stderr).
+    /// of a run, each bound to its worktree; `allow_hosts` and
+    /// `no_network` are the session's or the run's own network flags
+    /// (`--allow-host`, `--no-network`), which agent jobs get as well.
+    /// Fails, naming the broker's status, when it exits first (its own
+    /// messages are on stderr).
     pub fn start(
         project: &Path,
         run: &str,
         agent_gpu: bool,
         candidates: u32,
+        allow_hosts: &[String],
+        no_network: bool,
     ) -> anyhow::Result<Self> {
         let mut cmd = Command::new(crate::project::helper_exe()?);
         cmd.arg("broker")
@@ -60,6 +65,12 @@ impl BrokerChild {
         }
         if candidates > 0 {
             cmd.arg("--candidates").arg(candidates.to_string());
+        }
+        for host in allow_hosts {
+            cmd.arg("--allow-host").arg(host);
+        }
+        if no_network {
+            cmd.arg("--no-network");
         }
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
