@@ -307,3 +307,47 @@ test -f out/v.txt
     assert_eq!(c["metrics"]["value"], 17, "{c:#}");
     assert_nothing_left(&run, "the run", 60, containers_of_run);
 }
+
+/// `run start --allow-host` reaches the agent jobs of the run's
+/// candidates: the run's broker gets the run's list, and a job a
+/// candidate's agent submits reaches the listed loopback server through
+/// the proxy on the compute node and is refused the other.
+#[test]
+fn a_runs_allow_list_holds_its_agents_jobs() {
+    slurm();
+    let img = TestImage::new();
+    let (_d, p) = project(&format!(
+        "{TASK}\n[vibesys.broker]\ngpu_devices = \"/run/vibesys-slurm/gpu{{}}\"\n\
+         [vibesys.agent_gpu]\nenabled = true\n"
+    ));
+    let allowed = docker_support::common::loopback_http::Server::start("ALLOWED");
+    let refused = docker_support::common::loopback_http::Server::start("FORBIDDEN-BODY");
+    let (a, r) = (allowed.port, refused.port);
+    let agent = format!(
+        "/.vibesys/vibesys broker job --socket \"$VIBESYS_BROKER_SOCKET\" -- sh -c \
+         'curl -sS http://127.0.0.1:{a}/; echo REFUSED-HTTP $(curl -s -o /dev/null -w %{{http_code}} http://127.0.0.1:{r}/)'\n\
+         echo 7 > speed.txt"
+    );
+    let out = vibesys_in(&p)
+        .env("VIBESYS_IMAGES_LOCK", &img.lock)
+        .env("VIBESYS_DOCKER_IMAGE", &img.name)
+        .env("VIBESYS_COMMAND_SERVER", static_vibesys())
+        .args(["run", "start", "--run-environment", "slurm"])
+        .args(["--allow-host", &format!("127.0.0.1:{a}")])
+        .args(["--provider", "custom", "--", "sh", "-c", &agent])
+        .output()
+        .unwrap();
+    ok(out);
+    let run = only_run(&p);
+    let log =
+        std::fs::read_to_string(p.join(format!(".vibesys/state/runs/{run}/logs/1-agent.log")))
+            .unwrap();
+    assert!(log.contains(&format!("ALLOWED-{a}")), "{log}");
+    assert!(log.contains("REFUSED-HTTP 403"), "{log}");
+    assert!(
+        log.contains(&format!("vibesys: egress refused: 127.0.0.1:{r} ")),
+        "{log}"
+    );
+    assert_eq!(refused.hits(), 0, "{log}");
+    assert_nothing_left(&run, "the run", 60, containers_of_run);
+}

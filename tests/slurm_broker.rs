@@ -796,3 +796,210 @@ fn a_job_over_its_time_limit_ends_timed_out_with_its_own_code() {
     assert!(started.elapsed() < Duration::from_secs(240));
     assert!(run_jobs(&run, false).is_empty());
 }
+
+/// What a job probes beside curl: a direct TCP connect to both servers
+/// and UDP to the host's loopback and out, each printing what happened.
+const EGRESS_PROBE: &str = r#"
+import socket, sys
+allowed, refused, udp = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+for port in (allowed, refused):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5); print("DIRECT-OPEN", port)
+    except OSError as e:
+        print("DIRECT-FAILED", port, e.errno)
+for target, name in ((("127.0.0.1", udp), "UDP-LOCAL"), (("192.0.2.1", 53), "UDP-OUT")):
+    try:
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.sendto(b"LEAK", target); print(name + "-SENT")
+    except OSError as e:
+        print(name + "-FAILED", e.errno)
+"#;
+
+/// A project whose `[sandbox]` adds `sandbox` (e.g. `allow_hosts = [...]`).
+fn egress_project(who: As, sandbox: &str) -> Project {
+    let p = broker_project(who, AGENT_GPU);
+    let toml = std::fs::read_to_string(p.root.join("vibesys.toml")).unwrap();
+    let toml = toml.replacen("[sandbox]\n", &format!("[sandbox]\n{sandbox}\n"), 1);
+    std::fs::write(p.root.join("vibesys.toml"), toml).unwrap();
+    std::fs::write(p.root.join("probe.py"), EGRESS_PROBE).unwrap();
+    chown_to(who, &[&p.root.join("probe.py")]);
+    p
+}
+
+/// An agent job under an egress allow-list (the project's `[sandbox]
+/// allow_hosts`, or the broker's `--allow-host`: a session's or a run's
+/// own) has no network of its own: it reaches the listed loopback server
+/// through the proxy its node started, and neither the other server (by
+/// proxy, by a direct connect) nor anything by UDP; the refusal is named
+/// once on the job's stderr. As root and as the unprivileged user.
+#[test]
+fn an_agent_job_reaches_only_the_allow_listed_host_through_its_proxy() {
+    require_tool("curl", "apt-get install curl");
+    require_tool("python3", "apt-get install python3");
+    let allowed = common::loopback_http::Server::start("ALLOWED");
+    let refused = common::loopback_http::Server::start("FORBIDDEN-BODY");
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let udp_port = udp.local_addr().unwrap().port();
+    let (a, r) = (allowed.port, refused.port);
+    let script = format!(
+        "curl -sS http://127.0.0.1:{a}/; \
+         curl -sS -p http://127.0.0.1:{a}/ | sed s/^/TUNNEL-/; \
+         echo REFUSED-HTTP $(curl -s -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{r}/); \
+         curl -s -p http://127.0.0.1:{r}/ >/dev/null; echo REFUSED-CONNECT $?; \
+         python3 probe.py {a} {r} {udp_port}"
+    );
+    for who in users() {
+        for from_flag in [false, true] {
+            let (listed, flags) = if from_flag {
+                (
+                    String::new(),
+                    vec!["--allow-host".to_owned(), format!("127.0.0.1:{a}")],
+                )
+            } else {
+                (format!("allow_hosts = [\"127.0.0.1:{a}\"]"), Vec::new())
+            };
+            let p = egress_project(who, &listed);
+            let run = unique("egress");
+            let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+            let b = Broker::start(who, &p, &run, &flags);
+            let refused_before = refused.hits();
+            let out = b.job(&[], &script);
+            let text = stdout(&out);
+            let err = stderr(&out);
+            let ctx = format!("{who:?} flag={from_flag}\n--- stdout\n{text}\n--- stderr\n{err}");
+            assert_code(&out, 0);
+            for want in [
+                format!("\nALLOWED-{a}\n"),
+                format!("TUNNEL-ALLOWED-{a}\n"),
+                "REFUSED-HTTP 403\n".into(),
+                format!("DIRECT-FAILED {a} "),
+                format!("DIRECT-FAILED {r} "),
+                "UDP-OUT-FAILED".into(),
+            ] {
+                assert!(
+                    format!("\n{text}").contains(&want),
+                    "missing {want:?}: {ctx}"
+                );
+            }
+            assert!(!text.contains("REFUSED-CONNECT 0"), "{ctx}");
+            assert!(!text.contains("FORBIDDEN-BODY"), "{ctx}");
+            assert_eq!(
+                refused.hits(),
+                refused_before,
+                "the refused server was reached: {ctx}"
+            );
+            let mut datagram = [0u8; 16];
+            assert!(
+                udp.recv_from(&mut datagram).is_err(),
+                "a datagram reached the host: {ctx}"
+            );
+            // One line per refused host, however often it was asked for.
+            assert_eq!(
+                err.matches(&format!("vibesys: egress refused: 127.0.0.1:{r} "))
+                    .count(),
+                1,
+                "{ctx}"
+            );
+        }
+    }
+}
+
+/// The list a job gets is the broker's, fixed when it started: an
+/// allow-list written into the project's vibesys.toml afterwards (by an
+/// operator, or by an agent where the file is writable) does not open or
+/// change the job's network: the job is refused, nothing runs. With the
+/// network off (`--no-network`, `[sandbox] network = false`) an
+/// allow-list adds no door: the job stays without any network.
+#[test]
+fn a_job_never_runs_open_beside_an_allow_list_and_no_network_stays_none() {
+    require_tool("curl", "apt-get install curl");
+    let allowed = common::loopback_http::Server::start("ALLOWED");
+    let a = allowed.port;
+    let probe = format!(
+        "echo proxy=${{HTTPS_PROXY:-none}}; echo CODE $(curl -s -o /dev/null -w '%{{http_code}}' --noproxy '*' http://127.0.0.1:{a}/); \
+         echo VIA $(curl -s -o /dev/null -w '%{{http_code}}' -x http://127.0.0.1:3128 http://127.0.0.1:{a}/)"
+    );
+    for who in users() {
+        let p = egress_project(who, "");
+        let run = unique("late");
+        let b = Broker::start(who, &p, &run, &[]);
+        // Open: the node's network.
+        let out = b.job(&[], &probe);
+        assert_code(&out, 0);
+        assert!(
+            stdout(&out).contains("CODE 200"),
+            "{who:?}: {}",
+            stdout(&out)
+        );
+        let toml = std::fs::read_to_string(p.root.join("vibesys.toml")).unwrap();
+        std::fs::write(
+            p.root.join("vibesys.toml"),
+            toml.replacen(
+                "[sandbox]\n",
+                &format!("[sandbox]\nallow_hosts = [\"127.0.0.1:{a}\"]\n"),
+                1,
+            ),
+        )
+        .unwrap();
+        let hits = allowed.hits();
+        let out = b.job(&[], &format!("echo RAN; {probe}"));
+        assert_code(&out, 125);
+        assert!(!stdout(&out).contains("RAN"), "{who:?}: {}", stdout(&out));
+        assert!(
+            stderr(&out).contains("the run's broker did not start with"),
+            "{who:?}: {}",
+            stderr(&out)
+        );
+        assert_eq!(allowed.hits(), hits);
+        drop(b);
+
+        for (sandbox, flags) in [
+            (
+                format!("allow_hosts = [\"127.0.0.1:{a}\"]"),
+                vec!["--no-network"],
+            ),
+            (
+                format!("network = false\nallow_hosts = [\"127.0.0.1:{a}\"]"),
+                Vec::new(),
+            ),
+        ] {
+            let p = egress_project(who, &sandbox);
+            let run = unique("nonet");
+            let b = Broker::start(who, &p, &run, &flags);
+            let hits = allowed.hits();
+            let out = b.job(&[], &probe);
+            assert_code(&out, 0);
+            let so = stdout(&out);
+            assert!(
+                so.contains("proxy=none") && so.contains("CODE 000") && so.contains("VIA 000"),
+                "{who:?} {sandbox:?} {flags:?}: {so}"
+            );
+            assert_eq!(allowed.hits(), hits, "{who:?} {sandbox:?} {flags:?}");
+        }
+    }
+}
+
+/// An invalid pattern stops the broker before it serves (exit 125, the
+/// pattern named).
+#[test]
+fn the_broker_refuses_an_invalid_allow_list() {
+    slurm();
+    let who = As::Root;
+    let p = egress_project(who, "allow_hosts = [\"*\"]");
+    let root = p.root.to_str().unwrap().to_owned();
+    let run = unique("badlist");
+    for (flags, bad) in [(vec![], "\"*\""), (vec!["--allow-host", "x:0"], "\"x:0\"")] {
+        if !flags.is_empty() {
+            std::fs::write(p.root.join("vibesys.toml"), "").unwrap();
+        }
+        let mut args = vec!["broker", "serve", "--project", &root, "--run", &run];
+        args.extend(flags);
+        let out = command_as(who, &p.root, &vibesys(), &args)
+            .output()
+            .unwrap();
+        assert_code(&out, 125);
+        assert!(stderr(&out).contains(bad), "{}", stderr(&out));
+        assert!(stdout(&out).is_empty(), "no socket announced");
+    }
+}

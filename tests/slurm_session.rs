@@ -43,13 +43,14 @@ fn slurm_project(agent_gpu: bool) -> common::Project {
 /// `vibesys session --provider custom --run-environment ENV -- sh -c SCRIPT`
 /// in `dir`, the run id `run`, the test image.
 fn session(img: &TestImage, dir: &Path, run: &str, env: &str, script: &str) -> Command {
-    session_with_image(img, &img.name, dir, run, env, script)
+    session_with_image(img, &img.name, &[], dir, run, env, script)
 }
 
-/// [`session`] with another `--image`.
+/// [`session`] with another `--image` and more `flags` of `session`.
 fn session_with_image(
     img: &TestImage,
     image: &str,
+    flags: &[&str],
     dir: &Path,
     run: &str,
     env: &str,
@@ -66,6 +67,7 @@ fn session_with_image(
         .env("VIBESYS_RUN_ID", run)
         .env("VIBESYS_COMMAND_SERVER", static_vibesys())
         .args(["session", "--provider", "custom", "--run-environment", env])
+        .args(flags)
         .args(["--image", image, "--", "/bin/sh", "-c", script]);
     cmd
 }
@@ -242,7 +244,7 @@ fn a_session_that_fails_to_start_its_container_leaves_no_broker() {
     let run = unique("slfail");
     // An image the lock does not pin: refused after the broker started.
     let unpinned = format!("sha256:{}", "0".repeat(64));
-    let out = session_with_image(&img, &unpinned, &p.root, &run, "slurm", "echo never")
+    let out = session_with_image(&img, &unpinned, &[], &p.root, &run, "slurm", "echo never")
         .output()
         .unwrap();
     assert!(stderr(&out).contains("not pinned"), "{}", stderr(&out));
@@ -366,5 +368,48 @@ fn a_session_killed_with_sigkill_leaves_no_broker_job_or_container() {
     child.wait().unwrap();
     // The broker is told by the kernel (PR_SET_PDEATHSIG) and cancels the
     // job; the container's lifeline closes and the Engine removes it.
+    assert_nothing_left(&run, "the session", 60, containers_of_run);
+}
+
+/// A session's own `--allow-host` reaches its agent jobs: the broker it
+/// starts passes the list to each job, which reaches the listed loopback
+/// server on the compute node through the proxy there and is refused the
+/// other (named on the job's stderr, relayed to the editor).
+#[test]
+fn a_sessions_allow_list_holds_its_agent_jobs() {
+    slurm();
+    let img = TestImage::new();
+    let p = slurm_project(true);
+    let allowed = common::loopback_http::Server::start("ALLOWED");
+    let refused = common::loopback_http::Server::start("FORBIDDEN-BODY");
+    let (a, r) = (allowed.port, refused.port);
+    let script = format!(
+        "/.vibesys/vibesys broker job --socket \"$VIBESYS_BROKER_SOCKET\" -- sh -c \
+         'curl -sS http://127.0.0.1:{a}/; echo REFUSED-HTTP $(curl -s -o /dev/null -w %{{http_code}} http://127.0.0.1:{r}/)'"
+    );
+    let run = unique("slegress");
+    let allow = format!("127.0.0.1:{a}");
+    let out = session_with_image(
+        &img,
+        &img.name,
+        &["--allow-host", &allow],
+        &p.root,
+        &run,
+        "slurm",
+        &script,
+    )
+    .output()
+    .unwrap();
+    let so = String::from_utf8_lossy(&out.stdout).into_owned();
+    let err = stderr(&out);
+    assert_code(&out, 0);
+    assert!(so.contains(&format!("ALLOWED-{a}")), "{so}\n{err}");
+    assert!(so.contains("REFUSED-HTTP 403"), "{so}\n{err}");
+    assert!(!so.contains("FORBIDDEN-BODY"), "{so}");
+    assert_eq!(refused.hits(), 0, "{so}\n{err}");
+    assert!(
+        err.contains(&format!("vibesys: egress refused: 127.0.0.1:{r} ")),
+        "{err}"
+    );
     assert_nothing_left(&run, "the session", 60, containers_of_run);
 }

@@ -46,7 +46,10 @@ every compute node: where bubblewrap or user namespaces are missing it refuses t
 (exit 125).
 
 Trusted settings come from the project's vibesys.toml: [vibesys.agent_gpu] enabled, max_gpus,
-max_time_minutes; [vibesys.broker] bwrap, gpu_devices, partition; [gates.NAME] argv.")]
+max_time_minutes; [vibesys.broker] bwrap, gpu_devices, partition; [gates.NAME] argv; [sandbox]
+network and allow_hosts. With an allow-list (allow_hosts, --allow-host) each agent job runs
+without a network of its own and reaches only the listed hosts through a proxy vibesys starts
+beside it on the compute node; each refused host is named on the job's stderr.")]
 pub struct ServeArgs {
     /// The project (workspace) directory.
     #[arg(long, value_name = "DIR")]
@@ -69,6 +72,13 @@ pub struct ServeArgs {
     /// A standalone build's broker: also serve one socket that runs jobs only in the run's build checkout NAME (printed as `checkout: PATH`), and list and cancel only that checkout's jobs, never the run's.
     #[arg(long, value_name = "NAME")]
     checkout: Option<String>,
+    /// Restrict every agent job's network to this host (repeatable; adds to [sandbox]
+    /// allow_hosts): the job reaches only these, through a proxy on its node.
+    #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
+    allow_host: Vec<String>,
+    /// Agent jobs get no network (as [sandbox] network = false).
+    #[arg(long = "no-network")]
+    no_network: bool,
 }
 
 /// Arguments of `vibesys broker job`.
@@ -130,6 +140,8 @@ fn serve(a: ServeArgs) -> anyhow::Result<u8> {
             .as_deref()
             .map(vs_runtime::CandidateId::new)
             .transpose()?,
+        allow_hosts: a.allow_host,
+        no_network: a.no_network,
     };
     let settings = BrokerSettings::load(&a.project, run, &flags, helper_exe()?)?;
     let runtime = std::env::var_os("XDG_RUNTIME_DIR")
@@ -251,9 +263,15 @@ pub struct HostJobArgs {
     /// Variables set inside the sandbox.
     #[arg(long = "env")]
     env: Vec<String>,
-    /// Take the network away (an evaluation without `network = true`).
+    /// Take the network away (an evaluation without `network = true`, or
+    /// the broker's network is off).
     #[arg(long = "no-network")]
     no_network: bool,
+    /// The broker's egress allow-list (repeatable): the job reaches only
+    /// these hosts, through a proxy started here. The only list a job
+    /// gets: the project's `allow_hosts` is never read on the node.
+    #[arg(long = "allow-host", conflicts_with = "no_network")]
+    allow_host: Vec<String>,
     /// The command.
     #[arg(required = true, trailing_var_arg = true)]
     command: Vec<OsString>,
@@ -273,10 +291,21 @@ pub fn internal_host_job(a: HostJobArgs) -> u8 {
 
 fn host_job(a: HostJobArgs) -> anyhow::Result<u8> {
     let mut config = vs_sandbox::config::PolicyConfig::load(&a.project)?;
+    // The network is the broker's (decided once from the operator's
+    // settings): an allow-list the file names now but the broker did not
+    // pass would be dropped, so the job is refused rather than run open.
+    if !a.no_network && a.allow_host.is_empty() && !config.allow_hosts.is_empty() {
+        bail!(
+            "{} names an egress allow-list ([sandbox] allow_hosts) the run's broker did not start with; restart the broker (the session or the run) to apply it",
+            a.project.join(vs_sandbox::config::CONFIG_FILE).display()
+        );
+    }
+    config.allow_hosts = a.allow_host.clone();
     // The task's protected paths are read-only in every job.
     let protected = vs_runtime::settings::task_protected_paths(&a.project)?;
     let workspace = vs_sandbox::Workspace::open(&a.workspace)?;
-    let project = if vs_runtime::run::evaluation::is_eval_checkout(&a.project, workspace.root()) {
+    let mut project = if vs_runtime::run::evaluation::is_eval_checkout(&a.project, workspace.root())
+    {
         // A candidate's evaluation (check, measure) in its fresh checkout:
         // the same policy as on the host.
         vs_runtime::ProjectSettings::for_checkout(workspace, config, &protected)?
@@ -303,17 +332,21 @@ fn host_job(a: HostJobArgs) -> anyhow::Result<u8> {
         policy_args.read_only = flags.read_only;
         policy_args.resolve_in(workspace, config)?
     };
+    if a.no_network {
+        project.network = false;
+    }
+    // The allow-list's one door, outside the job's bubblewrap: lives as
+    // long as the job; each refused host is named on the job's stderr.
+    let proxy = project.start_egress(ConfineMode::Bwrap)?;
     let mut request = project.sandbox_request(
         &a.command[0],
         &crate::project::host_env(),
         Some(&a.cwd),
         helper_exe()?,
     );
+    request.egress = project.egress_door(proxy.as_ref());
     request.devices = Vec::new();
     request.bwrap_program = a.bwrap.clone();
-    if a.no_network {
-        request.network = false;
-    }
     let Some(AnySandbox::Host(sandbox)) =
         select(request, ConfineMode::Bwrap, Enforcement::Required)?
     else {
@@ -333,5 +366,6 @@ fn host_job(a: HostJobArgs) -> anyhow::Result<u8> {
         .collect();
     let confinement = HostJobConfinement::new(&sandbox, &devices, &env)?;
     let code = launch::run_bwrap(confinement.plan(), &a.command, sandbox.process_limit())?;
+    drop(proxy);
     Ok(u8::try_from(code & 0xff).unwrap_or(1))
 }

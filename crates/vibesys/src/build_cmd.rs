@@ -136,6 +136,8 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
                 args.env.slurm_gpu_alias(),
                 0,
                 Some(checkout.as_str()),
+                &[],
+                false,
             )?;
             let socket = broker
                 .checkout_socket()

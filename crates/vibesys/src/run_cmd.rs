@@ -593,6 +593,8 @@ impl CliHost {
             false,
             self.candidates,
             None,
+            &self.allow_hosts,
+            false,
         )?);
         Ok(())
     }

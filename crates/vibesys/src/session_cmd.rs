@@ -34,8 +34,9 @@ runs the session in the local editor container (the pinned image, as --confine d
 devices, the workspace at its host path, the broker's AGENT socket at /run/vibesys/agent.sock
 (VIBESYS_BROKER_SOCKET), never the framework socket. Inside, /.vibesys/vibesys broker job
 --socket $VIBESYS_BROKER_SOCKET -- CMD runs CMD confined on a compute node (needs a static
-vibesys: vibesys-static beside this one, or VIBESYS_COMMAND_SERVER). The broker and the
-container stop with the session.
+vibesys: vibesys-static beside this one, or VIBESYS_COMMAND_SERVER), with the session's
+network (--no-network, --allow-host and [sandbox] allow_hosts: a proxy on the node, without
+the provider's host). The broker and the container stop with the session.
 
 SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to vibesys are forwarded to the session, which then
 ends as any other (what goes back to the provider's state still goes back).
@@ -378,8 +379,17 @@ fn run_in_slurm(
         bail!("the slurm run environment is not available here: {reason}");
     }
     let run = crate::docker_cmd::run_id();
-    let broker =
-        crate::slurm_env::BrokerChild::start(project.workspace.root(), &run, agent_gpu, 0, None)?;
+    // Agent jobs get the session's own network flags; the project's
+    // [sandbox] network and allow_hosts the broker reads itself.
+    let broker = crate::slurm_env::BrokerChild::start(
+        project.workspace.root(),
+        &run,
+        agent_gpu,
+        0,
+        None,
+        &args.policy.allow_host,
+        args.policy.no_network,
+    )?;
     env.vars.push((
         crate::slurm_env::BROKER_SOCKET_ENV.into(),
         crate::slurm_env::AGENT_SOCKET_IN_CONTAINER.into(),

@@ -44,14 +44,19 @@ impl BrokerChild {
     /// `slurm-gpu`); `candidates` asks for one agent socket per candidate
     /// of a run, each bound to its worktree; `checkout` (a standalone
     /// build's checkout name) one socket bound to that checkout, and the
-    /// broker's jobs scoped to it. Fails, naming the broker's status, when
-    /// it exits first (its own messages are on stderr).
+    /// broker's jobs scoped to it; `allow_hosts` and `no_network` are the
+    /// session's or the run's own network flags (`--allow-host`,
+    /// `--no-network`), which agent jobs get as well. Fails, naming the
+    /// broker's status, when it exits first (its own messages are on
+    /// stderr).
     pub fn start(
         project: &Path,
         run: &str,
         agent_gpu: bool,
         candidates: u32,
         checkout: Option<&str>,
+        allow_hosts: &[String],
+        no_network: bool,
     ) -> anyhow::Result<Self> {
         let mut cmd = Command::new(crate::project::helper_exe()?);
         cmd.arg("broker")
@@ -67,6 +72,12 @@ impl BrokerChild {
         }
         if let Some(name) = checkout {
             cmd.args(["--checkout", name]);
+        }
+        for host in allow_hosts {
+            cmd.arg(format!("--allow-host={host}"));
+        }
+        if no_network {
+            cmd.arg("--no-network");
         }
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 pub use confine::{HostJobConfinement, allocated_gpu_devices};
 pub use protocol::{Final, Request};
 pub use server::{Broker, Role, ShutdownHandle};
-pub use settings::{BrokerFlags, BrokerSettings};
+pub use settings::{BrokerFlags, BrokerSettings, JobNetwork};
 
 use crate::state::StateLayout;
 

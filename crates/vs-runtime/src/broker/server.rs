@@ -510,9 +510,7 @@ fn plan(ctx: &Ctx, role: Role, req: &Request) -> Result<JobSubmission, String> {
                 node.push("--bwrap".into());
                 node.push(b.clone().into_os_string());
             }
-            if *network == Some(false) {
-                node.push("--no-network".into());
-            }
+            node.extend(s.network.host_job_args(*network));
             for (k, v) in env {
                 if super::env_allowed(k) {
                     node.push("--env".into());

@@ -1,8 +1,10 @@
-//! The broker's trusted settings: `[vibesys.agent_gpu]`, `[vibesys.broker]`
-//! and `[gates.NAME]` of the operator's `vibesys.toml`, plus the flags of
-//! `vibesys broker serve`. Clients never add to them.
+//! The broker's trusted settings: `[vibesys.agent_gpu]`, `[vibesys.broker]`,
+//! `[gates.NAME]` and the network of `[sandbox]` of the operator's
+//! `vibesys.toml`, plus the flags of `vibesys broker serve`. Clients never
+//! add to them.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -74,6 +76,81 @@ pub struct BrokerFlags {
     /// bound to the run's build checkout `NAME`, and only that checkout's
     /// jobs are the broker's to list and cancel.
     pub checkout: Option<CandidateId>,
+    /// `--allow-host`: added to `[sandbox] allow_hosts` for every agent
+    /// job (the session's or the run's own `--allow-host`).
+    pub allow_hosts: Vec<String>,
+    /// `--no-network`: agent jobs get no network.
+    pub no_network: bool,
+}
+
+/// The network every job of the broker gets, decided once at start from
+/// `[sandbox] network` and `allow_hosts` of the operator's `vibesys.toml`
+/// and the broker's `--no-network` and `--allow-host`: the compute node
+/// takes it from the job's arguments, never from a file the agent could
+/// have changed since.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobNetwork {
+    /// The node's network (no allow-list).
+    Open,
+    /// No network.
+    Off,
+    /// Only these hosts, through the egress proxy the job starts on its
+    /// node: each pattern validated, kept as written.
+    AllowList(Vec<String>),
+}
+
+impl JobNetwork {
+    /// The flag that takes a job's network away.
+    pub const NO_NETWORK_FLAG: &'static str = "--no-network";
+    /// The flag that names one allowed host (repeated).
+    pub const ALLOW_HOST_FLAG: &'static str = "--allow-host";
+
+    /// Decides from the configuration's `network` and `allow_hosts` and
+    /// the broker's flags; an invalid pattern is an error naming it.
+    fn decide(
+        config: &vs_sandbox::config::PolicyConfig,
+        flags: &BrokerFlags,
+        path: &Path,
+    ) -> Result<Self, BrokerError> {
+        let hosts: Vec<String> = config
+            .allow_hosts
+            .iter()
+            .chain(&flags.allow_hosts)
+            .cloned()
+            .collect();
+        if let Err(errors) = vs_sandbox::egress::AllowList::parse(&hosts) {
+            let each: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            return Err(BrokerError::Config {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "invalid egress allow-list ([sandbox] allow_hosts or --allow-host): {}",
+                    each.join("; ")
+                ),
+            });
+        }
+        Ok(if flags.no_network || config.network == Some(false) {
+            Self::Off
+        } else if hosts.is_empty() {
+            Self::Open
+        } else {
+            Self::AllowList(hosts)
+        })
+    }
+
+    /// The arguments of `internal-host-job` for a job that asked for
+    /// `requested` (`Some(false)`: no network, an evaluation without
+    /// `network = true`); a request never widens the broker's network.
+    pub fn host_job_args(&self, requested: Option<bool>) -> Vec<OsString> {
+        match (self, requested) {
+            (Self::Off, _) | (_, Some(false)) => vec![Self::NO_NETWORK_FLAG.into()],
+            (Self::Open, _) => Vec::new(),
+            // `--allow-host=PATTERN`: one argument, never read as a flag.
+            (Self::AllowList(hosts), _) => hosts
+                .iter()
+                .map(|h| format!("{}={h}", Self::ALLOW_HOST_FLAG).into())
+                .collect(),
+        }
+    }
 }
 
 /// Everything the broker trusts, validated.
@@ -103,6 +180,8 @@ pub struct BrokerSettings {
     pub gpu_devices: String,
     /// The Slurm partition (default: the cluster's default).
     pub partition: Option<String>,
+    /// The network of every job.
+    pub network: JobNetwork,
 }
 
 impl BrokerSettings {
@@ -140,6 +219,12 @@ impl BrokerSettings {
                 });
             }
         };
+        let sandbox =
+            vs_sandbox::config::PolicyConfig::load(&project).map_err(|e| BrokerError::Config {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+        let network = JobNetwork::decide(&sandbox, flags, &path)?;
         let agent = raw.vibesys.agent_gpu.unwrap_or_default();
         let broker = raw.vibesys.broker.unwrap_or_default();
         let mut gates = BTreeMap::new();
@@ -212,6 +297,7 @@ impl BrokerSettings {
             bwrap: broker.bwrap,
             gpu_devices,
             partition: broker.partition,
+            network,
         })
     }
 }
@@ -231,4 +317,73 @@ fn parse(text: &str, path: &Path) -> Result<RawFile, BrokerError> {
         path: path.to_path_buf(),
         reason: e.message().to_owned(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn decide(toml: &str, flags: &BrokerFlags) -> Result<JobNetwork, BrokerError> {
+        let path = Path::new("/p/vibesys.toml");
+        let config = vs_sandbox::config::PolicyConfig::parse(toml, path).unwrap();
+        JobNetwork::decide(&config, flags, path)
+    }
+
+    fn args(network: &JobNetwork, requested: Option<bool>) -> Vec<String> {
+        network
+            .host_job_args(requested)
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn the_job_network_is_the_files_and_the_flags_and_a_request_only_narrows_it() {
+        let none = BrokerFlags::default();
+        assert_eq!(decide("", &none).unwrap(), JobNetwork::Open);
+        let listed = decide("[sandbox]\nallow_hosts = [\"pypi.org\"]\n", &none).unwrap();
+        assert_eq!(listed, JobNetwork::AllowList(vec!["pypi.org".into()]));
+        let flags = BrokerFlags {
+            allow_hosts: vec!["127.0.0.1:8080".into()],
+            ..BrokerFlags::default()
+        };
+        let both = decide("[sandbox]\nallow_hosts = [\"pypi.org\"]\n", &flags).unwrap();
+        assert_eq!(
+            args(&both, None),
+            ["--allow-host=pypi.org", "--allow-host=127.0.0.1:8080"]
+        );
+        // A request for no network wins; a request for the network never
+        // drops the list.
+        assert_eq!(args(&both, Some(false)), ["--no-network"]);
+        assert_eq!(args(&both, Some(true)), args(&both, None));
+        assert!(args(&JobNetwork::Open, None).is_empty());
+        assert_eq!(args(&JobNetwork::Open, Some(false)), ["--no-network"]);
+        // Off (file or flag) beats an allow-list.
+        let off = decide(
+            "[sandbox]\nnetwork = false\nallow_hosts = [\"pypi.org\"]\n",
+            &flags,
+        )
+        .unwrap();
+        assert_eq!(off, JobNetwork::Off);
+        assert_eq!(args(&off, Some(true)), ["--no-network"]);
+        let no_network = BrokerFlags {
+            no_network: true,
+            ..flags
+        };
+        assert_eq!(decide("", &no_network).unwrap(), JobNetwork::Off);
+    }
+
+    /// (A bad pattern in the file is refused as the file is read.)
+    #[test]
+    fn an_invalid_pattern_is_named() {
+        let flags = BrokerFlags {
+            allow_hosts: vec!["*".into(), "x:0".into()],
+            ..BrokerFlags::default()
+        };
+        let err = decide("[sandbox]\nallow_hosts = [\"pypi.org\"]\n", &flags)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("\"*\"") && err.contains("\"x:0\""), "{err}");
+    }
 }
