@@ -35,7 +35,7 @@ pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
 pub const ENV: &str = "/usr/bin/env";
 
 /// The socket through which macOS resolves names (`mDNSResponder`, which
-/// asks the network's DNS servers): closed under an allow-list.
+/// asks the network's DNS servers): closed unless the network is open.
 pub const RESOLVER_SOCKET: &str = "/private/var/run/mDNSResponder";
 
 /// What the profile lets the network do.
@@ -44,7 +44,8 @@ pub const RESOLVER_SOCKET: &str = "/private/var/run/mDNSResponder";
 pub enum SeatbeltNetwork {
     /// The host's network.
     Open,
-    /// Local Unix sockets only.
+    /// Local Unix sockets only, except the resolver's
+    /// ([`RESOLVER_SOCKET`]).
     None,
     /// An egress allow-list: TCP over IPv4 to the proxy's port on the host
     /// loopback; local Unix sockets as with [`SeatbeltNetwork::None`]
@@ -55,15 +56,21 @@ pub enum SeatbeltNetwork {
 impl SeatbeltNetwork {
     /// The profile's network rules.
     fn rules(self) -> String {
+        // Without the open network, the resolver's socket is closed too: a
+        // query through it reaches the network's DNS servers and could
+        // carry data out (under an allow-list the proxy resolves names).
+        let local = format!(
+            "(allow network* (local unix))\n\
+             ; but not the resolver's: a query there could carry data out\n\
+             (deny network-outbound (literal \"{RESOLVER_SOCKET}\"))\n\
+             (deny network-outbound (remote unix-socket (path-literal \"{RESOLVER_SOCKET}\")))\n"
+        );
         match self {
             Self::Open => "(allow network*)\n".into(),
-            Self::None => "(allow network* (local unix))\n".into(),
+            Self::None => local,
             Self::Proxy(port) => format!(
                 "; network: an egress allow-list; local Unix sockets as without network\n\
-                 (allow network* (local unix))\n\
-                 ; but not the resolver's: names are resolved by the proxy, a query here could carry data out\n\
-                 (deny network-outbound (literal \"{RESOLVER_SOCKET}\"))\n\
-                 (deny network-outbound (remote unix-socket (path-literal \"{RESOLVER_SOCKET}\")))\n\
+                 {local}\
                  ; the one door: vibesys's egress proxy, TCP over IPv4 to its port on the host loopback\n\
                  (allow network-outbound (remote tcp4 \"localhost:{port}\"))\n"
             ),
@@ -316,14 +323,22 @@ mod tests {
         assert!(!BASE_PROFILE.contains("network"));
     }
 
-    /// Open and none are what they were.
+    /// Open is the whole network; none is local Unix sockets without the
+    /// resolver's (a DNS query could carry data out).
     #[test]
-    fn open_and_none_are_unchanged() {
+    fn open_is_everything_and_none_has_no_resolver() {
         let open = plan(SeatbeltNetwork::Open);
         assert_eq!(generated(&open), ["(allow network*)"]);
         assert!(open.env.is_empty());
         let none = plan(SeatbeltNetwork::None);
-        assert_eq!(generated(&none), ["(allow network* (local unix))"]);
+        assert_eq!(
+            generated(&none),
+            [
+                "(allow network* (local unix))",
+                "(deny network-outbound (literal \"/private/var/run/mDNSResponder\"))",
+                "(deny network-outbound (remote unix-socket (path-literal \"/private/var/run/mDNSResponder\")))",
+            ]
+        );
         assert!(none.env.is_empty());
         let argv = none.argv(&["ls".into()]);
         assert_eq!(argv[0], SANDBOX_EXEC);

@@ -28,6 +28,7 @@ use crate::state::StateLayout;
 
 /// Everything that can stop the broker or its client.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BrokerError {
     /// An operating-system call failed.
     #[error("cannot {what}: {source}")]

@@ -155,6 +155,7 @@ impl Final {
 
 /// A protocol violation or a broken connection.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProtocolError {
     /// Reading or writing the socket failed.
     #[error("broker connection: {0}")]
