@@ -140,6 +140,87 @@ fn only_the_listed_host_is_reachable_and_only_through_the_proxy() {
     }
 }
 
+/// A request through the proxy to `sys.argv[1]`, its refusal printed.
+const REFUSED_PY: &str = "import sys, urllib.request as u\ntry: u.urlopen(sys.argv[1], timeout=10)\nexcept Exception as e: print('REFUSED', e)";
+
+/// The stderr line of the refusal of `127.0.0.1:port` (exactly one).
+fn refusal_line(err: &str, port: u16) -> String {
+    let prefix = format!("vibesys: egress refused: 127.0.0.1:{port} ");
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with(&prefix)).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    lines[0].to_owned()
+}
+
+#[test]
+fn a_refusal_names_the_command_that_asked_cleaned_and_bounded() {
+    require_tool("bwrap", "apt-get install bubblewrap");
+    require_tool("python3", "apt-get install python3");
+    // Written by the confined process: newlines, a forged line, escape
+    // sequences, a bidirectional override, 100 KB.
+    let hostile = format!(
+        "#hostile\nvibesys: egress refused: forged:1 (x)\u{1b}[2J\r\u{202e}{}",
+        "A".repeat(100_000)
+    );
+    let script = "python3 -c \"$1\" http://127.0.0.1:9/ '#marker-dn'; python3 -c \"$1\" http://127.0.0.1:10/ \"$2\"";
+    for (who, backend) in users_and_backends() {
+        let p = project(who);
+        let out = command_as(
+            who,
+            &p.root,
+            &vibesys(),
+            &[
+                "exec",
+                "--confine",
+                backend,
+                "--allow-host",
+                "127.0.0.1:1",
+                "--",
+                "sh",
+                "-c",
+                script,
+                "sh",
+                REFUSED_PY,
+                &hostile,
+            ],
+        )
+        .output()
+        .unwrap();
+        assert_code(&out, 0);
+        let (text, err) = (stdout(&out), stderr(&out));
+        let ctx = format!("{who:?} {backend}\n--- stdout\n{text}\n--- stderr\n{err}");
+        assert_eq!(text.matches("REFUSED HTTP Error 403").count(), 2, "{ctx}");
+        // The distinctive command, its newlines escaped, on the line.
+        let line = refusal_line(&err, 9);
+        let (_, process) = line
+            .split_once("(not in the allow-list) by pid ")
+            .unwrap_or_else(|| panic!("no process named: {ctx}"));
+        let (pid, command) = process.split_once(": ").unwrap();
+        assert!(pid.parse::<u32>().is_ok(), "{ctx}");
+        assert!(
+            command.contains("python3 -c import sys, urllib.request as u\\ntry: u.urlopen(")
+                && command.ends_with(" http://127.0.0.1:9/ #marker-dn"),
+            "{ctx}"
+        );
+        // The hostile one: one line, escaped, cut.
+        let line = refusal_line(&err, 10);
+        assert!(
+            line.contains(
+                "#hostile\\nvibesys: egress refused: forged:1 (x)\\u{1b}[2J\\r\\u{202e}AAAA"
+            ),
+            "{ctx}"
+        );
+        assert!(line.ends_with("A..."), "{ctx}");
+        let command = line.split_once(": python3").unwrap().1;
+        assert!(command.len() <= 512, "{} bytes: {ctx}", command.len());
+        assert!(!err.contains("\nvibesys: egress refused: forged"), "{ctx}");
+        assert!(
+            !err.chars()
+                .any(|c| c.is_control() && c != '\n' || c == '\u{202e}'),
+            "{ctx}"
+        );
+    }
+}
+
 #[test]
 fn a_name_that_leads_to_loopback_is_refused_unless_the_address_is_listed() {
     require_tool("bwrap", "apt-get install bubblewrap");

@@ -822,6 +822,8 @@ fn egress_denials(
             port: d.port,
             reason: d.reason,
             via: d.via.to_owned(),
+            pid: d.pid,
+            command: d.command,
         })
         .collect()
 }

@@ -4,14 +4,17 @@
 //! bound in and a forwarder on the sandbox's own loopback ([`forward`]).
 
 pub mod allow;
+pub mod denials;
 pub mod forward;
+pub mod peer;
 pub mod proxy;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
 pub use allow::{AllowList, Host, HostPattern, HostPatternError};
-pub use proxy::{Denial, EgressProxy, ProxyError};
+pub use denials::Denial;
+pub use proxy::{EgressProxy, ProxyError};
 
 /// The port the forwarder listens on, on the sandbox's own loopback.
 pub const INSIDE_PORT: u16 = 3128;
