@@ -3,7 +3,7 @@
 //! static vibesys as a forwarder in front of the command server. Busybox's
 //! wget reaches the listed loopback server through the proxy, is refused
 //! the other, and cannot connect directly; the refusal is named on
-//! stderr. No bridge, no private-range address: the servers are on the
+//! stderr with the process in the container that asked. No bridge, no private-range address: the servers are on the
 //! host's loopback, reached by the proxy outside the container.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -47,8 +47,14 @@ fn only_the_listed_host_is_reachable_from_the_container() {
     assert!(!text.contains("DIRECT-RC 0"), "{ctx}");
     // The caller's own proxy variable does not override the door.
     assert!(text.contains("PROXY=http://127.0.0.1:3128"), "{ctx}");
+    // Named with the process in the container that asked.
+    let line = format!("vibesys: egress refused: 127.0.0.1:{r} (not in the allow-list) by pid ");
+    let named = err
+        .lines()
+        .find_map(|l| l.strip_prefix(line.as_str()))
+        .unwrap_or_else(|| panic!("no refusal line naming the process: {ctx}"));
     assert!(
-        err.contains(&format!("vibesys: egress refused: 127.0.0.1:{r} ")),
+        named.ends_with(&format!(": wget -q -O - http://127.0.0.1:{r}/")),
         "{ctx}"
     );
 }

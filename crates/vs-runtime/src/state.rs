@@ -81,7 +81,7 @@ pub const STATE_ENTRIES: &[StateEntry] = &[
         name: "local",
         kind: EntryKind::Directory,
         access: AgentAccess::Hidden,
-        purpose: "machine-local state: credentials, caches, candidate worktrees",
+        purpose: "machine-local state: credentials, caches, candidate worktrees, session logs",
     },
     StateEntry {
         name: "agent-visible",
