@@ -214,6 +214,172 @@ fn the_loopback_proxy_admits_a_listed_server_and_refuses_another() {
     );
 }
 
+/// A request through the proxy to `sys.argv[1]`, its refusal printed.
+const REFUSED_PY: &str = "import sys, urllib.request as u\ntry: u.urlopen(sys.argv[1], timeout=10)\nexcept Exception as e: print('REFUSED', e)";
+
+/// The stderr line of the refusal of `127.0.0.1:port` (exactly one).
+fn refusal_line(err: &str, port: u16) -> String {
+    let prefix = format!("vibesys: egress refused: 127.0.0.1:{port} ");
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with(&prefix)).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    lines[0].to_owned()
+}
+
+#[test]
+fn a_refusal_names_the_command_that_asked_cleaned_and_bounded() {
+    require_tool("bwrap", "apt-get install bubblewrap");
+    require_tool("python3", "apt-get install python3");
+    // Written by the confined process: newlines, a forged line, escape
+    // sequences, a bidirectional override, 100 KB.
+    let hostile = format!(
+        "#hostile\nvibesys: egress refused: forged:1 (x)\u{1b}[2J\r\u{202e}{}",
+        "A".repeat(100_000)
+    );
+    let script = "python3 -c \"$1\" http://127.0.0.1:9/ '#marker-dn'; python3 -c \"$1\" http://127.0.0.1:10/ \"$2\"";
+    for (who, backend) in users_and_backends() {
+        let p = project(who);
+        let out = command_as(
+            who,
+            &p.root,
+            &vibesys(),
+            &[
+                "exec",
+                "--confine",
+                backend,
+                "--allow-host",
+                "127.0.0.1:1",
+                "--",
+                "sh",
+                "-c",
+                script,
+                "sh",
+                REFUSED_PY,
+                &hostile,
+            ],
+        )
+        .output()
+        .unwrap();
+        assert_code(&out, 0);
+        let (text, err) = (stdout(&out), stderr(&out));
+        let ctx = format!("{who:?} {backend}\n--- stdout\n{text}\n--- stderr\n{err}");
+        assert_eq!(text.matches("REFUSED HTTP Error 403").count(), 2, "{ctx}");
+        // The distinctive command, its newlines escaped, on the line.
+        let line = refusal_line(&err, 9);
+        let (_, process) = line
+            .split_once("(not in the allow-list) by pid ")
+            .unwrap_or_else(|| panic!("no process named: {ctx}"));
+        let (pid, command) = process.split_once(": ").unwrap();
+        assert!(pid.parse::<u32>().is_ok(), "{ctx}");
+        assert!(
+            command.contains("python3 -c import sys, urllib.request as u\\ntry: u.urlopen(")
+                && command.ends_with(" http://127.0.0.1:9/ #marker-dn"),
+            "{ctx}"
+        );
+        // The hostile one: one line, escaped, cut.
+        let line = refusal_line(&err, 10);
+        assert!(
+            line.contains(
+                "#hostile\\nvibesys: egress refused: forged:1 (x)\\u{1b}[2J\\r\\u{202e}AAAA"
+            ),
+            "{ctx}"
+        );
+        assert!(line.ends_with("A..."), "{ctx}");
+        let command = line.split_once(": python3").unwrap().1;
+        assert!(command.len() <= 512, "{} bytes: {ctx}", command.len());
+        assert!(!err.contains("\nvibesys: egress refused: forged"), "{ctx}");
+        assert!(
+            !err.chars()
+                .any(|c| c.is_control() && c != '\n' || c == '\u{202e}'),
+            "{ctx}"
+        );
+    }
+}
+
+/// A session with an allow-list logs each refusal in its run state (one
+/// JSON line, with the command that asked) and says where at its start;
+/// under bwrap the agent cannot see or write the log's directory.
+#[test]
+fn a_session_logs_its_refusals_in_the_run_state() {
+    require_tool("bwrap", "apt-get install bubblewrap");
+    require_tool("python3", "apt-get install python3");
+    let script = "python3 -c \"$1\" http://127.0.0.1:9/ '#marker-session'; \
+        S=.vibesys/state/local/sessions; ls -A $S | sed s/^/SEEN-/; \
+        mkdir -p $S/forged && echo FORGED > $S/forged/egress.jsonl && echo WROTE; exit 0";
+    for (who, backend) in users_and_backends() {
+        let p = project(who);
+        // A repository of its own (the run state is prepared from it).
+        std::fs::remove_dir_all(p.root.join(".git")).unwrap();
+        let git = command_as(who, &p.root, Path::new("/usr/bin/git"), &["init", "-q"])
+            .output()
+            .unwrap();
+        assert_code(&git, 0);
+        let out = command_as(
+            who,
+            &p.root,
+            &vibesys(),
+            &[
+                "session",
+                "--provider",
+                "custom",
+                "--confine",
+                backend,
+                "--allow-host",
+                "127.0.0.1:1",
+                "--",
+                "sh",
+                "-c",
+                script,
+                "sh",
+                REFUSED_PY,
+            ],
+        )
+        .output()
+        .unwrap();
+        assert_code(&out, 0);
+        let (text, err) = (stdout(&out), stderr(&out));
+        let ctx = format!("{who:?} {backend}\n--- stdout\n{text}\n--- stderr\n{err}");
+        assert!(text.contains("REFUSED HTTP Error 403"), "{ctx}");
+        let said: Vec<&str> = err
+            .lines()
+            .filter_map(|l| {
+                l.strip_prefix("vibesys: egress refusals of this session are logged to ")
+            })
+            .collect();
+        assert_eq!(said.len(), 1, "{ctx}");
+        let log = Path::new(said[0]);
+        assert!(
+            log.starts_with(p.root.join(".vibesys/state/local/sessions")),
+            "{ctx}"
+        );
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(log)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 1, "{lines:?} {ctx}");
+        let d = &lines[0];
+        assert_eq!(d["host"], "127.0.0.1", "{d}");
+        assert_eq!(d["port"], 9, "{d}");
+        assert_eq!(d["reason"], "not in the allow-list", "{d}");
+        assert_eq!(d["via"], "http", "{d}");
+        assert!(d["time"].as_str().unwrap().ends_with('Z'), "{d}");
+        assert!(d["pid"].as_u64().is_some(), "{d}");
+        let command = d["command"].as_str().unwrap();
+        assert!(
+            command.ends_with(" http://127.0.0.1:9/ #marker-session"),
+            "{d}"
+        );
+        // The same line on stderr names it.
+        assert!(refusal_line(&err, 9).ends_with(command), "{ctx}");
+        if backend == "bwrap" {
+            // Hidden: an empty directory the agent cannot write.
+            assert!(!text.contains("SEEN-"), "{ctx}");
+            assert!(!text.contains("WROTE"), "{ctx}");
+            assert!(!p.root.join(".vibesys/state/local/sessions/forged").exists());
+        }
+    }
+}
+
 #[test]
 fn a_name_that_leads_to_loopback_is_refused_unless_the_address_is_listed() {
     require_tool("bwrap", "apt-get install bubblewrap");

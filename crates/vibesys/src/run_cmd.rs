@@ -186,9 +186,10 @@ fn layout_of(project: Option<PathBuf>) -> anyhow::Result<StateLayout> {
 
 /// Prepares the project's run state when it is missing, as `vibesys
 /// state init` does, and says so (once: later runs find it prepared).
-fn prepare_state(layout: &StateLayout) -> anyhow::Result<()> {
+/// True when it was prepared now.
+pub(crate) fn prepare_state(layout: &StateLayout) -> anyhow::Result<bool> {
     if layout.read_project()?.is_some() {
-        return Ok(());
+        return Ok(false);
     }
     let outcome = layout
         .init()
@@ -201,7 +202,7 @@ fn prepare_state(layout: &StateLayout) -> anyhow::Result<()> {
             .display(),
         outcome.project.project_id
     );
-    Ok(())
+    Ok(true)
 }
 
 fn start(args: StartArgs) -> anyhow::Result<u8> {
@@ -826,6 +827,8 @@ fn egress_denials(
             port: d.port,
             reason: d.reason,
             via: d.via.to_owned(),
+            pid: d.pid,
+            command: d.command,
         })
         .collect()
 }

@@ -125,11 +125,27 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
         }
         Some(other) => bail!("the {other} run environment does not run sessions in this build"),
     }
-    let mut project = args.policy.resolve()?;
-    // An allow-list admits the provider's own API host.
-    if let Some(host) = provider.api_host(|v| std::env::var_os(v))? {
-        project.add_provider_host(&host)?;
-    }
+    // The policy, whose allow-list admits the provider's own API host.
+    let resolve = || -> anyhow::Result<crate::project::ProjectPolicy> {
+        let mut project = args.policy.resolve()?;
+        if let Some(host) = provider.api_host(|v| std::env::var_os(v))? {
+            project.add_provider_host(&host)?;
+        }
+        Ok(project)
+    };
+    let mut project = resolve()?;
+    // An allow-list's refusals go to the session's log in the run state
+    // (prepared when missing, then the policy resolved again so that it
+    // hides the new state from the agent).
+    let egress_log = if project.egress_restricted() && mode != vs_sandbox::ConfineMode::Off {
+        let (log, prepared) = egress_log(&project);
+        if prepared {
+            project = resolve()?;
+        }
+        log
+    } else {
+        None
+    };
     let mut env = session_env_allowlist(std::env::vars_os(), &provider, &args.env)?;
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let mut state = match &home {
@@ -154,7 +170,7 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
     };
     let result = run_session(
         &args,
-        &project,
+        (&project, egress_log.as_ref()),
         (&provider.name(), &launch),
         &env,
         &state,
@@ -167,11 +183,45 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
     result
 }
 
+/// The session's refusal log in the project's run state, which is
+/// prepared when missing (true: the policy must be resolved again), and
+/// a line saying where it is. Where there is none (the run state cannot
+/// be prepared or the log created) a line says why and the session goes
+/// on: its refusals still reach stderr.
+fn egress_log(
+    project: &crate::project::ProjectPolicy,
+) -> (Option<vs_runtime::SessionEgressLog>, bool) {
+    let mut prepared = false;
+    let log = (|| -> anyhow::Result<vs_runtime::SessionEgressLog> {
+        let layout = vs_runtime::StateLayout::open(project.workspace.root())?;
+        prepared = crate::run_cmd::prepare_state(&layout)?;
+        Ok(vs_runtime::SessionEgressLog::create(&layout)?)
+    })();
+    match log {
+        Ok(log) => {
+            eprintln!(
+                "vibesys: egress refusals of this session are logged to {}",
+                log.path().display()
+            );
+            (Some(log), prepared)
+        }
+        Err(e) => {
+            eprintln!(
+                "vibesys: egress refusals of this session are not logged to a file (only named here): {e:#}"
+            );
+            (None, prepared)
+        }
+    }
+}
+
 /// The session itself, in the run environment chosen.
 #[allow(clippy::too_many_arguments)]
 fn run_session(
     args: &SessionArgs,
-    project: &crate::project::ProjectPolicy,
+    (project, egress_log): (
+        &crate::project::ProjectPolicy,
+        Option<&vs_runtime::SessionEgressLog>,
+    ),
     (provider_name, launch): (&str, &agentshim::Launch),
     env: &vs_agent::SessionEnv,
     state: &vs_agent::StateBinds,
@@ -195,7 +245,7 @@ fn run_session(
         let mounts = state_mounts(home, state);
         return run_in_slurm(
             args,
-            project,
+            (project, egress_log),
             launch,
             env.clone(),
             &cwd,
@@ -205,12 +255,12 @@ fn run_session(
     }
     if mode == vs_sandbox::ConfineMode::Docker {
         let mounts = state_mounts(home, state);
-        return run_in_docker(args, project, launch, env, &cwd, None, mounts);
+        return run_in_docker(args, (project, egress_log), launch, env, &cwd, None, mounts);
     }
     let mut request = project.sandbox_request(&program, &host_env(), Some(&cwd), helper_exe()?);
     request.state = state.clone().into();
     // The allow-list's one door: lives as long as the session.
-    let _proxy = project.start_egress(mode)?;
+    let _proxy = start_egress(project, mode, egress_log)?;
     request.egress = project.egress_door(_proxy.as_ref());
     let confinement = select(request, mode, enforcement)?;
     anyhow::ensure!(
@@ -228,6 +278,20 @@ fn run_session(
     let status = wait_forwarding_signals(&mut cmd)
         .with_context(|| format!("cannot start the session ({})", provider_name))?;
     Ok(vs_sandbox::launch::exit_code(status) as u8)
+}
+
+/// The allow-list's one door (when the policy has one), each refusal
+/// appended to `log` when given.
+fn start_egress(
+    project: &crate::project::ProjectPolicy,
+    mode: vs_sandbox::ConfineMode,
+    log: Option<&vs_runtime::SessionEgressLog>,
+) -> anyhow::Result<Option<vs_sandbox::egress::EgressProxy>> {
+    let proxy = project.start_egress(mode)?;
+    if let (Some(proxy), Some(log)) = (&proxy, log) {
+        log.attach(proxy)?;
+    }
+    Ok(proxy)
 }
 
 /// Runs the session's launcher to its end: SIGINT, SIGTERM, SIGHUP and
@@ -311,7 +375,10 @@ fn state_mounts(
 /// the image's own.
 fn run_in_docker(
     args: &SessionArgs,
-    project: &crate::project::ProjectPolicy,
+    (project, egress_log): (
+        &crate::project::ProjectPolicy,
+        Option<&vs_runtime::SessionEgressLog>,
+    ),
     launch: &agentshim::Launch,
     env: &vs_agent::SessionEnv,
     cwd: &std::path::Path,
@@ -345,7 +412,7 @@ fn run_in_docker(
     let mut request = project.sandbox_request(program, &host_env(), Some(cwd), helper_exe()?);
     request.docker = Some(options);
     // The allow-list's one door: lives as long as the session.
-    let _proxy = project.start_egress(vs_sandbox::ConfineMode::Docker)?;
+    let _proxy = start_egress(project, vs_sandbox::ConfineMode::Docker, egress_log)?;
     request.egress = project.egress_door(_proxy.as_ref());
     let sandbox = select(
         request,
@@ -366,7 +433,10 @@ fn run_in_docker(
 /// socket mounted and named by `VIBESYS_BROKER_SOCKET`.
 fn run_in_slurm(
     args: &SessionArgs,
-    project: &crate::project::ProjectPolicy,
+    (project, egress_log): (
+        &crate::project::ProjectPolicy,
+        Option<&vs_runtime::SessionEgressLog>,
+    ),
     launch: &agentshim::Launch,
     mut env: vs_agent::SessionEnv,
     cwd: &std::path::Path,
@@ -394,7 +464,15 @@ fn run_in_slurm(
         crate::slurm_env::BROKER_SOCKET_ENV.into(),
         crate::slurm_env::AGENT_SOCKET_IN_CONTAINER.into(),
     ));
-    let outcome = run_in_docker(args, project, launch, &env, cwd, Some(&broker), state);
+    let outcome = run_in_docker(
+        args,
+        (project, egress_log),
+        launch,
+        &env,
+        cwd,
+        Some(&broker),
+        state,
+    );
     drop(broker);
     outcome
 }

@@ -22,6 +22,7 @@ pub mod git;
 mod id;
 pub mod remote;
 pub mod run;
+pub mod session_log;
 pub mod settings;
 pub mod state;
 pub mod task;
@@ -35,6 +36,7 @@ pub use environment::{
 pub use error::{Result, RuntimeError};
 pub use gate::{Change, GateBaseline, GateDifference, GateEntry, GateReport, ProtectedSet};
 pub use id::{CandidateId, RunId};
+pub use session_log::SessionEgressLog;
 pub use settings::{PolicyFlags, ProjectSettings, StatePaths};
 pub use state::{AgentAccess, EntryKind, InitOutcome, ProjectRecord, StateEntry, StateLayout};
 pub use worktree::CandidateWorktree;

@@ -30,6 +30,9 @@ pub const PROJECT_SCHEMA_VERSION: u32 = 1;
 /// The ignore rule `.gitignore` in the state directory must contain.
 pub const GITIGNORE_RULE: &str = "/local/";
 
+/// The sessions' directory inside `local/` ([`StateLayout::sessions_dir`]).
+pub const SESSIONS_DIR: &str = "sessions";
+
 /// Largest `project.json` / `.gitignore` vibesys reads.
 const SMALL_FILE_LIMIT: u64 = 1024 * 1024;
 
@@ -78,7 +81,7 @@ pub const STATE_ENTRIES: &[StateEntry] = &[
         name: "local",
         kind: EntryKind::Directory,
         access: AgentAccess::Hidden,
-        purpose: "machine-local state: credentials, caches, candidate worktrees",
+        purpose: "machine-local state: credentials, caches, candidate worktrees, session logs",
     },
     StateEntry {
         name: "agent-visible",
@@ -267,6 +270,43 @@ impl StateLayout {
     /// `<project>/.vibesys/state/local`.
     pub fn local_dir(&self) -> PathBuf {
         self.state_dir().join("local")
+    }
+
+    /// `<project>/.vibesys/state/local/sessions`: one directory per
+    /// `vibesys session` with what vibesys records of it (below `local/`:
+    /// hidden from the agent, never in git).
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.local_dir().join(SESSIONS_DIR)
+    }
+
+    /// Creates the directory of a new session below
+    /// [`Self::sessions_dir`] (every component a real directory, the last
+    /// one new and private to its owner) and returns it.
+    pub fn create_session_dir(&self) -> Result<PathBuf> {
+        use std::os::unix::fs::DirBuilderExt;
+        let rel = Path::new(STATE_DIR).join("local").join(SESSIONS_DIR);
+        let parent = ensure_dir_chain(&self.project, &rel)?;
+        let stamp = jiff::Timestamp::now()
+            .strftime("%Y%m%dT%H%M%SZ")
+            .to_string();
+        let mut last = None;
+        for attempt in 0..16u32 {
+            let name = match attempt {
+                0 => format!("{stamp}-{}", std::process::id()),
+                n => format!("{stamp}-{}-{n}", std::process::id()),
+            };
+            let dir = parent.join(name);
+            match fs::DirBuilder::new().mode(0o700).create(&dir) {
+                Ok(()) => return Ok(dir),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(RuntimeError::io("create directory", &dir, e)),
+            }
+        }
+        Err(RuntimeError::io(
+            "create a session directory in",
+            &parent,
+            last.unwrap_or_else(|| io::Error::from(io::ErrorKind::AlreadyExists)),
+        ))
     }
 
     /// `<project>/.vibesys/state/project.json`.

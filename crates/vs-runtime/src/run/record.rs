@@ -100,6 +100,14 @@ pub struct EgressDenial {
     pub reason: String,
     /// `connect`, `http` or `socks5`.
     pub via: String,
+    /// The process that asked (its pid on the host), when it could be
+    /// known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// That process's command line as it presents it (bounded, control
+    /// characters escaped), when it could be known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
 }
 
 /// How one phase of a candidate ended.
@@ -384,4 +392,27 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>> {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A refusal recorded before the process was named still reads; one
+    /// with it round-trips.
+    #[test]
+    fn egress_denials_with_and_without_the_process() {
+        let old = r#"{"time":"2026-01-01T00:00:00Z","host":"a.com","port":443,"reason":"not in the allow-list","via":"connect"}"#;
+        let d: EgressDenial = serde_json::from_str(old).unwrap();
+        assert_eq!((d.pid, d.command.as_deref()), (None, None));
+        assert_eq!(serde_json::to_string(&d).unwrap(), old);
+        let new = EgressDenial {
+            pid: Some(42),
+            command: Some("curl https://a.com/".into()),
+            ..d
+        };
+        let text = serde_json::to_string(&new).unwrap();
+        assert_eq!(serde_json::from_str::<EgressDenial>(&text).unwrap(), new);
+    }
 }

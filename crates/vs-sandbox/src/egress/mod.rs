@@ -8,14 +8,17 @@
 //! address the sandbox's profile lets it connect to.
 
 pub mod allow;
+pub mod denials;
 pub mod forward;
+pub mod peer;
 pub mod proxy;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 pub use allow::{AllowList, Host, HostPattern, HostPatternError};
-pub use proxy::{Denial, EgressProxy, ProxyError};
+pub use denials::Denial;
+pub use proxy::{EgressProxy, ProxyError};
 
 /// The port the forwarder listens on, on the sandbox's own loopback.
 pub const INSIDE_PORT: u16 = 3128;

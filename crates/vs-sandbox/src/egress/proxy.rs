@@ -10,26 +10,26 @@
 //! and SOCKS5 on the same port, resolves names itself, and connects only to a host and port the
 //! list admits. A name that resolves to a loopback, link-local or
 //! otherwise local address is refused unless the list names that address.
-//! Every refusal is recorded ([`Denials`]).
+//! Every refusal is recorded ([`Denials`]), with the process that asked
+//! when it can be known ([`super::peer`]).
 //!
 //! Bounded: at most [`MAX_CONNECTIONS`] connections at once, a request
 //! (HTTP head or SOCKS5 greeting and request) of at most [`MAX_HEAD`]
 //! bytes, all of it within [`HEAD_TIMEOUT`] of the connection, a connect
 //! within [`CONNECT_TIMEOUT`], copy buffers of [`COPY_BUFFER`] bytes each
-//! way, and a refused host recorded in at most [`MAX_SHOWN_HOST`] bytes.
+//! way, and a refusal recorded as [`super::denials`] bounds it.
 
-use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::Entrance;
 use super::allow::{AllowList, Host, is_local_address};
+use super::denials::{Denial, Denials};
 
 /// Connections served at once; more wait for a free slot.
 pub const MAX_CONNECTIONS: usize = 256;
@@ -42,70 +42,9 @@ pub const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// The copy buffer, each way, of one connection.
 pub const COPY_BUFFER: usize = 64 * 1024;
-/// Refusals kept in memory for the run record (the total is counted).
-pub const MAX_KEPT_DENIALS: usize = 10_000;
 /// Listeners served by one proxy (a sandbox hands over one; more are
 /// closed).
 pub const MAX_LISTENERS: usize = 16;
-/// The most bytes of a refused host kept in a [`Denial`] (a DNS name has
-/// at most 253; a client may send 16 KiB of anything).
-pub const MAX_SHOWN_HOST: usize = 255;
-
-/// One refused connection.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Denial {
-    /// When (RFC 3339, UTC).
-    pub time: String,
-    /// The host asked for.
-    pub host: String,
-    /// The port asked for.
-    pub port: u16,
-    /// Why it was refused.
-    pub reason: String,
-    /// How it was asked for: `connect`, `http` or `socks5`.
-    pub via: &'static str,
-}
-
-/// The refusals of one proxy: the first of each host:port named on
-/// stderr, the first [`MAX_KEPT_DENIALS`] kept for the run record, all
-/// counted.
-#[derive(Debug, Default)]
-pub struct Denials {
-    seen: HashSet<(String, u16)>,
-    kept: Vec<Denial>,
-    total: u64,
-}
-
-/// `host` as a record keeps it: at most [`MAX_SHOWN_HOST`] bytes, cut
-/// on a character boundary and marked when cut.
-fn shown_host(host: &str) -> String {
-    if host.len() <= MAX_SHOWN_HOST {
-        return host.to_owned();
-    }
-    let mut end = MAX_SHOWN_HOST;
-    while !host.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &host[..end])
-}
-
-impl Denials {
-    fn record(&mut self, mut denial: Denial) {
-        denial.host = shown_host(&denial.host);
-        self.total += 1;
-        if self.seen.len() < MAX_KEPT_DENIALS
-            && self.seen.insert((denial.host.clone(), denial.port))
-        {
-            eprintln!(
-                "vibesys: egress refused: {}:{} ({})",
-                denial.host, denial.port, denial.reason
-            );
-        }
-        if self.kept.len() < MAX_KEPT_DENIALS {
-            self.kept.push(denial);
-        }
-    }
-}
 
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
@@ -210,6 +149,7 @@ impl EgressProxy {
             allow,
             denials: denials.clone(),
             slots: tokio::sync::Semaphore::new(MAX_CONNECTIONS),
+            lookups: tokio::sync::Mutex::new(()),
             head_timeout: HEAD_TIMEOUT,
         });
         let thread = std::thread::Builder::new()
@@ -251,11 +191,21 @@ impl EgressProxy {
         &self.entrance
     }
 
-    /// The refusals so far (at most [`MAX_KEPT_DENIALS`]) and their total.
+    /// The refusals so far (at most
+    /// [`super::denials::MAX_KEPT_DENIALS`]) and their total.
     pub fn denials(&self) -> (Vec<Denial>, u64) {
         match self.denials.lock() {
-            Ok(d) => (d.kept.clone(), d.total),
+            Ok(d) => d.kept(),
             Err(_) => (Vec::new(), 0),
+        }
+    }
+
+    /// Appends each refusal kept from now on to `log`, one JSON object a
+    /// line (a [`Denial`]); attach it before the sandbox starts to miss
+    /// none.
+    pub fn log_to(&self, log: std::fs::File) {
+        if let Ok(mut d) = self.denials.lock() {
+            d.log_to(log);
         }
     }
 }
@@ -304,6 +254,8 @@ struct Shared {
     allow: AllowList,
     denials: Arc<Mutex<Denials>>,
     slots: tokio::sync::Semaphore,
+    /// One lookup of a refused client's process at a time.
+    lookups: tokio::sync::Mutex<()>,
     /// [`HEAD_TIMEOUT`] (shorter in tests).
     head_timeout: Duration,
 }
@@ -392,9 +344,11 @@ async fn handle(mut client: TcpStream, state: &Shared) -> std::io::Result<()> {
     }
 }
 
-/// Connects to `host:port` when the list admits it, else says why not.
+/// Connects to `host:port` when the list admits it, else says why not
+/// (a refusal recorded, with `client`'s process when it can be known).
 async fn admit(
     state: &Shared,
+    client: &TcpStream,
     host: &str,
     port: u16,
     via: &'static str,
@@ -455,17 +409,44 @@ async fn admit(
     .await;
     if let Err(r) = &result
         && r.denied
-        && let Ok(mut d) = state.denials.lock()
     {
-        d.record(Denial {
-            time: jiff::Timestamp::now().to_string(),
-            host: r.host.clone(),
-            port,
-            reason: r.reason.clone(),
-            via,
-        });
+        let time = jiff::Timestamp::now().to_string();
+        let process = peer_process(state, client).await;
+        if let Ok(mut d) = state.denials.lock() {
+            d.record(Denial {
+                time,
+                host: r.host.clone(),
+                port,
+                reason: r.reason.clone(),
+                via,
+                pid: process.as_ref().map(|p| p.pid),
+                command: process.map(|p| p.command),
+            });
+        }
     }
     result
+}
+
+/// The process behind `client`, for a refusal that will be kept: looked
+/// up off the runtime's thread, one at a time, within
+/// [`super::peer::LOOKUP_BUDGET`] (the client still waits for its answer,
+/// so its socket is still there to find). A refusal that waits longer
+/// than that for its turn goes without (a flood of refusals delays each
+/// by twice the budget at most).
+async fn peer_process(state: &Shared, client: &TcpStream) -> Option<super::peer::PeerProcess> {
+    use std::os::fd::AsFd;
+    if !state.denials.lock().is_ok_and(|d| d.keeps_more()) {
+        return None;
+    }
+    let (local, peer) = (client.local_addr().ok()?, client.peer_addr().ok()?);
+    let _one = tokio::time::timeout(super::peer::LOOKUP_BUDGET, state.lookups.lock())
+        .await
+        .ok()?;
+    let sock = client.as_fd().try_clone_to_owned().ok()?;
+    tokio::task::spawn_blocking(move || super::peer::lookup(sock, local, peer))
+        .await
+        .ok()
+        .flatten()
 }
 
 async fn splice(mut a: impl AsyncRead + AsyncWrite + Unpin, mut b: TcpStream) {
@@ -537,7 +518,7 @@ async fn http(
         let Some((host, port)) = authority(target, None) else {
             return respond(&mut client, "400 Bad Request", "CONNECT needs host:port").await;
         };
-        match admit(state, &host, port, "connect").await {
+        match admit(state, &client, &host, port, "connect").await {
             Ok(upstream) => {
                 client
                     .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
@@ -573,7 +554,7 @@ async fn http(
         } else {
             path.to_owned()
         };
-        match admit(state, &host, port, "http").await {
+        match admit(state, &client, &host, port, "http").await {
             Ok(mut upstream) => {
                 let version = if req.version == Some(0) { "1.0" } else { "1.1" };
                 let mut head = format!("{method} {path} HTTP/{version}\r\n").into_bytes();
@@ -680,7 +661,7 @@ async fn socks5(
         (Some(h), p) => (h, p),
         (None, code) => return client.write_all(&reply(code as u8)).await,
     };
-    match admit(state, &host, port, "socks5").await {
+    match admit(state, &client, &host, port, "socks5").await {
         Ok(upstream) => {
             client.write_all(&reply(0)).await?;
             splice(client, upstream).await;
@@ -778,6 +759,7 @@ mod tests {
                 allow: AllowList::default(),
                 denials: Arc::new(Mutex::new(Denials::default())),
                 slots: tokio::sync::Semaphore::new(1),
+                lookups: tokio::sync::Mutex::new(()),
                 head_timeout: Duration::from_millis(300),
             };
             let started = std::time::Instant::now();
@@ -805,36 +787,6 @@ mod tests {
             };
             assert_eq!(&buf[..end], b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
         });
-    }
-
-    /// A client decides the host a refusal records: it is kept bounded
-    /// (in memory, the log, stderr and the run record).
-    #[test]
-    fn a_refused_host_is_recorded_bounded() {
-        let mut d = Denials::default();
-        d.record(Denial {
-            time: String::new(),
-            host: "\u{e9}".repeat(8000),
-            port: 1,
-            reason: "not a host name or address".into(),
-            via: "http",
-        });
-        d.record(Denial {
-            time: String::new(),
-            host: "a.example.com".into(),
-            port: 2,
-            reason: "not in the allow-list".into(),
-            via: "connect",
-        });
-        assert!(
-            d.kept[0].host.len() <= MAX_SHOWN_HOST + 3,
-            "{}",
-            d.kept[0].host.len()
-        );
-        assert!(d.kept[0].host.ends_with("..."));
-        assert!(d.seen.iter().all(|(h, _)| h.len() <= MAX_SHOWN_HOST + 3));
-        assert_eq!(d.kept[1].host, "a.example.com");
-        assert_eq!(d.total, 2);
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod pids;
 pub mod probe;
 pub mod reap;
 pub mod seccomp;
+pub mod sock_owner;
 pub mod spawn;
 pub mod stdio_relay;
 pub mod supervise;
