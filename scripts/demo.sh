@@ -15,11 +15,15 @@
 # are a scripted shell stand-in doing the same things.
 #
 # Run environments: the real CLI runs in the host environment (bubblewrap;
-# --confine landlock for Landlock). A container could reach the loopback
-# endpoint only through a private-range address (Docker's bridge), which
-# vibesys never uses, until its egress proxy exists: so --confine docker
-# runs the stand-in, in containers from the editor image built locally
-# with vs-image and loaded over the Engine API.
+# --confine landlock for Landlock) or, with --confine docker, in the docker
+# run environment: each candidate in a container of the agent image
+# (scripts/images.sh builds it from Debian and the same pinned wheel; needs
+# root and debootstrap) with no network but the egress allow-list's door:
+# `--allow-host 127.0.0.1:PORT` names the endpoint, the CLI's proxy
+# variables lead to vibesys's proxy outside the container, which connects
+# to the host's loopback. Never Docker's bridge or a private-range address.
+# The door's forwarder is the static vibesys (scripts/build-static.sh; or
+# VIBESYS_COMMAND_SERVER). The stand-in runs in the editor image.
 #   scripts/demo.sh [--confine bwrap|landlock|docker] [--stand-in]
 #   VIBESYS_BIN=path/to/vibesys scripts/demo.sh   (use an already built vibesys)
 set -euo pipefail
@@ -30,15 +34,11 @@ while [ $# -gt 0 ]; do
   case "$1" in
   --confine) confine=${2:?--confine needs a value}; shift 2 ;;
   --stand-in) agent_kind=stand-in; shift ;;
-  -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "demo: unknown argument $1 (--confine bwrap|landlock|docker, --stand-in)" >&2; exit 2 ;;
   esac
 done
 case "$confine" in auto | bwrap | landlock | docker) ;; *) echo "demo: --confine $confine: bwrap, landlock or docker" >&2; exit 2 ;; esac
-if [ "$agent_kind" = claude ] && [ "$confine" = docker ]; then
-  echo "demo: in the docker environment the CLI could reach the loopback model endpoint only through a private-range address (Docker's bridge), which vibesys never uses until its egress proxy exists: the candidates are the scripted stand-in (scripts/demo.sh without --confine docker runs the real CLI on the host)" >&2
-  agent_kind=stand-in
-fi
 if [ "$agent_kind" = claude ]; then
   if cli=$("$root/scripts/claude-cli.sh"); then
     echo "demo: the real Claude Code CLI: $cli ($("$cli" --version 2>/dev/null || echo "version unknown"))" >&2
@@ -66,9 +66,15 @@ if ! command -v bwrap >/dev/null 2>&1; then
 fi
 target_dir=$(cargo metadata --format-version 1 --no-deps --manifest-path "$root/Cargo.toml" |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-# VIBESYS_BIN: an already built vibesys (skips the release build).
+# VIBESYS_BIN: an already built vibesys (skips the release build; with
+# --confine docker and the real CLI, a static one, or VIBESYS_COMMAND_SERVER
+# naming one, forwards the allow-list's door).
 if [ -n "${VIBESYS_BIN:-}" ]; then
   vibesys=$VIBESYS_BIN
+elif [ "$confine" = docker ]; then
+  # The static vibesys: on the host and, in the containers, the command
+  # server and the allow-list's forwarder.
+  vibesys=$("$root/scripts/build-static.sh")
 else
   cargo build --release -q -p vibesys --manifest-path "$root/Cargo.toml"
   vibesys="$target_dir/release/vibesys"
@@ -114,26 +120,36 @@ git -C "$proj" init -q
 git -C "$proj" add -A
 git -C "$proj" -c user.name=demo -c user.email=demo@example.invalid commit -qm "sample project"
 if [ "$confine" = docker ]; then
-  # Build the editor image from local files (busybox-static on the host;
-  # nothing is pulled) and load it into the Engine, checked against the lock.
-  [ -x /bin/busybox ] || { [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox-static >/dev/null; }
   mkdir -p "$target_dir/demo-images"
-  echo "== vibesys image build images/editor.toml"
-  "$vibesys" image build "$root/images/editor.toml" --out "$target_dir/demo-images/editor.tar" | sed -n '1,3p'
+  if [ "$agent_kind" = claude ]; then
+    # The agent image: a Debian root and the real CLI of the pinned wheel
+    # (scripts/images.sh; nothing is pulled from a registry).
+    image=agent
+    echo "== scripts/images.sh agent"
+    VIBESYS_BIN=$vibesys IMAGES_OUT="$target_dir/demo-images" "$root/scripts/images.sh" agent >/dev/null
+  else
+    # The editor image from local files (busybox-static on the host).
+    image=editor
+    [ -x /bin/busybox ] || { [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox-static >/dev/null; }
+    echo "== vibesys image build images/editor.toml"
+    "$vibesys" image build "$root/images/editor.toml" --out "$target_dir/demo-images/editor.tar" | sed -n '1,3p'
+  fi
+  archive="$target_dir/demo-images/$image.tar"
   lock="$root/images/images.lock"
-  if ! "$vibesys" image verify "$target_dir/demo-images/editor.tar" --lock "$lock" >/dev/null 2>&1; then
-    # The host's busybox differs from the one images.lock was pinned with:
-    # pin this local build in a demo lock (never in the repository's).
+  if ! "$vibesys" image verify "$archive" --lock "$lock" >/dev/null 2>&1; then
+    # This host's build differs from the one images.lock was pinned with
+    # (another busybox, a moved Debian mirror): pin this local build in a
+    # demo lock (never in the repository's).
     lock="$target_dir/demo-images/demo.lock"
     rm -f "$lock"
-    "$vibesys" image pin "$target_dir/demo-images/editor.tar" --lock "$lock" >/dev/null
+    "$vibesys" image pin "$archive" --lock "$lock" >/dev/null
     echo "  (this host's build differs from images/images.lock; pinned in $lock for the demo)"
   fi
   export VIBESYS_IMAGES_LOCK=$lock
-  echo "== vibesys image load"
-  "$vibesys" image load "$target_dir/demo-images/editor.tar" --lock "$lock"
+  echo "== vibesys image load $image"
+  "$vibesys" image load "$archive" --lock "$lock"
   echo
-  env_args=(--run-environment docker)
+  env_args=(--run-environment docker --image "vibesys-$image")
 else
   export VIBESYS_AGENT_SANDBOX=$confine
   env_args=(--run-environment host)
@@ -159,11 +175,20 @@ if [ "$agent_kind" = claude ]; then
   rm -rf "$home" && mkdir -p "$home"
   # Its state file, present (the CLI otherwise says it is missing).
   echo '{}' >"$home/.claude.json"
+  endpoint_url="http://127.0.0.1:$(cat "$portfile")"
+  if [ "$confine" = docker ]; then
+    # The containers have no network: the endpoint is the one host their
+    # proxy variables lead to, through vibesys's proxy on the host.
+    env_args+=(--allow-host "127.0.0.1:$(cat "$portfile")")
+    where="the agent image's claude -p, in each candidate's container, through the allow-list's door to"
+  else
+    where="claude -p against"
+  fi
   echo "== vibesys run start ${env_args[*]} --provider claude --candidates 2 --jobs 2 --prompt '$objective'"
-  echo "   (claude -p against the scripted endpoint at http://127.0.0.1:$(cat "$portfile"))"
+  echo "   ($where the scripted endpoint at $endpoint_url)"
   env PATH="$clidir:$PATH" HOME="$home" \
     VIBESYS_AGENT_SANDBOX_ALLOW="$clidir${VIBESYS_AGENT_SANDBOX_ALLOW:+:$VIBESYS_AGENT_SANDBOX_ALLOW}" \
-    ANTHROPIC_BASE_URL="http://127.0.0.1:$(cat "$portfile")" ANTHROPIC_API_KEY=demo-not-a-key \
+    ANTHROPIC_BASE_URL="$endpoint_url" ANTHROPIC_API_KEY=demo-not-a-key \
     "$vibesys" run start "${env_args[@]}" --provider claude --candidates 2 --jobs 2 --prompt "$objective"
   kill "$endpoint" 2>/dev/null || true
   run=$(ls "$proj/.vibesys/state/runs" | tail -n1)

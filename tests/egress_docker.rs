@@ -3,29 +3,40 @@
 //! static vibesys as a forwarder in front of the command server. Busybox's
 //! wget reaches the listed loopback server through the proxy, is refused
 //! the other, and cannot connect directly; the refusal is named on
-//! stderr with the process in the container that asked. No bridge, no private-range address: the servers are on the
-//! host's loopback, reached by the proxy outside the container.
+//! stderr with the process in the container that asked. No bridge, no
+//! private-range address: the servers are on the host's loopback, reached
+//! by the proxy outside the container. As root and as an unprivileged
+//! operator in the `docker` group (the proxy, its socket and the container
+//! then all belong to that user).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
 
 use docker_support::common::loopback_http::Server;
-use docker_support::{TestImage, require_docker, static_vibesys, unique, vibesys, workspace};
+use docker_support::common::{As, chown_to, command_as, docker_users};
+use docker_support::{TestImage, require_docker, static_vibesys, unique, workspace};
 
 #[test]
 fn only_the_listed_host_is_reachable_from_the_container() {
     require_docker();
     let img = TestImage::new();
+    for who in docker_users() {
+        only_the_listed_host_is_reachable(&img, who);
+    }
+}
+
+fn only_the_listed_host_is_reachable(img: &TestImage, who: As) {
     let ws = workspace();
+    chown_to(who, &[ws.path()]);
     let (allowed, refused) = (Server::start("ALLOWED"), Server::start("FORBIDDEN-BODY"));
     let (a, r) = (allowed.port, refused.port);
     let script = format!(
         "wget -q -O - http://127.0.0.1:{a}/; \
          wget -q -O - http://127.0.0.1:{r}/; echo REFUSED-RC $?; \
          wget -q -Y off -T 3 -O - http://127.0.0.1:{a}/; echo DIRECT-RC $?; \
-         echo PROXY=$HTTP_PROXY"
+         echo PROXY=$HTTP_PROXY; echo UID=$(id -u)"
     );
-    let out = vibesys(ws.path())
+    let out = command_as(who, ws.path(), &docker_support::common::vibesys(), &[])
         .env("VIBESYS_IMAGES_LOCK", &img.lock)
         .env("VIBESYS_RUN_ID", unique("egress"))
         .env("VIBESYS_COMMAND_SERVER", static_vibesys())
@@ -38,13 +49,16 @@ fn only_the_listed_host_is_reachable_from_the_container() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    let ctx = format!("--- stdout\n{text}\n--- stderr\n{err}");
+    let ctx = format!("as {who:?}\n--- stdout\n{text}\n--- stderr\n{err}");
     assert_eq!(out.status.code(), Some(0), "{ctx}");
     assert!(text.contains(&format!("ALLOWED-{a}\n")), "{ctx}");
     assert!(!text.contains("FORBIDDEN-BODY"), "{ctx}");
     assert_eq!(refused.hits(), 0, "the refused server was reached: {ctx}");
     assert!(!text.contains("REFUSED-RC 0"), "{ctx}");
     assert!(!text.contains("DIRECT-RC 0"), "{ctx}");
+    // The container runs as the operator.
+    let uid = who.ids().map_or(0, |(uid, _)| uid);
+    assert!(text.contains(&format!("UID={uid}\n")), "{ctx}");
     // The caller's own proxy variable does not override the door.
     assert!(text.contains("PROXY=http://127.0.0.1:3128"), "{ctx}");
     // Named with the process in the container that asked.

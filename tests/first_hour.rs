@@ -33,7 +33,7 @@ fn host_run(p: &Path, who: As) -> Output {
             .args(host_run_args(&[], agent))
             .output()
             .unwrap(),
-        As::User => host_run_as(who, p, &[], agent),
+        As::User | As::DockerUser => host_run_as(who, p, &[], agent),
     }
 }
 

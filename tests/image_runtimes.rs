@@ -206,20 +206,14 @@ fn podman_loads_the_archive_and_the_oci_archive_with_the_pinned_ids() {
 fn ch_run(who: As, dir: &Path, opts: &[&str], image: &Path) {
     let script = "id -u; test -r /proc/self/status && test -d /sys/kernel && test -c /dev/null \
                   && test -s /etc/hosts && echo mounted";
-    let user = match who {
-        As::Root => "root".to_owned(),
-        As::User => common::TEST_USER.to_owned(),
-    };
+    let user = who.name();
     let mut args = opts.to_vec();
     args.extend([image.to_str().unwrap(), "--", "/bin/sh", "-c", script]);
     let out = command_as(who, dir, Path::new("/usr/bin/ch-run"), &args)
         .env("USER", user)
         .output()
         .unwrap();
-    let uid = match who {
-        As::Root => 0,
-        As::User => test_user().0,
-    };
+    let uid = who.ids().map_or(0, |(uid, _)| uid);
     assert_eq!(
         ok(out),
         format!("{uid}\nmounted\n"),

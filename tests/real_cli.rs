@@ -10,8 +10,9 @@
 //! tools run without a prompt, as root too. The real Codex CLI
 //! (scripts/codex-cli.sh) does the same through the endpoint's Responses API.
 //!
-//! The CLI in Docker is tested in tests/debian_images.rs, where the agent
-//! image is built and loaded.
+//! The CLI in Docker is tested in tests/real_cli_docker.rs (through the
+//! allow-list's door, as root and as a `docker` group operator) and
+//! tests/debian_images.rs, where the agent image is built and loaded.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;

@@ -252,44 +252,90 @@ pub fn git(dir: &Path, args: &[&str]) {
 /// The unprivileged user the harness creates.
 pub const TEST_USER: &str = "vibesys-test";
 
+/// The unprivileged operator of the Docker Engine the harness creates: a
+/// user like [`TEST_USER`] whose one supplementary group is `docker` (the
+/// way a person who is not root uses the Engine). A user of its own, so
+/// that [`TEST_USER`] stays a user without any root-equivalent group (the
+/// `docker` group is one: the Engine runs what it is asked to as root).
+pub const DOCKER_USER: &str = "vibesys-docker";
+
+/// The group whose members reach the Docker Engine's socket.
+pub const DOCKER_GROUP: &str = "docker";
+
 /// (uid, gid) of the unprivileged test user, created on first use.
 pub fn test_user() -> (u32, u32) {
     static USER: OnceLock<(u32, u32)> = OnceLock::new();
-    *USER.get_or_init(|| {
-        let id = |flag: &str| -> Option<u32> {
-            let out = Command::new("id").args([flag, TEST_USER]).output().ok()?;
-            if !out.status.success() {
-                return None;
-            }
-            String::from_utf8_lossy(&out.stdout).trim().parse().ok()
-        };
-        if id("-u").is_none() {
-            assert!(is_root(), "creating the unprivileged test user needs root");
-            let status = Command::new("useradd")
-                .args([
-                    "--system",
-                    "--no-create-home",
-                    "--shell",
-                    "/bin/sh",
-                    TEST_USER,
-                ])
-                .status()
-                .expect("run useradd");
-            // Another test binary may have created it concurrently.
-            assert!(
-                status.success() || id("-u").is_some(),
-                "useradd {TEST_USER} failed"
-            );
+    *USER.get_or_init(|| system_user(TEST_USER, None))
+}
+
+/// (uid, gid) of [`DOCKER_USER`], created on first use in the `docker`
+/// group (which must exist: installing the Engine creates it).
+pub fn docker_user() -> (u32, u32) {
+    static USER: OnceLock<(u32, u32)> = OnceLock::new();
+    *USER.get_or_init(|| system_user(DOCKER_USER, Some(DOCKER_GROUP)))
+}
+
+/// The `(uid, gid)` of the system user `name`, created (no home, `/bin/sh`,
+/// in the supplementary `group` when given) unless it exists.
+fn system_user(name: &str, group: Option<&str>) -> (u32, u32) {
+    let id = |flag: &str| -> Option<u32> {
+        let out = Command::new("id").args([flag, name]).output().ok()?;
+        if !out.status.success() {
+            return None;
         }
-        (id("-u").unwrap(), id("-g").unwrap())
-    })
+        String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+    };
+    if id("-u").is_none() {
+        assert!(
+            is_root(),
+            "creating the unprivileged user {name} needs root"
+        );
+        let mut cmd = Command::new("useradd");
+        cmd.args(["--system", "--no-create-home", "--shell", "/bin/sh"]);
+        if let Some(g) = group {
+            assert!(
+                Command::new("getent")
+                    .args(["group", g])
+                    .output()
+                    .is_ok_and(|o| o.status.success()),
+                "the group {g} does not exist: install the Docker Engine (it creates it)"
+            );
+            cmd.args(["--groups", g]);
+        }
+        let status = cmd.arg(name).status().expect("run useradd");
+        // Another test binary may have created it concurrently.
+        assert!(
+            status.success() || id("-u").is_some(),
+            "useradd {name} failed"
+        );
+    }
+    (id("-u").unwrap(), id("-g").unwrap())
+}
+
+impl As {
+    /// The `(uid, gid)` this runs as; `None` for root (the test process).
+    pub fn ids(self) -> Option<(u32, u32)> {
+        match self {
+            As::Root => None,
+            As::User => Some(test_user()),
+            As::DockerUser => Some(docker_user()),
+        }
+    }
+
+    /// The user's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            As::Root => "root",
+            As::User => TEST_USER,
+            As::DockerUser => DOCKER_USER,
+        }
+    }
 }
 
 /// Gives `paths` (recursively, links themselves, never their targets) to
-/// the test user when `who` is the user; root's stay as they are.
+/// `who` when it is not root; root's stay as they are.
 pub fn chown_to(who: As, paths: &[&Path]) {
-    if who == As::User {
-        let (uid, gid) = test_user();
+    if let Some((uid, gid)) = who.ids() {
         let status = Command::new("chown")
             .args(["-R", "-h", &format!("{uid}:{gid}")])
             .args(paths)
@@ -320,6 +366,9 @@ pub enum As {
     Root,
     /// The unprivileged user created by the harness.
     User,
+    /// The unprivileged operator of the Docker Engine ([`DOCKER_USER`],
+    /// in the `docker` group).
+    DockerUser,
 }
 
 /// The users to run each scenario as: root and the test user when the
@@ -327,6 +376,17 @@ pub enum As {
 pub fn users() -> Vec<As> {
     if is_root() {
         vec![As::Root, As::User]
+    } else {
+        vec![As::Root]
+    }
+}
+
+/// The users to run each Docker scenario as: root and [`DOCKER_USER`]
+/// when the tests run as root (as in CI), else just the current user (who
+/// then must reach the Engine).
+pub fn docker_users() -> Vec<As> {
+    if is_root() {
+        vec![As::Root, As::DockerUser]
     } else {
         vec![As::Root]
     }
@@ -433,16 +493,18 @@ pub fn project(who: As) -> Project {
 pub fn command_as(who: As, dir: &Path, program: &Path, args: &[&str]) -> Command {
     let mut cmd = match who {
         As::Root => Command::new(program),
-        As::User => {
-            let (uid, gid) = test_user();
+        As::User | As::DockerUser => {
+            let (uid, gid) = who.ids().unwrap();
             let mut c = Command::new("setpriv");
-            c.args([
-                format!("--reuid={uid}"),
-                format!("--regid={gid}"),
-                "--clear-groups".into(),
-                "--".into(),
-            ]);
-            c.arg(program);
+            c.args([format!("--reuid={uid}"), format!("--regid={gid}")]);
+            // The Docker operator keeps its groups (`docker`); the test
+            // user has none.
+            c.arg(if who == As::DockerUser {
+                "--init-groups"
+            } else {
+                "--clear-groups"
+            });
+            c.arg("--").arg(program);
             c
         }
     };

@@ -53,6 +53,10 @@ impl TestImage {
     pub fn build_with(load: bool, edit: impl FnOnce(String) -> String) -> Self {
         require_docker();
         let dir = tempfile::tempdir().unwrap();
+        // The lock is read by whoever runs vibesys (the Docker operator
+        // of `common::As::DockerUser` too); nothing in it is secret.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let name = unique("vibesys-test");
         let spec_src = repo_root().join("images/editor.toml");
         let spec = std::fs::read_to_string(spec_src).unwrap();
@@ -183,4 +187,72 @@ pub fn workspace() -> tempfile::TempDir {
     std::fs::write(p.join("hid/h.txt"), "SECRET-HIDDEN\n").unwrap();
     std::fs::write(p.join("key.txt"), "SECRET-KEY\n").unwrap();
     ws
+}
+
+/// Real images of scripts/images.sh (Debian roots, the agent image's real
+/// Claude Code CLI), built into a directory of their own, pinned in a
+/// private lock and loaded; on drop the Engine gets back the images it
+/// held before ([`common::engine_images::EngineImages`]). The roots and
+/// the wheel are cached between runs (VIBESYS_SOURCES_CACHE).
+pub struct BuiltImages {
+    /// The private lock (readable by every test user).
+    pub lock: PathBuf,
+    _loaded: common::engine_images::EngineImages,
+    _dir: tempfile::TempDir,
+}
+
+impl BuiltImages {
+    /// Builds `names` (`editor`, `agent`, `evaluator-tool`) with
+    /// scripts/images.sh, pins and loads them.
+    pub fn load(names: &[&str]) -> Self {
+        require_docker();
+        let dir = tempfile::tempdir().unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out_dir = dir.path().join("images");
+        ok(Command::new(repo_root().join("scripts/images.sh"))
+            .args(names)
+            .env("VIBESYS_BIN", vibesys_bin())
+            .env("IMAGES_OUT", &out_dir)
+            .output()
+            .unwrap());
+        let archives: Vec<PathBuf> = names
+            .iter()
+            .map(|n| out_dir.join(format!("{n}.tar")))
+            .collect();
+        let lock = dir.path().join("images.lock");
+        ok(vibesys(dir.path())
+            .args(["image", "pin"])
+            .args(&archives)
+            .arg("--lock")
+            .arg(&lock)
+            .output()
+            .unwrap());
+        let pinned = vs_image::Lock::load(&lock).unwrap();
+        let loaded = common::engine_images::EngineImages::before_loading(
+            pinned.images.iter().flat_map(|(name, img)| {
+                [
+                    Some(format!("{name}:{}", img.tag)),
+                    Some(img.config_digest.to_string()),
+                    img.manifest_digest.as_ref().map(ToString::to_string),
+                ]
+                .into_iter()
+                .flatten()
+            }),
+        );
+        for a in &archives {
+            ok(vibesys(dir.path())
+                .args(["image", "load"])
+                .arg(a)
+                .arg("--lock")
+                .arg(&lock)
+                .output()
+                .unwrap());
+        }
+        Self {
+            lock,
+            _loaded: loaded,
+            _dir: dir,
+        }
+    }
 }

@@ -127,10 +127,10 @@ fn sample_project(base: &Path, task: &str, prepared: bool) -> (tempfile::TempDir
     (dir, p)
 }
 
-/// Gives the project `p` and its temporary directory `d` to `who` (the
-/// test user: chown; root: nothing to do).
+/// Gives the project `p` and its temporary directory `d` to `who` (an
+/// unprivileged user: chown; root: nothing to do).
 pub fn give_to(who: As, d: &tempfile::TempDir, p: &Path) {
-    if who == As::User {
+    if who != As::Root {
         require_tool("setpriv", "apt-get install util-linux");
     }
     chown_to(who, &[d.path(), p]);

@@ -62,14 +62,48 @@ pub(super) fn identify(
     Ok(Expected { binds })
 }
 
+/// How long the container's first process may stay uninspectable after
+/// the Engine reported it started (see [`wait_inspectable`]).
+#[cfg(target_os = "linux")]
+const INSPECTABLE_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Checks every bind in the container whose first process is `pid`.
 #[cfg(target_os = "linux")]
 pub(super) fn verify(expected: &Expected, pid: i64) -> Result<(), SandboxError> {
     let proc_root = PathBuf::from(format!("/proc/{pid}/root"));
+    wait_inspectable(&proc_root, INSPECTABLE_WITHIN);
     for (target, id) in &expected.binds {
         crate::linux::mount_check::verify_mounted(&proc_root, target, *id)?;
     }
     Ok(())
+}
+
+/// Waits (at most `within`) until `proc_root` (`/proc/PID/root`) opens,
+/// while opening it is refused (EACCES, EPERM). The Engine reports a
+/// container started once the runtime's init was told to execute the
+/// first program, which may not have happened yet: until it does, that
+/// init is not dumpable, and the kernel lets only a caller with
+/// `CAP_SYS_PTRACE` (root) open its root. An operator who reaches the
+/// Engine through the `docker` group would be refused at random. Any
+/// other outcome returns at once; the check that follows reports it.
+#[cfg(target_os = "linux")]
+fn wait_inspectable(proc_root: &Path, within: std::time::Duration) {
+    use rustix::fs::{Mode, OFlags};
+    let end = std::time::Instant::now() + within;
+    loop {
+        match rustix::fs::open(
+            proc_root,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Err(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM)
+                if std::time::Instant::now() < end =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            _ => return,
+        }
+    }
 }
 
 /// Elsewhere the Engine runs in a virtual machine whose mounts the host
