@@ -14,7 +14,7 @@ mod docker_support;
 
 use docker_support::common::loopback_http::Server;
 use docker_support::common::{As, chown_to, command_as, docker_users};
-use docker_support::{TestImage, require_docker, static_vibesys, unique, workspace};
+use docker_support::{TestImage, require_docker, static_vibesys, unique, vibesys, workspace};
 
 #[test]
 fn only_the_listed_host_is_reachable_from_the_container() {
