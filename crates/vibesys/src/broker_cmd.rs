@@ -16,7 +16,7 @@ use vs_runtime::broker::{
 use vs_sandbox::launch;
 use vs_sandbox::{AnySandbox, ConfineMode, Enforcement, select};
 
-use crate::project::{PolicyArgs, helper_exe};
+use crate::project::helper_exe;
 
 /// `vibesys broker ...`.
 #[derive(Debug, Args)]
@@ -309,28 +309,19 @@ fn host_job(a: HostJobArgs) -> anyhow::Result<u8> {
         // A candidate's evaluation (check, measure) in its fresh checkout:
         // the same policy as on the host.
         vs_runtime::ProjectSettings::for_checkout(workspace, config, &protected)?
+    } else if a.workspace != a.project {
+        // A run's candidate worktree: as when `vibesys run` confines the
+        // candidate's agent.
+        vs_runtime::ProjectSettings::for_candidate(workspace, config, &protected, &[])?
     } else {
-        let mut policy_args = PolicyArgs {
-            project: Some(a.workspace.clone()),
-            read_only: Vec::new(),
-            hidden: Vec::new(),
-            allow: Vec::new(),
-            no_network: false,
-            allow_host: Vec::new(),
-        };
-        if a.workspace != a.project {
-            // A run's candidate worktree: a [sandbox] path its checkout
-            // does not hold (an untracked secret of the project) has
-            // nothing to protect there, as when `vibesys run` confines the
-            // candidate's agent.
-            let exists = |p: &PathBuf| a.workspace.join(p).symlink_metadata().is_ok();
-            config.read_only.retain(exists);
-            config.hidden.retain(exists);
-        }
-        let mut flags = policy_args.flags();
+        let mut flags = vs_runtime::PolicyFlags::default();
         vs_runtime::settings::add_protected(workspace.root(), &mut config, &mut flags, &protected);
-        policy_args.read_only = flags.read_only;
-        policy_args.resolve_in(workspace, config)?
+        vs_runtime::ProjectSettings::with_config(
+            workspace,
+            config,
+            &flags,
+            vs_runtime::StatePaths::Prepare,
+        )?
     };
     if a.no_network {
         project.network = false;

@@ -130,7 +130,8 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     // those of a live run of the same id.
     let broker = match (environment, docker.as_mut()) {
         (RunEnvironment::Slurm, Some(options)) => {
-            let broker = crate::slurm_env::BrokerChild::start(
+            let broker = vs_runtime::broker::child::BrokerChild::start(
+                &crate::project::helper_exe()?,
                 layout.project(),
                 run.as_str(),
                 args.env.slurm_gpu_alias(),
@@ -142,7 +143,7 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
             let socket = broker
                 .checkout_socket()
                 .context("the build's broker serves no socket for its checkout")?;
-            crate::slurm_env::editor_options(options, socket)?;
+            vs_runtime::broker::child::editor_options(options, socket)?;
             Some(broker)
         }
         _ => None,
@@ -150,8 +151,8 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     let mut extra_env = Vec::new();
     if broker.is_some() {
         extra_env.push((
-            crate::slurm_env::BROKER_SOCKET_ENV.into(),
-            crate::slurm_env::AGENT_SOCKET_IN_CONTAINER.into(),
+            vs_runtime::broker::child::BROKER_SOCKET_ENV.into(),
+            vs_runtime::broker::child::AGENT_SOCKET_IN_CONTAINER.into(),
         ));
     }
     let (commit, outcome) = run_build(BuildRequest {

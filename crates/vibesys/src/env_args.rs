@@ -36,7 +36,7 @@ impl RunEnvArgs {
             Some(value) => {
                 let env = RunEnvironment::parse(value)?;
                 if self.slurm_gpu_alias() {
-                    crate::slurm_env::warn_slurm_gpu_alias();
+                    vs_runtime::broker::child::warn_slurm_gpu_alias();
                 }
                 Ok(Some(env))
             }

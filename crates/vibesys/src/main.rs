@@ -4,8 +4,8 @@
 //! settings (`vs_runtime::ProjectSettings`), calls a library operation
 //! (`vs_sandbox::select` for every confined launch) and maps the result to
 //! an exit status. The hidden helpers are `vs_sandbox::helper_main`'s, run
-//! before any parsing. What the binary holds beyond that is the host side
-//! of `vibesys run` (`run_cmd`) and the Slurm broker child (`slurm_env`). When vibesys itself fails it prints `vibesys: error: ...`
+//! before any parsing. `vibesys run`'s placement of candidates and its
+//! Slurm broker child are vs-runtime's (`run_host`, `broker::child`). When vibesys itself fails it prints `vibesys: error: ...`
 //! and exits 125; otherwise a confined command's own status passes through.
 
 mod broker_cmd;
@@ -25,7 +25,6 @@ mod run_cmd;
 mod run_env_cmd;
 mod run_progress;
 mod session_cmd;
-mod slurm_env;
 mod state_cmd;
 
 use std::process::ExitCode;

@@ -8,8 +8,6 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use vs_runtime::{PolicyFlags, ProjectSettings, StatePaths};
-use vs_sandbox::Workspace;
-use vs_sandbox::config::PolicyConfig;
 
 /// Policy flags shared by `exec` and `policy show`.
 #[derive(Debug, Args)]
@@ -94,21 +92,6 @@ impl PolicyArgs {
             &self.flags(),
             None,
             StatePaths::Plan,
-        )?)
-    }
-
-    /// As [`PolicyArgs::resolve`], with the configuration given (a
-    /// candidate worktree takes its policy from the run's project).
-    pub fn resolve_in(
-        &self,
-        workspace: Workspace,
-        config: PolicyConfig,
-    ) -> anyhow::Result<ProjectSettings> {
-        Ok(ProjectSettings::with_config(
-            workspace,
-            config,
-            &self.flags(),
-            StatePaths::Prepare,
         )?)
     }
 }

@@ -9,54 +9,25 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use vs_agent::{prepare_state_paths, session_env_allowlist};
-use vs_runtime::build_confine::{
-    BuildConfinement, EvalConfineRequest, build_confinement, evaluation_confinement,
-    protected_paths,
-};
 use vs_runtime::run::accelerator::AcceleratorBackend;
 use vs_runtime::run::{
     AgentOutcome, CandidateContext, CandidateState, EvalPlace, Evaluator, HostError, ImageRecord,
     PhaseRecord, PhaseStatus, RunHost, RunRecord, RunState, StartRequest,
     status::{RunStatus, metric_value, run_status},
 };
+use vs_runtime::run_host::{LocalHost, Placement, PlacementRequest};
 use vs_runtime::task::EvalCommand;
 use vs_runtime::{RunEnvironment, RunId, StateLayout};
 use vs_sandbox::controls::SANDBOX_ENV;
-use vs_sandbox::docker::{DockerOptions, EnvAllowList};
 use vs_sandbox::runner::CancellationToken;
-use vs_sandbox::select;
-use vs_sandbox::{
-    CommandRunner, CommandSpec, ConfineMode, Confinement, DockerSandbox, Enforcement,
-    LocalShellRunner, Workspace,
-};
+use vs_sandbox::{ConfineMode, Confinement, Enforcement};
 
 use crate::env_args::RunEnvArgs;
 use crate::output::{print_json, print_text};
-use crate::project::{PolicyArgs, helper_exe, host_env};
-
-/// The agent's command in the container, run as `sh -c LAUNCH_SCRIPT
-/// PROGRAM ARGS...` in the same `docker exec` that runs the agent (no probe
-/// of its own): a `PROGRAM` that is no executable file, by path or on the
-/// container's `PATH`, exits 127 with [`MISSING_PROGRAM`] on stderr, so
-/// that the error names it. The search is by hand: a shell's `command -v`
-/// also answers for builtins and, in busybox, for applets that have no
-/// file to execute.
-const LAUNCH_SCRIPT: &str = r#"case "$0" in
-*/*) [ -f "$0" ] && [ -x "$0" ] || { echo "vibesys-missing-program" >&2; exit 127; } ;;
-*) found=; IFS=:; for d in $PATH; do [ -f "$d/$0" ] && [ -x "$d/$0" ] && { found=1; break; }; done; unset IFS
-   [ -n "$found" ] || { echo "vibesys-missing-program" >&2; exit 127; } ;;
-esac
-exec "$0" "$@""#;
-
-/// What [`LAUNCH_SCRIPT`] prints when the agent's program is missing. The
-/// agent could print it too, and so fail only its own candidate.
-const MISSING_PROGRAM: &[u8] = b"vibesys-missing-program\n";
+use crate::project::{helper_exe, host_env};
 
 /// Exit status of a run stopped by Ctrl-C or SIGTERM (resumable).
 const EXIT_INTERRUPTED: u8 = 130;
-/// Most bytes of each of the agent's output streams kept in its log.
-const AGENT_LOG_CAP: usize = 256 * 1024;
 
 /// `vibesys run`.
 #[derive(Debug, Args)]
@@ -272,32 +243,21 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
         _ => None,
     };
     // modal and skypilot: the agent works in the local editor container
-    // (never with devices); only the evaluation goes to the service.
-    let (image, docker) = match environment {
-        RunEnvironment::Docker
-        | RunEnvironment::Modal
-        | RunEnvironment::Skypilot
-        | RunEnvironment::Slurm => {
-            let options = crate::docker_cmd::base_options(
-                args.image.as_deref(),
-                Some(layout.project()),
-                "probe".to_owned(),
-            )?;
-            // The pinned image must be loaded before anything is recorded.
-            vs_sandbox::docker::Engine::connect()?.check_pinned(&options.image)?;
-            if environment == RunEnvironment::Slurm && options.command_server.is_none() {
-                bail!(crate::slurm_env::NO_STATIC_VIBESYS);
-            }
-            (
-                Some(ImageRecord {
-                    name: options.image.name.clone(),
-                    config_digest: options.image.config_digest.to_string(),
-                }),
-                Some(args.image.clone()),
-            )
-        }
-        _ => (None, None),
-    };
+    // (never with devices); only the evaluation goes to the service. The
+    // pinned image must be loaded before anything is recorded.
+    let placement = Placement::for_run(PlacementRequest {
+        environment,
+        image: args.image.as_deref(),
+        host_mode,
+        project: layout.project(),
+        helper: &helper_exe()?,
+        check_loaded: true,
+    })
+    .map_err(anyhow::Error::from_boxed)?;
+    let image = placement.image().map(|pin| ImageRecord {
+        name: pin.name.clone(),
+        config_digest: pin.config_digest.to_string(),
+    });
     // Checked and refused above: nothing was written (modal and skypilot
     // aside, whose state is prepared for their check). Now the run state.
     prepare_state(&layout)?;
@@ -324,8 +284,7 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
         record.environment,
         store.dir().display()
     );
-    let mut host = CliHost::new(&layout, &record, docker.flatten(), host_mode)?;
-    host.start_broker()?;
+    let host = CliHost::new(&layout, &record, placement)?;
     execute(&layout, &store, &mut record, &host)
 }
 
@@ -338,29 +297,6 @@ fn finish_request(mut request: StartRequest) -> anyhow::Result<StartRequest> {
         request.agent_argv = vec![request.provider.clone()];
     }
     Ok(request)
-}
-
-/// The launch of a run's agent: for a provider, its one-shot command with
-/// the prompt (default: read the objective file); for custom, CMD (plus
-/// the prompt as its last argument when one is given).
-fn launch_of(record: &RunRecord) -> anyhow::Result<(agentshim::Provider, agentshim::Launch)> {
-    if record.provider == "custom" {
-        let provider = agentshim::Provider::custom(record.agent_argv.iter().map(OsString::from))?;
-        let launch = match &record.prompt {
-            Some(p) => provider.one_shot(p)?,
-            None => provider.interactive(&[]),
-        };
-        return Ok((provider, launch));
-    }
-    let provider: agentshim::Provider = record.provider.parse()?;
-    let prompt = record.prompt.clone().unwrap_or_else(|| {
-        format!(
-            "Read the objective in {}/objective.md and work on it in the current directory.",
-            vs_runtime::run::agent_visible_rel(&record.run_id).display()
-        )
-    });
-    let launch = provider.one_shot(&prompt)?;
-    Ok((provider, launch))
 }
 
 /// The host mechanism from VIBESYS_AGENT_SANDBOX; a run never runs its
@@ -401,8 +337,16 @@ fn resume(run: &str, project: Option<PathBuf>) -> anyhow::Result<u8> {
         "vibesys: resuming run {} in the {} run environment (as recorded)",
         record.run_id, record.environment
     );
-    let mut host = CliHost::new(&layout, &record, image, host_mode)?;
-    host.start_broker()?;
+    let placement = Placement::for_run(PlacementRequest {
+        environment: record.environment,
+        image: image.as_deref(),
+        host_mode,
+        project: layout.project(),
+        helper: &helper_exe()?,
+        check_loaded: false,
+    })
+    .map_err(anyhow::Error::from_boxed)?;
+    let host = CliHost::new(&layout, &record, placement)?;
     execute(&layout, &store, &mut record, &host)
 }
 
@@ -526,357 +470,21 @@ fn table(status: &RunStatus) -> String {
     out
 }
 
-/// The run environment's side of a run, as the CLI builds it.
+/// The run environment's side of a run: the library's [`LocalHost`],
+/// with the progress shown on stderr.
 struct CliHost {
-    project: PathBuf,
-    environment: RunEnvironment,
-    /// docker: the image reference (a pinned ID on resume).
-    image: Option<String>,
-    /// host: the mechanism.
-    mode: Option<ConfineMode>,
-    provider: agentshim::Provider,
-    launch: agentshim::Launch,
-    protected: Vec<String>,
-    /// The accelerators recorded in `run.json`, applied to every agent turn.
-    accelerators: vs_runtime::run::accelerator::AcceleratorPlan,
-    /// `run start --allow-host`, from `run.json`.
-    allow_hosts: Vec<String>,
-    /// slurm: the run's broker (stopped, its jobs cancelled, when the run
-    /// ends).
-    broker: Option<crate::slurm_env::BrokerChild>,
-    /// How many candidates the run has (one broker socket each).
-    candidates: u32,
-    run_id: String,
+    host: LocalHost,
     progress: crate::run_progress::RunProgress,
 }
 
 impl CliHost {
-    fn new(
-        layout: &StateLayout,
-        record: &RunRecord,
-        image: Option<String>,
-        mode: Option<ConfineMode>,
-    ) -> anyhow::Result<Self> {
-        let (provider, launch) = launch_of(record)?;
+    fn new(layout: &StateLayout, record: &RunRecord, placement: Placement) -> anyhow::Result<Self> {
         Ok(Self {
-            project: layout.project().to_path_buf(),
-            environment: record.environment,
-            image: image.or_else(|| record.image.as_ref().map(|i| i.config_digest.clone())),
-            mode,
-            provider,
-            launch,
-            protected: record.task.protected.clone(),
-            accelerators: record.accelerators.clone(),
-            allow_hosts: record.allow_hosts.clone(),
-            broker: None,
-            candidates: record.candidates,
-            run_id: record.run_id.to_string(),
+            host: LocalHost::new(layout, record, placement, helper_exe()?, host_env())
+                .map_err(anyhow::Error::from_boxed)?,
             progress: crate::run_progress::RunProgress::for_stderr(),
         })
     }
-
-    /// slurm: starts the run's broker (`vibesys broker serve --run ID`);
-    /// nothing elsewhere.
-    fn start_broker(&mut self) -> anyhow::Result<()> {
-        if self.environment != RunEnvironment::Slurm {
-            return Ok(());
-        }
-        if let vs_runtime::environment::Availability::NotAvailable { reason } =
-            RunEnvironment::Slurm.describe().availability
-        {
-            bail!("the slurm run environment is not available here: {reason}");
-        }
-        // One agent socket per candidate, each bound to its worktree: a
-        // candidate's jobs never run in another's worktree or the project.
-        self.broker = Some(crate::slurm_env::BrokerChild::start(
-            &self.project,
-            &self.run_id,
-            false,
-            self.candidates,
-            None,
-            &self.allow_hosts,
-            false,
-        )?);
-        Ok(())
-    }
-
-    /// The candidate's policy: the project's `[sandbox]` (from the
-    /// operator's vibesys.toml), the run-state paths, the defaults, and
-    /// the protected paths read-only.
-    ///
-    /// A `[sandbox]` path the candidate's checkout does not hold (an
-    /// untracked secret of the project) has nothing to protect there.
-    fn policy(&self, worktree: &Path) -> anyhow::Result<crate::project::ProjectPolicy> {
-        let mut config = vs_sandbox::config::PolicyConfig::load(&self.project)?;
-        let exists = |p: &PathBuf| worktree.join(p).symlink_metadata().is_ok();
-        config.read_only.retain(exists);
-        config.hidden.retain(exists);
-        let taken: Vec<&Path> = config
-            .read_only
-            .iter()
-            .chain(&config.hidden)
-            .map(PathBuf::as_path)
-            .collect();
-        let read_only: Vec<PathBuf> = self
-            .protected
-            .iter()
-            .map(PathBuf::from)
-            .filter(|p| worktree.join(p).symlink_metadata().is_ok())
-            .filter(|p| !taken.iter().any(|t| p.starts_with(t) || t.starts_with(p)))
-            .collect();
-        let args = PolicyArgs {
-            project: Some(worktree.to_path_buf()),
-            read_only,
-            hidden: Vec::new(),
-            allow: Vec::new(),
-            no_network: false,
-            allow_host: self.allow_hosts.clone(),
-        };
-        let mut project = args.resolve_in(Workspace::open(worktree)?, config)?;
-        // An allow-list admits the provider's own API host.
-        if let Some(host) = self.provider.api_host(|v| std::env::var_os(v))? {
-            project.add_provider_host(&host)?;
-        }
-        Ok(project)
-    }
-
-    fn docker_options(&self, container_run_id: String) -> anyhow::Result<DockerOptions> {
-        crate::docker_cmd::base_options(
-            self.image.as_deref(),
-            Some(&self.project),
-            container_run_id,
-        )
-    }
-
-    /// The agent's environment: the session allow-list, the provider's
-    /// launch variables, and where it stands (`VIBESYS_OBJECTIVE`,
-    /// `VIBESYS_RUN_ID`, `VIBESYS_CANDIDATE`).
-    fn agent_env(&self, c: &CandidateContext<'_>) -> anyhow::Result<Vec<(OsString, OsString)>> {
-        let env = session_env_allowlist(std::env::vars_os(), &self.provider, &[])?;
-        let mut vars = env.vars;
-        for (k, v) in &self.launch.env {
-            vars.push(((*k).into(), (*v).into()));
-        }
-        vars.push((
-            "VIBESYS_OBJECTIVE".into(),
-            c.objective.as_os_str().to_owned(),
-        ));
-        vars.push(("VIBESYS_RUN_ID".into(), c.run.run_id.as_str().into()));
-        vars.push(("VIBESYS_CANDIDATE".into(), c.number.to_string().into()));
-        Ok(vars)
-    }
-
-    fn turn_in_docker(
-        &self,
-        c: &CandidateContext<'_>,
-        cancel: &CancellationToken,
-    ) -> anyhow::Result<AgentOutcome> {
-        const HOST_ONLY: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR"];
-        let project = self.policy(c.worktree)?;
-        let mut options = self.docker_options(format!("{}-{}", c.run.run_id, c.number))?;
-        options.network = project.network;
-        options.chdir = Some(c.worktree.to_path_buf());
-        let mut vars = self.agent_env(c)?;
-        if self.environment == RunEnvironment::Slurm {
-            vars.push((
-                crate::slurm_env::BROKER_SOCKET_ENV.into(),
-                crate::slurm_env::AGENT_SOCKET_IN_CONTAINER.into(),
-            ));
-        }
-        let names: Vec<String> = vars
-            .iter()
-            .filter_map(|(k, _)| k.to_str())
-            .filter(|k| !HOST_ONLY.contains(k))
-            .map(str::to_owned)
-            .collect();
-        options.env = EnvAllowList::default().with(names);
-        // A host-only accelerator backend (Metal) cannot reach any
-        // container: the start fails, naming why.
-        if let Some(why) = self.accelerators.backend.container_refusal() {
-            bail!("cannot start the agent's container: {why}");
-        }
-        // Only the docker environment runs agents beside the host's
-        // accelerators (a remote environment's editor is a control plane).
-        if self.environment == RunEnvironment::Docker {
-            options.devices = docker_devices(&self.accelerators);
-        }
-        // slurm: the editor container with the candidate's own agent
-        // socket (the framework socket stays on the host).
-        if self.environment == RunEnvironment::Slurm {
-            let broker = self
-                .broker
-                .as_ref()
-                .context("the slurm run environment's broker is not running")?;
-            let socket = broker.candidate_socket(c.number).with_context(|| {
-                format!(
-                    "the run's broker serves no socket for candidate {}",
-                    c.number
-                )
-            })?;
-            crate::slurm_env::editor_options(&mut options, socket)?;
-        }
-        let program = self
-            .launch
-            .argv
-            .first()
-            .cloned()
-            .context("the agent command is empty")?;
-        let mut request =
-            project.sandbox_request(&program, &host_env(), Some(c.worktree), helper_exe()?);
-        request.docker = Some(options.clone());
-        // The allow-list's one door, for the turn (the container's
-        // forwarder reaches it through its socket).
-        let proxy = project.start_egress(ConfineMode::Docker)?;
-        request.egress = project.egress_door(proxy.as_ref());
-        let sandbox = select(request, ConfineMode::Docker, Enforcement::Required)?
-            .context("refusing to run the agent: no container was started")?;
-        let mut argv = vec![OsString::from("sh"), "-c".into(), LAUNCH_SCRIPT.into()];
-        argv.extend(self.launch.argv.iter().cloned());
-        let argv = sandbox.wrap(&argv)?;
-        let result = run_turn(&argv, c.worktree, &vars, cancel);
-        drop(sandbox);
-        let mut outcome = result?;
-        outcome.egress_denials = egress_denials(proxy.as_ref());
-        if outcome.exit_code == 127 && outcome.log.ends_with(MISSING_PROGRAM) {
-            bail!(
-                "the agent command {:?} is not on PATH in the image {} ({})",
-                program,
-                options.image.name,
-                options.image.config_digest
-            );
-        }
-        Ok(outcome)
-    }
-
-    fn turn_on_host(
-        &self,
-        c: &CandidateContext<'_>,
-        cancel: &CancellationToken,
-    ) -> anyhow::Result<AgentOutcome> {
-        let mode = self.mode.context("no host confinement mechanism")?;
-        let project = self.policy(c.worktree)?;
-        let program = self
-            .launch
-            .argv
-            .first()
-            .cloned()
-            .context("the agent command is empty")?;
-        let path_var = std::env::var_os("PATH").unwrap_or_default();
-        let on_path = Path::new(&program).components().count() > 1
-            || std::env::split_paths(&path_var).any(|d| d.join(&program).is_file());
-        if !on_path {
-            bail!(
-                "the agent command {:?} is not on PATH on this host ({})",
-                program,
-                path_var.to_string_lossy()
-            );
-        }
-        let mut state = match std::env::var_os("HOME") {
-            Some(home) => {
-                prepare_state_paths(&self.provider, Path::new(&home), |v| std::env::var_os(v))?
-            }
-            None => vs_agent::StateBinds::default(),
-        };
-        // A state directory the CLI cannot run read-only (Codex) is a
-        // private copy per turn; only its kept entries go back.
-        let _session_dir = if state.private_dirs.is_empty() {
-            None
-        } else {
-            let dir = vs_agent::SessionDir::create()?;
-            state.seed_copies(&dir, c.worktree)?;
-            Some(dir)
-        };
-        let mut request =
-            project.sandbox_request(&program, &host_env(), Some(c.worktree), helper_exe()?);
-        request.devices = self.accelerators.device_nodes.clone();
-        request.state = state.clone().into();
-        // The allow-list's one door: lives for the turn; its refusals go
-        // to the candidate's record.
-        let proxy = project.start_egress(mode)?;
-        request.egress = project.egress_door(proxy.as_ref());
-        let confinement = select(request, mode, Enforcement::Required)?
-            .context("refusing to run the agent: no confinement was set up")?;
-        let mut vars = self.agent_env(c)?;
-        for (k, v) in &state.env {
-            vars.retain(|(name, _)| name != k);
-            vars.push((k.clone(), v.clone()));
-        }
-        let argv = confinement.wrap(&self.launch.argv)?;
-        let outcome = run_turn(&argv, c.worktree, &vars, cancel);
-        state.return_kept();
-        let mut outcome = outcome?;
-        outcome.egress_denials = egress_denials(proxy.as_ref());
-        Ok(outcome)
-    }
-}
-
-/// The refusals of a turn's egress proxy, for the candidate's record.
-fn egress_denials(
-    proxy: Option<&vs_sandbox::egress::EgressProxy>,
-) -> Vec<vs_runtime::run::record::EgressDenial> {
-    let Some(proxy) = proxy else {
-        return Vec::new();
-    };
-    proxy
-        .denials()
-        .0
-        .into_iter()
-        .map(|d| vs_runtime::run::record::EgressDenial {
-            time: d.time,
-            host: d.host,
-            port: d.port,
-            reason: d.reason,
-            via: d.via.to_owned(),
-            pid: d.pid,
-            command: d.command,
-        })
-        .collect()
-}
-
-/// A run's accelerator plan as the Docker backend's devices.
-fn docker_devices(
-    plan: &vs_runtime::run::accelerator::AcceleratorPlan,
-) -> vs_sandbox::docker::DeviceAccess {
-    use vs_sandbox::docker::GpuSelection;
-    vs_sandbox::docker::DeviceAccess {
-        nvidia: plan.nvidia.as_ref().map(|r| match &r.device_ids {
-            None => GpuSelection::All,
-            Some(ids) => GpuSelection::Ids(ids.clone()),
-        }),
-        nodes: plan.device_nodes.clone(),
-    }
-}
-
-/// Runs a wrapped agent argv with exactly `env`, its whole tree killed on
-/// cancel; output bounded into the log.
-fn run_turn(
-    argv: &[OsString],
-    cwd: &Path,
-    env: &[(OsString, OsString)],
-    cancel: &CancellationToken,
-) -> anyhow::Result<AgentOutcome> {
-    let mut spec = CommandSpec::new(argv.iter().cloned(), cwd).cancel_token(cancel.clone());
-    spec.env = env.iter().cloned().collect();
-    let runner = LocalShellRunner::new().with_output_cap(AGENT_LOG_CAP);
-    let r = runner.run(&spec)?;
-    let mut log = Vec::new();
-    for (name, s) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
-        log.extend_from_slice(format!("== {name} ({} bytes)\n", s.total_bytes()).as_bytes());
-        log.extend_from_slice(s.bytes());
-        if !s.bytes().ends_with(b"\n") {
-            log.push(b'\n');
-        }
-    }
-    Ok(AgentOutcome {
-        exit_code: r.exit_code,
-        cancelled: r.cancelled,
-        log,
-        egress_denials: Vec::new(),
-    })
-}
-
-fn host_err(e: anyhow::Error) -> HostError {
-    format!("{e:#}").into()
 }
 
 impl RunHost for CliHost {
@@ -885,14 +493,7 @@ impl RunHost for CliHost {
         c: &CandidateContext<'_>,
         cancel: &CancellationToken,
     ) -> Result<AgentOutcome, HostError> {
-        match self.environment {
-            RunEnvironment::Docker
-            | RunEnvironment::Modal
-            | RunEnvironment::Skypilot
-            | RunEnvironment::Slurm => self.turn_in_docker(c, cancel),
-            RunEnvironment::Host => self.turn_on_host(c, cancel),
-        }
-        .map_err(host_err)
+        self.host.agent_turn(c, cancel)
     }
 
     fn build_confinement(
@@ -900,43 +501,7 @@ impl RunHost for CliHost {
         c: &CandidateContext<'_>,
         checkout: &Path,
     ) -> Result<Box<dyn Confinement>, HostError> {
-        (|| -> anyhow::Result<Box<dyn Confinement>> {
-            let layout = StateLayout::open(&self.project)?;
-            let config = vs_sandbox::config::PolicyConfig::load(&self.project)?;
-            let spec = vs_runtime::BuildSpec::load(&layout)?;
-            let how = match self.environment {
-                RunEnvironment::Docker
-                | RunEnvironment::Modal
-                | RunEnvironment::Skypilot
-                | RunEnvironment::Slurm => {
-                    let mut options = crate::build_cmd::docker_options_with_id(
-                        &layout,
-                        &config,
-                        format!("{}-{}-build", c.run.run_id, c.number),
-                    )?;
-                    if let Some(image) = &self.image {
-                        let lock = crate::docker_cmd::find_lock(Some(&self.project))?;
-                        options.image = crate::docker_cmd::pin_for(image, &lock)?;
-                    }
-                    BuildConfinement::Docker(Box::new(options))
-                }
-                RunEnvironment::Host => {
-                    BuildConfinement::Host(self.mode.context("no host confinement mechanism")?)
-                }
-            };
-            let program = spec.argv().first().map(OsString::from).unwrap_or_default();
-            let protected = protected_paths(&layout, &c.run.run_id)?;
-            Ok(Box::new(build_confinement(
-                checkout,
-                config,
-                &protected,
-                &program,
-                how,
-                &host_env(),
-                helper_exe()?,
-            )?))
-        })()
-        .map_err(host_err)
+        self.host.build_confinement(c, checkout)
     }
 
     fn evaluator(
@@ -945,86 +510,7 @@ impl RunHost for CliHost {
         place: EvalPlace<'_>,
         command: &EvalCommand,
     ) -> Result<Evaluator, HostError> {
-        (|| -> anyhow::Result<Evaluator> {
-            let layout = StateLayout::open(&self.project)?;
-            let config = vs_sandbox::config::PolicyConfig::load(&self.project)?;
-            let protected = protected_paths(&layout, &c.run.run_id)?;
-            match self.environment {
-                RunEnvironment::Docker => {
-                    // A fresh container on the evaluation's checkout:
-                    // nothing the agent left running or wrote outside its
-                    // commit reaches it.
-                    let settings = vs_runtime::ProjectSettings::for_checkout(
-                        Workspace::open(place.checkout)?,
-                        config,
-                        &protected,
-                    )?;
-                    let mut options =
-                        self.docker_options(format!("{}-{}-eval", c.run.run_id, c.number))?;
-                    options.network = command.network;
-                    options.devices = docker_devices(&self.accelerators);
-                    options.extra_mounts.push(vs_sandbox::docker::ExtraMount {
-                        source: place.home.to_path_buf(),
-                        target: place.home.to_path_buf(),
-                        read_only: false,
-                    });
-                    let sandbox = DockerSandbox::start(&settings.resolved, &options)?;
-                    let location = format!(
-                        "container {} via {}",
-                        sandbox.container_id(),
-                        sandbox.execute_via()
-                    );
-                    Ok(Evaluator {
-                        runner: Box::new(ExecuteRunner(sandbox)),
-                        location,
-                        path_var: vs_sandbox::runner::DEFAULT_SEARCH_PATH.into(),
-                    })
-                }
-                RunEnvironment::Slurm => {
-                    let broker = self
-                        .broker
-                        .as_ref()
-                        .context("the slurm run environment's broker is not running")?;
-                    Ok(Evaluator {
-                        runner: Box::new(crate::slurm_env::BrokerJobRunner {
-                            socket: broker.framework_socket().to_path_buf(),
-                            network: command.network,
-                        }),
-                        location: "slurm job via the run's broker".to_owned(),
-                        path_var: vs_sandbox::runner::DEFAULT_SEARCH_PATH.into(),
-                    })
-                }
-                RunEnvironment::Modal | RunEnvironment::Skypilot => {
-                    bail!(
-                        "the {} run environment evaluates through its service, not a local runner",
-                        self.environment
-                    )
-                }
-                RunEnvironment::Host => {
-                    let mode = self.mode.context("no host confinement mechanism")?;
-                    let program = command.argv.first().map(OsString::from).unwrap_or_default();
-                    let sandbox = evaluation_confinement(EvalConfineRequest {
-                        place,
-                        config,
-                        protected: &protected,
-                        program: &program,
-                        mode,
-                        env: &host_env(),
-                        helper: helper_exe()?,
-                        network: command.network,
-                        devices: self.accelerators.device_nodes.clone(),
-                    })?;
-                    let location = format!("host, confined by {}", sandbox.backend());
-                    Ok(Evaluator {
-                        runner: Box::new(ConfinedRunner(sandbox)),
-                        location,
-                        path_var: std::env::var_os("PATH")
-                            .unwrap_or_else(|| vs_sandbox::runner::DEFAULT_SEARCH_PATH.into()),
-                    })
-                }
-            }
-        })()
-        .map_err(host_err)
+        self.host.evaluator(c, place, command)
     }
 
     fn phase_started(&self, candidate: u32, phase: &str) {
@@ -1037,44 +523,5 @@ impl RunHost for CliHost {
 
     fn candidate_finished(&self, record: &vs_runtime::run::CandidateRecord) {
         self.progress.candidate_finished(record);
-    }
-}
-
-/// `check` and `measure` on the host: the command wrapped by the host
-/// backend, run (bounded, its tree killed at the timeout) by the local
-/// runner.
-struct ConfinedRunner(vs_sandbox::AnySandbox);
-
-impl CommandRunner for ConfinedRunner {
-    fn run(
-        &self,
-        command: &CommandSpec,
-    ) -> Result<vs_sandbox::CommandResult, vs_sandbox::RunnerError> {
-        let mut wrapped = command.clone();
-        wrapped.argv =
-            self.0
-                .wrap(&command.argv)
-                .map_err(|e| vs_sandbox::RunnerError::Dispatched {
-                    place: format!("the {} confinement", self.0.backend()),
-                    message: e.to_string(),
-                })?;
-        LocalShellRunner::default().run(&wrapped)
-    }
-}
-
-/// `check` and `measure` in the run's container go through
-/// `DockerSandbox::execute` (the command server).
-struct ExecuteRunner(DockerSandbox);
-
-impl CommandRunner for ExecuteRunner {
-    fn run(
-        &self,
-        command: &CommandSpec,
-    ) -> Result<vs_sandbox::CommandResult, vs_sandbox::RunnerError> {
-        self.0
-            .execute(command)
-            .map_err(|e| vs_sandbox::RunnerError::InContainer {
-                message: e.to_string(),
-            })
     }
 }

@@ -240,7 +240,7 @@ fn run_session(
         .unwrap_or_else(|| project.workspace.root().to_path_buf());
     if environment == Some(vs_runtime::RunEnvironment::Slurm) {
         if slurm_gpu_alias {
-            crate::slurm_env::warn_slurm_gpu_alias();
+            vs_runtime::broker::child::warn_slurm_gpu_alias();
         }
         let mounts = state_mounts(home, state);
         return run_in_slurm(
@@ -382,11 +382,9 @@ fn run_in_docker(
     launch: &agentshim::Launch,
     env: &vs_agent::SessionEnv,
     cwd: &std::path::Path,
-    broker: Option<&crate::slurm_env::BrokerChild>,
+    broker: Option<&vs_runtime::broker::child::BrokerChild>,
     state: Vec<vs_sandbox::docker::ExtraMount>,
 ) -> anyhow::Result<u8> {
-    use vs_sandbox::docker::EnvAllowList;
-    const HOST_ONLY: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR"];
     let mut options = crate::docker_cmd::options_for(
         project,
         args.confine.image.as_deref(),
@@ -394,17 +392,14 @@ fn run_in_docker(
     )?;
     options.extra_mounts.extend(state);
     if let Some(broker) = broker {
-        crate::slurm_env::editor_options(&mut options, broker.agent_socket())?;
+        vs_runtime::broker::child::editor_options(&mut options, broker.agent_socket())?;
     }
-    let names: Vec<String> = env
-        .vars
-        .iter()
-        .filter_map(|(k, _)| k.to_str())
-        .chain(launch.env.iter().map(|(k, _)| *k))
-        .filter(|k| !HOST_ONLY.contains(k))
-        .map(str::to_owned)
-        .collect();
-    options.env = EnvAllowList::default().with(names);
+    options.env = vs_runtime::container::agent_env_list(
+        env.vars
+            .iter()
+            .filter_map(|(k, _)| k.to_str())
+            .chain(launch.env.iter().map(|(k, _)| *k)),
+    );
     let program = launch
         .argv
         .first()
@@ -451,7 +446,8 @@ fn run_in_slurm(
     let run = crate::docker_cmd::run_id();
     // Agent jobs get the session's own network flags; the project's
     // [sandbox] network and allow_hosts the broker reads itself.
-    let broker = crate::slurm_env::BrokerChild::start(
+    let broker = vs_runtime::broker::child::BrokerChild::start(
+        &crate::project::helper_exe()?,
         project.workspace.root(),
         &run,
         agent_gpu,
@@ -461,8 +457,8 @@ fn run_in_slurm(
         args.policy.no_network,
     )?;
     env.vars.push((
-        crate::slurm_env::BROKER_SOCKET_ENV.into(),
-        crate::slurm_env::AGENT_SOCKET_IN_CONTAINER.into(),
+        vs_runtime::broker::child::BROKER_SOCKET_ENV.into(),
+        vs_runtime::broker::child::AGENT_SOCKET_IN_CONTAINER.into(),
     ));
     let outcome = run_in_docker(
         args,

@@ -150,13 +150,14 @@ impl ProjectSettings {
     /// lacks has nothing to protect.
     pub fn for_checkout(
         workspace: Workspace,
-        config: PolicyConfig,
+        mut config: PolicyConfig,
         protected: &[PathBuf],
     ) -> Result<Self> {
         let exists = |p: &PathBuf| workspace.root().join(p).symlink_metadata().is_ok();
+        keep_present(workspace.root(), &mut config);
         let hidden: BTreeSet<PathBuf> = StateLayout::hidden_paths()
             .into_iter()
-            .chain(config.hidden.iter().filter(|p| exists(p)).cloned())
+            .chain(config.hidden.iter().cloned())
             .collect();
         let mut read_only: BTreeSet<PathBuf> = StateLayout::read_only_paths()
             .into_iter()
@@ -191,6 +192,26 @@ impl ProjectSettings {
         let mut settings = Self::finish(workspace, config, &policy, &[], network, allow, false)?;
         settings.allow_hosts = allow_hosts;
         Ok(settings)
+    }
+
+    /// The settings of a run candidate's agent in its `worktree`: the
+    /// project's `config` (from the operator's project, never the
+    /// candidate's copy) without the `[sandbox]` paths the worktree lacks,
+    /// `protected` read-only ([`add_protected`]), the run-state paths,
+    /// the defaults, and `allow_hosts` added to the configuration's.
+    pub fn for_candidate(
+        worktree: Workspace,
+        mut config: PolicyConfig,
+        protected: &[PathBuf],
+        allow_hosts: &[String],
+    ) -> Result<Self> {
+        keep_present(worktree.root(), &mut config);
+        let mut flags = PolicyFlags {
+            allow_hosts: allow_hosts.to_vec(),
+            ..PolicyFlags::default()
+        };
+        add_protected(worktree.root(), &mut config, &mut flags, protected);
+        Self::with_config(worktree, config, &flags, StatePaths::Prepare)
     }
 
     /// Adds the default protections (credentials hidden; .git,
@@ -375,6 +396,14 @@ impl ProjectSettings {
         request.path_var = path_var;
         request
     }
+}
+
+/// Drops the `[sandbox]` paths a checkout at `root` does not hold (an
+/// untracked secret of the project): there they have nothing to protect.
+pub fn keep_present(root: &Path, config: &mut PolicyConfig) {
+    let exists = |p: &PathBuf| root.join(p).symlink_metadata().is_ok();
+    config.read_only.retain(exists);
+    config.hidden.retain(exists);
 }
 
 /// What the task of the project at `root` protects: `[task] protected`

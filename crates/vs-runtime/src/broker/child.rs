@@ -1,5 +1,5 @@
-//! The slurm run environment in the CLI: the run's host command broker (a
-//! `vibesys broker serve` child of this process) and the local editor
+//! The slurm run environment's local side: the run's host command broker
+//! (a `vibesys broker serve` child of this process) and the local editor
 //! container it serves. The container is a control plane: no devices
 //! (the Docker plan never passes any: attach_accelerator = false), only
 //! the broker's AGENT socket mounted (never the framework socket), the
@@ -11,8 +11,31 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
 use vs_sandbox::docker::{DockerOptions, ExtraMount};
+
+/// Why the run's broker or its editor container cannot start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BrokerChildError {
+    /// The broker process could not be started.
+    #[error("cannot start the slurm run environment's broker")]
+    Spawn(#[source] std::io::Error),
+    /// Its stdout is not readable.
+    #[error("the broker's output is not readable")]
+    NoOutput,
+    /// It could not be waited for.
+    #[error("cannot wait for the broker")]
+    Wait(#[source] std::io::Error),
+    /// It exited before naming its sockets.
+    #[error("the slurm run environment's broker did not start ({0}); see its messages above")]
+    Exited(std::process::ExitStatus),
+    /// Its socket lines are not what was asked for.
+    #[error("{0}")]
+    Sockets(String),
+    /// No static vibesys to serve as the client in the container.
+    #[error("{}", NO_STATIC_VIBESYS)]
+    NoStaticVibesys,
+}
 
 /// Where the agent socket appears in the editor container.
 pub const AGENT_SOCKET_IN_CONTAINER: &str = "/run/vibesys/agent.sock";
@@ -49,7 +72,9 @@ impl BrokerChild {
     /// `--no-network`), which agent jobs get as well. Fails, naming the
     /// broker's status, when it exits first (its own messages are on
     /// stderr).
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
+        helper: &Path,
         project: &Path,
         run: &str,
         agent_gpu: bool,
@@ -57,8 +82,8 @@ impl BrokerChild {
         checkout: Option<&str>,
         allow_hosts: &[String],
         no_network: bool,
-    ) -> anyhow::Result<Self> {
-        let mut cmd = Command::new(crate::project::helper_exe()?);
+    ) -> Result<Self, BrokerChildError> {
+        let mut cmd = Command::new(helper);
         cmd.arg("broker")
             .arg("serve")
             .arg("--project")
@@ -84,13 +109,11 @@ impl BrokerChild {
             .stderr(Stdio::inherit());
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         vs_sandbox::launch::terminate_with_parent(&mut cmd);
-        let mut child = cmd
-            .spawn()
-            .context("cannot start the slurm run environment's broker")?;
+        let mut child = cmd.spawn().map_err(BrokerChildError::Spawn)?;
         let Some(stdout) = child.stdout.take() else {
             let _ = child.kill();
             let _ = child.wait();
-            bail!("the broker's output is not readable");
+            return Err(BrokerChildError::NoOutput);
         };
         let mut reader = BufReader::new(stdout);
         let mut agent = None;
@@ -118,25 +141,27 @@ impl BrokerChild {
                     }
                 }
                 _ => {
-                    let status = child.wait().context("cannot wait for the broker")?;
-                    bail!(
-                        "the slurm run environment's broker did not start ({status}); see its messages above"
-                    );
+                    let status = child.wait().map_err(BrokerChildError::Wait)?;
+                    return Err(BrokerChildError::Exited(status));
                 }
             }
         }
         // The framework socket stays on the host: never mounted.
         let (Some(agent), Some(framework)) = (agent, framework) else {
-            bail!("the broker named no sockets");
+            return Err(BrokerChildError::Sockets(
+                "the broker named no sockets".to_owned(),
+            ));
         };
         if sockets.len() != candidates as usize {
-            bail!(
+            return Err(BrokerChildError::Sockets(format!(
                 "the broker named {} candidate socket(s), not {candidates}",
                 sockets.len()
-            );
+            )));
         }
         if checkout.is_some() != checkout_socket.is_some() {
-            bail!("the broker named no socket for the build checkout");
+            return Err(BrokerChildError::Sockets(
+                "the broker named no socket for the build checkout".to_owned(),
+            ));
         }
         tracing::info!(agent = %agent.display(), framework = %framework.display(), "slurm: broker started");
         Ok(Self {
@@ -213,9 +238,9 @@ pub const NO_STATIC_VIBESYS: &str = "the slurm run environment needs a static vi
 /// [`AGENT_SOCKET_IN_CONTAINER`], and a static vibesys to serve as the
 /// client (refused without one: the agent would have no way to reach the
 /// broker).
-pub fn editor_options(options: &mut DockerOptions, socket: &Path) -> anyhow::Result<()> {
+pub fn editor_options(options: &mut DockerOptions, socket: &Path) -> Result<(), BrokerChildError> {
     if options.command_server.is_none() {
-        bail!(NO_STATIC_VIBESYS);
+        return Err(BrokerChildError::NoStaticVibesys);
     }
     options.env = std::mem::take(&mut options.env).with([BROKER_SOCKET_ENV]);
     options.extra_mounts.push(ExtraMount {
@@ -248,7 +273,7 @@ impl vs_sandbox::CommandRunner for BrokerJobRunner {
         &self,
         command: &vs_sandbox::CommandSpec,
     ) -> Result<vs_sandbox::CommandResult, vs_sandbox::RunnerError> {
-        use vs_runtime::broker::protocol::{Final, PROTOCOL_VERSION, Request};
+        use crate::broker::protocol::{Final, PROTOCOL_VERSION, Request};
         let dispatched = |message: String| vs_sandbox::RunnerError::Dispatched {
             place: format!("the Slurm broker ({})", self.socket.display()),
             message,
@@ -289,7 +314,7 @@ impl vs_sandbox::CommandRunner for BrokerJobRunner {
         std::thread::spawn(move || {
             let mut out = vs_sandbox::runner::BoundedCapture::new(JOB_OUTPUT_CAP);
             let mut err = vs_sandbox::runner::BoundedCapture::new(JOB_OUTPUT_CAP);
-            let fin = vs_runtime::broker::client::call(&socket, &request, &mut out, &mut err)
+            let fin = crate::broker::client::call(&socket, &request, &mut out, &mut err)
                 .map_err(|e| e.to_string());
             let _ = tx.send((fin, out, err));
         });

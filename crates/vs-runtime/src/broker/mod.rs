@@ -10,6 +10,7 @@
 //! - [`server`]: sockets, the start-up probe, serving, cancelling.
 //! - [`client`]: `vibesys broker job|gate`.
 
+pub mod child;
 pub mod client;
 pub mod confine;
 pub mod protocol;
