@@ -246,3 +246,56 @@ pub fn agent_env_list<'a>(names: impl IntoIterator<Item = &'a str>) -> EnvAllowL
             .collect::<Vec<_>>(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn digest(c: char) -> String {
+        format!("sha256:{}", c.to_string().repeat(64))
+    }
+
+    fn lock() -> (tempfile::TempDir, ImageLock) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("images.lock");
+        let text = format!(
+            "version = 1\n\n[images.vibesys-editor]\ntag = \"latest\"\nmanifest_digest = \"{}\"\nconfig_digest = \"{}\"\ndiff_ids = []\n",
+            digest('a'),
+            digest('b')
+        );
+        std::fs::write(&path, text).unwrap();
+        let lock = ImageLock::load(path).unwrap();
+        (dir, lock)
+    }
+
+    #[test]
+    fn pins_by_name_tag_and_pinned_digest() {
+        let (_dir, lock) = lock();
+        for reference in [
+            "vibesys-editor".to_owned(),
+            "vibesys-editor:latest".to_owned(),
+            digest('a'),
+            digest('b'),
+        ] {
+            let pin = lock.pin(&reference).unwrap();
+            assert_eq!(pin.name, "vibesys-editor");
+            assert_eq!(pin.config_digest.to_string(), digest('b'));
+        }
+    }
+
+    #[test]
+    fn refuses_what_the_lock_does_not_pin() {
+        let (_dir, lock) = lock();
+        let e = lock.pin("vibesys-editor:other").unwrap_err().to_string();
+        assert!(e.contains("pins vibesys-editor:latest at"), "{e}");
+        let e = lock.pin(&digest('c')).unwrap_err().to_string();
+        assert!(e.contains("refusing an unpinned image"), "{e}");
+        assert!(
+            e.contains(&format!("vibesys-editor at {}", digest('b'))),
+            "{e}"
+        );
+        assert!(lock.pin("unknown").is_err());
+    }
+}

@@ -83,8 +83,14 @@ fn flat(e: HostError) -> HostError {
 #[derive(Debug)]
 pub enum Placement {
     /// docker, modal, skypilot, slurm: a container of the run's image
-    /// (pinned once per run).
-    Container(ImagePin),
+    /// (pinned once per run) with its command server.
+    Container {
+        /// The run's image.
+        pin: ImagePin,
+        /// The static vibesys serving framework commands in it
+        /// ([`crate::container::command_server`]).
+        command_server: Option<PathBuf>,
+    },
     /// host: the confinement mechanism.
     Host(ConfineMode),
 }
@@ -120,15 +126,17 @@ impl Placement {
             | RunEnvironment::Slurm => {
                 let lock = ImageLock::find(Some(request.project))?;
                 let pin = lock.pin_chosen(request.image)?;
+                let command_server = crate::container::command_server(request.helper)?;
                 if request.check_loaded {
                     vs_sandbox::docker::Engine::connect()?.check_pinned(&pin)?;
                 }
-                if request.environment == RunEnvironment::Slurm
-                    && crate::container::command_server(request.helper)?.is_none()
-                {
+                if request.environment == RunEnvironment::Slurm && command_server.is_none() {
                     return Err(refuse(broker_child::NO_STATIC_VIBESYS));
                 }
-                Ok(Self::Container(pin))
+                Ok(Self::Container {
+                    pin,
+                    command_server,
+                })
             }
             RunEnvironment::Host => request
                 .host_mode
@@ -140,7 +148,7 @@ impl Placement {
     /// The pinned image, for a container.
     pub fn image(&self) -> Option<&ImagePin> {
         match self {
-            Self::Container(pin) => Some(pin),
+            Self::Container { pin, .. } => Some(pin),
             Self::Host(_) => None,
         }
     }
@@ -242,15 +250,16 @@ impl LocalHost {
 
     /// The options of a container of the run's image, named `container`.
     fn docker_options(&self, container: String) -> Result<DockerOptions, HostError> {
-        let pin = self
-            .placement
-            .image()
-            .ok_or_else(|| refuse("no container image for this run environment"))?;
-        Ok(crate::container::base_options(
-            pin.clone(),
-            container,
-            &self.helper,
-        )?)
+        let Placement::Container {
+            pin,
+            command_server,
+        } = &self.placement
+        else {
+            return Err(refuse("no container image for this run environment"));
+        };
+        let mut options = DockerOptions::new(pin.clone(), container, &self.helper);
+        options.command_server = command_server.clone();
+        Ok(options)
     }
 
     /// The agent's environment: the session allow-list, the provider's
@@ -287,7 +296,7 @@ impl LocalHost {
         cancel: &CancellationToken,
     ) -> Result<AgentOutcome, HostError> {
         match &self.placement {
-            Placement::Container(_) => self.turn_in_docker(c, cancel),
+            Placement::Container { .. } => self.turn_in_docker(c, cancel),
             Placement::Host(mode) => self.turn_on_host(*mode, c, cancel),
         }
         .map_err(flat)
@@ -432,7 +441,7 @@ impl LocalHost {
             let layout = StateLayout::open(&self.project)?;
             let spec = crate::BuildSpec::load(&layout)?;
             let how = match &self.placement {
-                Placement::Container(_) => {
+                Placement::Container { .. } => {
                     let mut options =
                         self.docker_options(format!("{}-{}-build", c.run.run_id, c.number))?;
                     options.network = self.config.network.unwrap_or(true);
@@ -529,7 +538,7 @@ impl LocalHost {
                     "the {} run environment evaluates through its service, not a local runner",
                     self.environment
                 ))),
-                (RunEnvironment::Host, Placement::Container(_)) => {
+                (RunEnvironment::Host, Placement::Container { .. }) => {
                     Err(refuse("no host confinement mechanism"))
                 }
             }

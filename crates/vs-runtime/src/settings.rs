@@ -455,3 +455,52 @@ pub fn add_protected(
         flags.read_only.push(p.clone());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn paths(list: &[vs_sandbox::WorkspaceRelPath]) -> Vec<PathBuf> {
+        list.iter().map(|p| p.as_path().to_path_buf()).collect()
+    }
+
+    /// A candidate's settings drop the `[sandbox]` paths its worktree
+    /// lacks, and its protected path is read-only even where the
+    /// configuration names a path below it.
+    #[test]
+    fn for_candidate_skips_absent_paths_and_protects() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("evaluator/data")).unwrap();
+        std::fs::write(root.join("notes.txt"), "x").unwrap();
+        let config = PolicyConfig {
+            read_only: vec!["evaluator/data".into(), "absent".into()],
+            hidden: vec!["notes.txt".into(), "untracked-secret".into()],
+            ..PolicyConfig::default()
+        };
+        let settings = ProjectSettings::for_candidate(
+            Workspace::open(root).unwrap(),
+            config,
+            &[PathBuf::from("evaluator"), PathBuf::from("missing")],
+            &["example.com".to_owned()],
+        )
+        .unwrap();
+        let read_only = paths(settings.policy.read_only());
+        let hidden = paths(settings.policy.hidden());
+        assert!(
+            read_only.contains(&PathBuf::from("evaluator")),
+            "{read_only:?}"
+        );
+        for gone in ["evaluator/data", "absent", "missing"] {
+            assert!(!read_only.contains(&PathBuf::from(gone)), "{read_only:?}");
+        }
+        assert!(hidden.contains(&PathBuf::from("notes.txt")), "{hidden:?}");
+        assert!(
+            !hidden.contains(&PathBuf::from("untracked-secret")),
+            "{hidden:?}"
+        );
+        assert!(settings.egress_restricted());
+    }
+}
