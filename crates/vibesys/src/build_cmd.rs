@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
+use vs_runtime::broker::child::{self, BrokerChild, BrokerStart};
 use vs_runtime::build_confine::{BuildConfinement, BuildRequest, run_build};
 use vs_runtime::{
     BuildRecord, BuildSpec, RunEnvironment, RunId, RuntimeError, StateLayout, open_run_environment,
@@ -130,20 +131,20 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     // those of a live run of the same id.
     let broker = match (environment, docker.as_mut()) {
         (RunEnvironment::Slurm, Some(options)) => {
-            let broker = vs_runtime::broker::child::BrokerChild::start(
-                &crate::project::helper_exe()?,
-                layout.project(),
-                run.as_str(),
-                args.env.slurm_gpu_alias(),
-                0,
-                Some(checkout.as_str()),
-                &[],
-                false,
-            )?;
+            let broker = BrokerChild::start(BrokerStart {
+                helper: &crate::project::helper_exe()?,
+                project: layout.project(),
+                run: run.as_str(),
+                agent_gpu: args.env.slurm_gpu_alias(),
+                candidates: 0,
+                checkout: Some(checkout.as_str()),
+                allow_hosts: &[],
+                no_network: false,
+            })?;
             let socket = broker
                 .checkout_socket()
                 .context("the build's broker serves no socket for its checkout")?;
-            vs_runtime::broker::child::editor_options(options, socket)?;
+            child::editor_options(options, socket)?;
             Some(broker)
         }
         _ => None,
@@ -151,8 +152,8 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
     let mut extra_env = Vec::new();
     if broker.is_some() {
         extra_env.push((
-            vs_runtime::broker::child::BROKER_SOCKET_ENV.into(),
-            vs_runtime::broker::child::AGENT_SOCKET_IN_CONTAINER.into(),
+            child::BROKER_SOCKET_ENV.into(),
+            child::AGENT_SOCKET_IN_CONTAINER.into(),
         ));
     }
     let (commit, outcome) = run_build(BuildRequest {

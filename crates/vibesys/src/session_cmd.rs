@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use clap::Args;
 use vs_agent::{prepare_state_paths, session_command, session_env_allowlist};
+use vs_runtime::broker::child::{self, BrokerChild, BrokerStart};
 use vs_sandbox::select;
 
 use crate::exec_cmd::ConfineArgs;
@@ -240,7 +241,7 @@ fn run_session(
         .unwrap_or_else(|| project.workspace.root().to_path_buf());
     if environment == Some(vs_runtime::RunEnvironment::Slurm) {
         if slurm_gpu_alias {
-            vs_runtime::broker::child::warn_slurm_gpu_alias();
+            child::warn_slurm_gpu_alias();
         }
         let mounts = state_mounts(home, state);
         return run_in_slurm(
@@ -382,7 +383,7 @@ fn run_in_docker(
     launch: &agentshim::Launch,
     env: &vs_agent::SessionEnv,
     cwd: &std::path::Path,
-    broker: Option<&vs_runtime::broker::child::BrokerChild>,
+    broker: Option<&BrokerChild>,
     state: Vec<vs_sandbox::docker::ExtraMount>,
 ) -> anyhow::Result<u8> {
     let mut options = crate::docker_cmd::options_for(
@@ -392,7 +393,7 @@ fn run_in_docker(
     )?;
     options.extra_mounts.extend(state);
     if let Some(broker) = broker {
-        vs_runtime::broker::child::editor_options(&mut options, broker.agent_socket())?;
+        child::editor_options(&mut options, broker.agent_socket())?;
     }
     options.env = vs_runtime::container::agent_env_list(
         env.vars
@@ -446,19 +447,19 @@ fn run_in_slurm(
     let run = crate::docker_cmd::run_id();
     // Agent jobs get the session's own network flags; the project's
     // [sandbox] network and allow_hosts the broker reads itself.
-    let broker = vs_runtime::broker::child::BrokerChild::start(
-        &crate::project::helper_exe()?,
-        project.workspace.root(),
-        &run,
+    let broker = BrokerChild::start(BrokerStart {
+        helper: &crate::project::helper_exe()?,
+        project: project.workspace.root(),
+        run: &run,
         agent_gpu,
-        0,
-        None,
-        &args.policy.allow_host,
-        args.policy.no_network,
-    )?;
+        candidates: 0,
+        checkout: None,
+        allow_hosts: &args.policy.allow_host,
+        no_network: args.policy.no_network,
+    })?;
     env.vars.push((
-        vs_runtime::broker::child::BROKER_SOCKET_ENV.into(),
-        vs_runtime::broker::child::AGENT_SOCKET_IN_CONTAINER.into(),
+        child::BROKER_SOCKET_ENV.into(),
+        child::AGENT_SOCKET_IN_CONTAINER.into(),
     ));
     let outcome = run_in_docker(
         args,

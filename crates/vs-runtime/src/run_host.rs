@@ -16,7 +16,7 @@ use vs_sandbox::{
     LocalShellRunner, Workspace, select,
 };
 
-use crate::broker::child::{self as broker_child, BrokerChild};
+use crate::broker::child::{self as broker_child, BrokerChild, BrokerStart};
 use crate::build_confine::{
     BuildConfinement, EvalConfineRequest, build_confinement, evaluation_confinement,
     protected_paths,
@@ -198,16 +198,16 @@ impl LocalHost {
                     "the slurm run environment is not available here: {reason}"
                 )));
             }
-            Some(BrokerChild::start(
-                &helper,
-                layout.project(),
-                record.run_id.as_str(),
-                false,
-                record.candidates,
-                None,
-                &record.allow_hosts,
-                false,
-            )?)
+            Some(BrokerChild::start(BrokerStart {
+                helper: &helper,
+                project: layout.project(),
+                run: record.run_id.as_str(),
+                agent_gpu: false,
+                candidates: record.candidates,
+                checkout: None,
+                allow_hosts: &record.allow_hosts,
+                no_network: false,
+            })?)
         } else {
             None
         };

@@ -61,28 +61,45 @@ pub struct BrokerChild {
     _stdout: BufReader<ChildStdout>,
 }
 
+/// What a broker child is started with.
+#[derive(Debug)]
+pub struct BrokerStart<'a> {
+    /// The vibesys executable (`vibesys broker serve`).
+    pub helper: &'a Path,
+    /// The project.
+    pub project: &'a Path,
+    /// The run (or session) id.
+    pub run: &'a str,
+    /// `--agent-gpu` (the deprecated `slurm-gpu`).
+    pub agent_gpu: bool,
+    /// One agent socket per candidate of a run, each bound to its
+    /// worktree (0: none).
+    pub candidates: u32,
+    /// A standalone build's checkout name: one socket bound to that
+    /// checkout, and the broker's jobs scoped to it.
+    pub checkout: Option<&'a str>,
+    /// The session's or the run's `--allow-host`, which agent jobs get
+    /// as well.
+    pub allow_hosts: &'a [String],
+    /// The session's `--no-network`, which agent jobs get as well.
+    pub no_network: bool,
+}
+
 impl BrokerChild {
-    /// Starts the broker of run `run` for `project` and waits for its two
-    /// socket lines; `agent_gpu` adds `--agent-gpu` (the deprecated
-    /// `slurm-gpu`); `candidates` asks for one agent socket per candidate
-    /// of a run, each bound to its worktree; `checkout` (a standalone
-    /// build's checkout name) one socket bound to that checkout, and the
-    /// broker's jobs scoped to it; `allow_hosts` and `no_network` are the
-    /// session's or the run's own network flags (`--allow-host`,
-    /// `--no-network`), which agent jobs get as well. Fails, naming the
-    /// broker's status, when it exits first (its own messages are on
-    /// stderr).
-    #[allow(clippy::too_many_arguments)]
-    pub fn start(
-        helper: &Path,
-        project: &Path,
-        run: &str,
-        agent_gpu: bool,
-        candidates: u32,
-        checkout: Option<&str>,
-        allow_hosts: &[String],
-        no_network: bool,
-    ) -> Result<Self, BrokerChildError> {
+    /// Starts the broker `start` describes and waits for its socket
+    /// lines. Fails, naming the broker's status, when it exits first (its
+    /// own messages are on stderr).
+    pub fn start(start: BrokerStart<'_>) -> Result<Self, BrokerChildError> {
+        let BrokerStart {
+            helper,
+            project,
+            run,
+            agent_gpu,
+            candidates,
+            checkout,
+            allow_hosts,
+            no_network,
+        } = start;
         let mut cmd = Command::new(helper);
         cmd.arg("broker")
             .arg("serve")
