@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use vs_docker::{DockerOptions, EnvAllowList, ImagePin};
 use vs_image::Lock;
-use vs_sandbox::docker::{DockerOptions, EnvAllowList, ImagePin};
 
 use crate::project::ProjectPolicy;
 
@@ -161,17 +161,17 @@ pub const STATIC_BESIDE: &str = "vibesys-static";
 fn command_server(exe: &Path) -> anyhow::Result<Option<PathBuf>> {
     if let Some(p) = std::env::var_os("VIBESYS_COMMAND_SERVER").filter(|v| !v.is_empty()) {
         let p = PathBuf::from(p);
-        vs_sandbox::docker::check_static_executable(&p)
+        vs_docker::check_static_executable(&p)
             .context("VIBESYS_COMMAND_SERVER names no usable command server")?;
         return Ok(Some(p));
     }
-    let own = match vs_sandbox::docker::check_static_executable(exe) {
+    let own = match vs_docker::check_static_executable(exe) {
         Ok(()) => return Ok(Some(exe.to_path_buf())),
         Err(e) => e,
     };
     let beside = exe.with_file_name(STATIC_BESIDE);
     if beside.symlink_metadata().is_ok() {
-        vs_sandbox::docker::check_static_executable(&beside).with_context(|| {
+        vs_docker::check_static_executable(&beside).with_context(|| {
             format!(
                 "{} (beside this vibesys) is no usable command server; rebuild it with scripts/build-static.sh --beside {}, or remove it",
                 beside.display(),

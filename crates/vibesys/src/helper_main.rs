@@ -1,17 +1,20 @@
-//! Running a hidden helper (see [`crate::helper`] for the protocol): the
-//! binary's first step, before it parses its own command line.
+//! Running a hidden helper (see `vs_sandbox::helper` for the protocol):
+//! the binary's first step, before it parses its own command line. Here,
+//! where both crates are known, because the helpers' code is vs-sandbox's
+//! (launch, Landlock, egress forwarder) and vs-docker's (attach, the
+//! command server).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::exit_codes::{EXIT_CONFINE_FAILED, EXIT_USAGE};
-use crate::helper::Helper;
+use vs_sandbox::Helper;
+use vs_sandbox::exit_codes::{EXIT_CONFINE_FAILED, EXIT_USAGE};
 
 /// The helper entry point: when `args` (the process's whole argv, the
 /// program first) names a helper, calls `on_start` with it (the binary
 /// sets up logging there), runs it and returns its exit status; `None`
 /// otherwise (the caller parses its own command line).
-pub fn helper_main(
+pub(crate) fn helper_main(
     mut args: impl Iterator<Item = OsString>,
     on_start: impl FnOnce(&Helper),
 ) -> Option<i32> {
@@ -21,7 +24,7 @@ pub fn helper_main(
         Ok(None) => None,
         Ok(Some(helper)) => {
             on_start(&helper);
-            Some(helper.run())
+            Some(run(helper))
         }
         Err(err) => {
             eprintln!("vibesys: error: {err}");
@@ -30,35 +33,33 @@ pub fn helper_main(
     }
 }
 
-impl Helper {
-    /// Runs the helper; returns its exit status (errors are printed as
-    /// `vibesys: error: ...` with status 125).
-    pub fn run(self) -> i32 {
-        let result = match self {
-            Self::Launch { slots, limit, argv } => {
-                crate::launch::run_with_fds(&slots, &argv, &limit)
-            }
-            Self::Landlock { plan, limit, argv } => {
-                crate::launch::run_landlock(&plan, &argv, &limit, None, None)
-            }
-            Self::DockerAttach {
-                container,
-                user,
-                workdir,
-                env,
-                argv,
-            } => attach(container, user, workdir, env, argv),
-            Self::CommandServer => return crate::docker::serve_commands(),
-            Self::EgressForward { socket, port, argv } => {
-                crate::egress::forward::run(&socket, port, &argv)
-            }
-        };
-        match result {
-            Ok(code) => code,
-            Err(err) => {
-                eprintln!("vibesys: error: {err}");
-                EXIT_CONFINE_FAILED
-            }
+/// Runs the helper; returns its exit status (errors are printed as
+/// `vibesys: error: ...` with status 125).
+fn run(helper: Helper) -> i32 {
+    let result = match helper {
+        Helper::Launch { slots, limit, argv } => {
+            vs_sandbox::launch::run_with_fds(&slots, &argv, &limit)
+        }
+        Helper::Landlock { plan, limit, argv } => {
+            vs_sandbox::launch::run_landlock(&plan, &argv, &limit, None, None)
+        }
+        Helper::DockerAttach {
+            container,
+            user,
+            workdir,
+            env,
+            argv,
+        } => attach(container, user, workdir, env, argv),
+        Helper::CommandServer => return vs_docker::serve_commands(),
+        Helper::EgressForward { socket, port, argv } => {
+            vs_sandbox::egress::forward::run(&socket, port, &argv)
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("vibesys: error: {err}");
+            EXIT_CONFINE_FAILED
         }
     }
 }
@@ -70,21 +71,21 @@ fn attach(
     workdir: PathBuf,
     env: Vec<String>,
     argv: Vec<OsString>,
-) -> Result<i32, crate::SandboxError> {
+) -> Result<i32, vs_sandbox::SandboxError> {
     let argv = argv
         .into_iter()
         .map(|a| {
             a.into_string().map_err(|a| {
-                crate::SandboxError::InvalidCommand(format!("argument {a:?} is not UTF-8"))
+                vs_sandbox::SandboxError::InvalidCommand(format!("argument {a:?} is not UTF-8"))
             })
         })
         .collect::<Result<Vec<String>, _>>()?;
-    let request = crate::docker::AttachRequest {
+    let request = vs_docker::AttachRequest {
         container,
         user,
         workdir,
-        env: crate::docker::EnvAllowList::new(env).pick_from_process(),
+        env: vs_docker::EnvAllowList::new(env).pick_from_process(),
         argv,
     };
-    crate::docker::attach(&request)
+    vs_docker::attach(&request)
 }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use vs_agent::{prepare_state_paths, session_env_allowlist};
+use vs_docker::{DockerOptions, DockerSandbox, EnvAllowList};
 use vs_runtime::build_confine::{
     BuildConfinement, EvalConfineRequest, build_confinement, evaluation_confinement,
     protected_paths,
@@ -23,12 +24,10 @@ use vs_runtime::run::{
 use vs_runtime::task::EvalCommand;
 use vs_runtime::{RunEnvironment, RunId, StateLayout};
 use vs_sandbox::controls::SANDBOX_ENV;
-use vs_sandbox::docker::{DockerOptions, EnvAllowList};
 use vs_sandbox::runner::CancellationToken;
 use vs_sandbox::select;
 use vs_sandbox::{
-    CommandRunner, CommandSpec, ConfineMode, Confinement, DockerSandbox, Enforcement,
-    LocalShellRunner, Workspace,
+    CommandRunner, CommandSpec, ConfineMode, Confinement, Enforcement, LocalShellRunner, Workspace,
 };
 
 use crate::env_args::RunEnvArgs;
@@ -284,7 +283,7 @@ fn start(args: StartArgs) -> anyhow::Result<u8> {
                 "probe".to_owned(),
             )?;
             // The pinned image must be loaded before anything is recorded.
-            vs_sandbox::docker::Engine::connect()?.check_pinned(&options.image)?;
+            vs_docker::Engine::connect()?.check_pinned(&options.image)?;
             if environment == RunEnvironment::Slurm && options.command_server.is_none() {
                 bail!(crate::slurm_env::NO_STATIC_VIBESYS);
             }
@@ -723,7 +722,7 @@ impl CliHost {
             .context("the agent command is empty")?;
         let mut request =
             project.sandbox_request(&program, &host_env(), Some(c.worktree), helper_exe()?);
-        request.docker = Some(options.clone());
+        request.docker = Some(Box::new(options.clone()));
         // The allow-list's one door, for the turn (the container's
         // forwarder reaches it through its socket).
         let proxy = project.start_egress(ConfineMode::Docker)?;
@@ -834,11 +833,9 @@ fn egress_denials(
 }
 
 /// A run's accelerator plan as the Docker backend's devices.
-fn docker_devices(
-    plan: &vs_runtime::run::accelerator::AcceleratorPlan,
-) -> vs_sandbox::docker::DeviceAccess {
-    use vs_sandbox::docker::GpuSelection;
-    vs_sandbox::docker::DeviceAccess {
+fn docker_devices(plan: &vs_runtime::run::accelerator::AcceleratorPlan) -> vs_docker::DeviceAccess {
+    use vs_docker::GpuSelection;
+    vs_docker::DeviceAccess {
         nvidia: plan.nvidia.as_ref().map(|r| match &r.device_ids {
             None => GpuSelection::All,
             Some(ids) => GpuSelection::Ids(ids.clone()),
@@ -963,7 +960,7 @@ impl RunHost for CliHost {
                         self.docker_options(format!("{}-{}-eval", c.run.run_id, c.number))?;
                     options.network = command.network;
                     options.devices = docker_devices(&self.accelerators);
-                    options.extra_mounts.push(vs_sandbox::docker::ExtraMount {
+                    options.extra_mounts.push(vs_docker::ExtraMount {
                         source: place.home.to_path_buf(),
                         target: place.home.to_path_buf(),
                         read_only: false,

@@ -12,7 +12,7 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use vs_sandbox::docker::{DockerOptions, ExtraMount};
+use vs_docker::{DockerOptions, ExtraMount};
 
 /// Where the agent socket appears in the editor container.
 pub const AGENT_SOCKET_IN_CONTAINER: &str = "/run/vibesys/agent.sock";
