@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=aarch64-apple-darwin
-MACOS_CRATES=(vs-pin vs-sandbox vs-agent agentshim)
+MACOS_CRATES=(vs-pin vs-sandbox vs-docker vs-agent agentshim)
 
 if command -v rustup >/dev/null 2>&1; then
     if ! rustup target list --installed | grep -x "$target" >/dev/null; then

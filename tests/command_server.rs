@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::vibesys_bin;
-use vs_sandbox::docker::wire::{self, Reply, Request, RunRequest};
+use vs_docker::wire::{self, Reply, Request, RunRequest};
 
 fn server() -> Child {
     Command::new(vibesys_bin())

@@ -646,21 +646,18 @@ fn the_images_built_without_nix_run_git_and_the_real_claude_cli_confined() {
         );
     }
     let pinned = &lock.images["vibesys-agent"];
-    let pin = vs_sandbox::docker::ImagePin::from_locked("vibesys-agent", pinned);
-    let mut o = vs_sandbox::docker::DockerOptions::new(
-        pin,
-        unique("debimg-lib"),
-        docker_support::vibesys_bin(),
-    );
+    let pin = vs_docker::ImagePin::from_locked("vibesys-agent", pinned);
+    let mut o =
+        vs_docker::DockerOptions::new(pin, unique("debimg-lib"), docker_support::vibesys_bin());
     o.mask_root = t.path().join("masks").join(&o.run_id);
     o.user = user.to_owned();
     o.extra_mounts = vec![
-        vs_sandbox::docker::ExtraMount {
+        vs_docker::ExtraMount {
             source: claude_dir.clone(),
             target: "/home/agent/.claude".into(),
             read_only: false,
         },
-        vs_sandbox::docker::ExtraMount {
+        vs_docker::ExtraMount {
             source: claude_dir.join("settings.json"),
             target: "/home/agent/.claude/settings.json".into(),
             read_only: true,
@@ -670,7 +667,7 @@ fn the_images_built_without_nix_run_git_and_the_real_claude_cli_confined() {
         .unwrap()
         .resolve(&vs_sandbox::Workspace::open(&uroot).unwrap())
         .unwrap();
-    let sandbox = vs_sandbox::DockerSandbox::start(&policy, &o).unwrap();
+    let sandbox = vs_docker::DockerSandbox::start(&policy, &o).unwrap();
     use vs_sandbox::CommandRunner;
     let r = sandbox
         .run(

@@ -10,8 +10,9 @@ mod docker_support;
 use std::time::{Duration, Instant};
 
 use docker_support::{TestImage, static_vibesys, unique};
-use vs_sandbox::docker::DockerOptions;
-use vs_sandbox::{CommandRunner, CommandSpec, DockerSandbox, ProjectPathPolicy, Workspace};
+use vs_docker::DockerOptions;
+use vs_docker::DockerSandbox;
+use vs_sandbox::{CommandRunner, CommandSpec, ProjectPathPolicy, Workspace};
 
 fn median(mut v: Vec<Duration>) -> f64 {
     v.sort();

@@ -106,7 +106,7 @@ fn a_refused_load_leaves_the_images_the_engine_held() {
         .arg(&archive.archive)
         .output()
         .unwrap());
-    let err = vs_sandbox::docker::load(&archive.archive, &pinned.pin(), &tag)
+    let err = vs_docker::load(&archive.archive, &pinned.pin(), &tag)
         .unwrap_err()
         .to_string();
     assert!(
@@ -129,7 +129,7 @@ fn a_refused_load_leaves_the_images_the_engine_held() {
         .args(["tag", &other.config_digest, &reference])
         .output()
         .unwrap());
-    let err = vs_sandbox::docker::load(&archive.archive, &pinned.pin(), &tag)
+    let err = vs_docker::load(&archive.archive, &pinned.pin(), &tag)
         .unwrap_err()
         .to_string();
     assert!(err.contains(&archive.config_digest), "{err}");

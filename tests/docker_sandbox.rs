@@ -15,10 +15,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use docker_support::{TestImage, containers_of_run, static_vibesys, unique, workspace};
-use vs_sandbox::docker::{DockerOptions, EnvAllowList};
+use vs_docker::{DockerOptions, DockerSandbox, EnvAllowList};
 use vs_sandbox::{
-    CommandRunner, CommandSpec, Confinement, DockerSandbox, ProjectPathPolicy, ResolvedPolicy,
-    Workspace,
+    CommandRunner, CommandSpec, Confinement, ProjectPathPolicy, ResolvedPolicy, Workspace,
 };
 
 fn policy(ws: &Path) -> ResolvedPolicy {

@@ -13,8 +13,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use docker_support::{TestImage, common, unique};
-use vs_sandbox::docker::DockerOptions;
-use vs_sandbox::{CommandRunner, CommandSpec, DockerSandbox, ProjectPathPolicy, Workspace};
+use vs_docker::DockerOptions;
+use vs_docker::DockerSandbox;
+use vs_sandbox::{CommandRunner, CommandSpec, ProjectPathPolicy, Workspace};
 
 /// Root (the operator's uid 0) and an unprivileged uid.
 const USERS: [&str; 2] = ["0:0", "4242:4242"];

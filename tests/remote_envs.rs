@@ -843,14 +843,15 @@ fn install_script_pins_the_tested_versions() {
 /// of the host's service credentials.
 #[test]
 fn editor_container_has_no_devices() {
+    use vs_docker::DockerSandbox;
     use vs_runtime::RunEnvironment;
-    use vs_sandbox::{DockerSandbox, ProjectPathPolicy, Workspace};
+    use vs_sandbox::{ProjectPathPolicy, Workspace};
     let img = TestImage::new();
     let ws = tempfile::tempdir().unwrap();
     for env in [RunEnvironment::Modal, RunEnvironment::Skypilot] {
         assert!(!env.attaches_accelerator(true), "{env}");
         assert!(RunEnvironment::Docker.attaches_accelerator(true));
-        let mut options = vs_sandbox::docker::DockerOptions::new(
+        let mut options = vs_docker::DockerOptions::new(
             img.pin(),
             unique("remote"),
             docker_support::vibesys_bin(),

@@ -10,7 +10,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use vs_sandbox::docker::wire::{FrameDecoder, Reply, Request, read_frame};
+use vs_docker::wire::{FrameDecoder, Reply, Request, read_frame};
 
 const MAX: usize = 1 << 16;
 

@@ -121,10 +121,10 @@ impl TestImage {
     }
 
     /// The pin for the library API.
-    pub fn pin(&self) -> vs_sandbox::docker::ImagePin {
+    pub fn pin(&self) -> vs_docker::ImagePin {
         let lock = vs_image::Lock::load(&self.lock).unwrap();
         let img = lock.images.get(&self.name).unwrap();
-        vs_sandbox::docker::ImagePin::from_locked(&self.name, img)
+        vs_docker::ImagePin::from_locked(&self.name, img)
     }
 
     /// Removes the image from the Engine (and containers started from it).

@@ -6,14 +6,15 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
+use vs_docker::DockerOptions;
 use vs_runtime::broker::child::{self, BrokerChild, BrokerStart};
 use vs_runtime::build_confine::{BuildConfinement, BuildRequest, run_build};
 use vs_runtime::{
     BuildRecord, BuildSpec, RunEnvironment, RunId, RuntimeError, StateLayout, open_run_environment,
 };
+use vs_sandbox::ConfineMode;
 use vs_sandbox::config::PolicyConfig;
 use vs_sandbox::controls::SANDBOX_ENV;
-use vs_sandbox::{ConfineMode, DockerOptions};
 
 use std::fmt::Write as _;
 

@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
+use vs_docker::{DockerOptions, EnvAllowList, ImagePin};
 use vs_image::Lock;
 use vs_runtime::container::{self, ImageLock};
-use vs_sandbox::docker::{DockerOptions, EnvAllowList, ImagePin};
 
 use crate::project::ProjectPolicy;
 

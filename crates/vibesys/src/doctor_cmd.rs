@@ -154,7 +154,7 @@ fn check_processes() -> Check {
 }
 
 fn check_docker() -> Check {
-    use vs_sandbox::docker::{Engine, engine_socket};
+    use vs_docker::{Engine, engine_socket};
     let sock = engine_socket();
     let fail = |detail: String, fix: &str| Check {
         name: "docker",
@@ -196,7 +196,7 @@ fn check_docker() -> Check {
 
 /// Which images pinned in the lock the Engine holds (by pinned ID and
 /// layers), as one line.
-fn pinned_images(engine: &vs_sandbox::docker::Engine) -> String {
+fn pinned_images(engine: &vs_docker::Engine) -> String {
     let Ok(lock_path) = crate::docker_cmd::find_lock(None) else {
         return "no images.lock found, pinned images not checked".into();
     };

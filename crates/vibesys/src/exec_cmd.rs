@@ -112,11 +112,11 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     let proxy = project.start_egress(mode)?;
     request.egress = project.egress_door(proxy.as_ref());
     if mode == ConfineMode::Docker {
-        request.docker = Some(crate::docker_cmd::options_for(
+        request.docker = Some(Box::new(crate::docker_cmd::options_for(
             &project,
             args.confine.image.as_deref(),
             args.policy.project.as_deref(),
-        )?);
+        )?));
     }
     let Some(sandbox) = select(request, mode, enforcement)? else {
         anyhow::ensure!(

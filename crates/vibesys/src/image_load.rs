@@ -1,13 +1,13 @@
 //! `vibesys image load PATH`: check an image archive against
 //! `images/images.lock` (vs-image reads it), then stream it into the Docker
 //! Engine and check what it holds against the pin
-//! ([`vs_sandbox::docker::load`]).
+//! ([`vs_docker::load`]).
 
 use std::path::PathBuf;
 
 use anyhow::Context as _;
+use vs_docker::ImagePin;
 use vs_image::{IdKind, Lock};
-use vs_sandbox::docker::ImagePin;
 
 /// Arguments of `vibesys image load`.
 #[derive(Debug, clap::Args)]
@@ -40,7 +40,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<u8> {
     })?;
     let tag = archive.tag.as_deref().unwrap_or("latest");
     let pin = ImagePin::from_locked(&name, lock.image(&name, &args.lock)?);
-    let report = vs_sandbox::docker::load(&args.path, &pin, tag)?;
+    let report = vs_docker::load(&args.path, &pin, tag)?;
     if args.json {
         crate::output::print_json(&serde_json::to_value(&report)?)?;
     } else {

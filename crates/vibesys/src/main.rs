@@ -15,6 +15,7 @@ mod doctor_cmd;
 mod env_args;
 mod exec_cmd;
 mod gate_cmd;
+mod helper_main;
 mod image_cmd;
 mod image_load;
 mod output;
@@ -87,9 +88,9 @@ static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
 
 fn main() -> ExitCode {
     // The hidden helpers a confined command is launched through (their
-    // protocol is vs-sandbox's): no command-line parsing of ours on the
+    // protocol is vs-sandbox's, their code vs-sandbox's and vs-docker's): no command-line parsing of ours on the
     // launch path. The command server's stdout is its reply channel.
-    if let Some(status) = vs_sandbox::helper_main(std::env::args_os(), |helper| {
+    if let Some(status) = helper_main::helper_main(std::env::args_os(), |helper| {
         if *helper != vs_sandbox::Helper::CommandServer {
             init_logging();
         }

@@ -103,7 +103,7 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
         req.egress = project.planned_egress_door(to_backend(backend));
         if backend == Backend::Docker {
             match crate::docker_cmd::options_for(&project, None, args.policy.project.as_deref()) {
-                Ok(options) => req.docker = Some(options),
+                Ok(options) => req.docker = Some(Box::new(options)),
                 Err(e) => {
                     text.push_str(&format!("  unusable: {e:#}\n"));
                     backends.insert(name.into(), json!({ "error": format!("{e:#}") }));
@@ -305,7 +305,10 @@ fn describe_plan(
             text.push_str(&indent(&plan.profile));
             serde_json::to_value(plan)?
         }
-        Plan::Docker { options, plan, .. } => {
+        Plan::Docker { container, .. } => {
+            let vs_docker::PlannedContainer { options, plan, .. } =
+                vs_docker::PlannedContainer::of(container.as_ref())
+                    .ok_or_else(|| anyhow::anyhow!("the container's plan is not Docker's"))?;
             text.push_str(&format!(
                 "  image {} (by ID {}), container {}, user {}\n",
                 options.image.name, plan.image, plan.name, plan.user
@@ -332,7 +335,7 @@ fn describe_plan(
                 ));
             }
             text.push_str(&format!("  env (by name): {}\n", plan.env_names.join(" ")));
-            serde_json::to_value(plan.as_ref())?
+            serde_json::to_value(plan)?
         }
     })
 }

@@ -345,12 +345,12 @@ const IMAGE_HOME: &str = "/home/agent";
 fn state_mounts(
     home: Option<&std::path::Path>,
     state: &vs_agent::StateBinds,
-) -> Vec<vs_sandbox::docker::ExtraMount> {
+) -> Vec<vs_docker::ExtraMount> {
     let target = |p: &std::path::Path| match home.and_then(|h| p.strip_prefix(h).ok()) {
         Some(rel) if !rel.as_os_str().is_empty() => std::path::Path::new(IMAGE_HOME).join(rel),
         _ => p.to_path_buf(),
     };
-    let mount = |source: PathBuf, at: &std::path::Path, read_only| vs_sandbox::docker::ExtraMount {
+    let mount = |source: PathBuf, at: &std::path::Path, read_only| vs_docker::ExtraMount {
         target: target(at),
         source,
         read_only,
@@ -384,7 +384,7 @@ fn run_in_docker(
     env: &vs_agent::SessionEnv,
     cwd: &std::path::Path,
     broker: Option<&BrokerChild>,
-    state: Vec<vs_sandbox::docker::ExtraMount>,
+    state: Vec<vs_docker::ExtraMount>,
 ) -> anyhow::Result<u8> {
     let mut options = crate::docker_cmd::options_for(
         project,
@@ -406,7 +406,7 @@ fn run_in_docker(
         .first()
         .context("the provider command is empty")?;
     let mut request = project.sandbox_request(program, &host_env(), Some(cwd), helper_exe()?);
-    request.docker = Some(options);
+    request.docker = Some(Box::new(options));
     // The allow-list's one door: lives as long as the session.
     let _proxy = start_egress(project, vs_sandbox::ConfineMode::Docker, egress_log)?;
     request.egress = project.egress_door(_proxy.as_ref());
@@ -437,7 +437,7 @@ fn run_in_slurm(
     mut env: vs_agent::SessionEnv,
     cwd: &std::path::Path,
     agent_gpu: bool,
-    state: Vec<vs_sandbox::docker::ExtraMount>,
+    state: Vec<vs_docker::ExtraMount>,
 ) -> anyhow::Result<u8> {
     if let vs_runtime::environment::Availability::NotAvailable { reason } =
         vs_runtime::RunEnvironment::Slurm.describe().availability

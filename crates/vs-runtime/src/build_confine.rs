@@ -7,8 +7,9 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
+use vs_docker::DockerOptions;
 use vs_sandbox::config::PolicyConfig;
-use vs_sandbox::{AnySandbox, ConfineMode, DockerOptions, Enforcement, Workspace, select};
+use vs_sandbox::{AnySandbox, ConfineMode, Enforcement, Workspace, select};
 
 use crate::build::{BuildCheckout, BuildSpec, TrustedBuild};
 use crate::error::{Result, RuntimeError};
@@ -52,7 +53,7 @@ pub fn build_confinement(
         }
         BuildConfinement::Host(mode) => mode,
         BuildConfinement::Docker(options) => {
-            request.docker = Some(*options);
+            request.docker = Some(options);
             ConfineMode::Docker
         }
     };

@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+use vs_docker::{DockerOptions, EnvAllowList, ImagePin, StaticElfError};
 use vs_image::Lock;
-use vs_sandbox::docker::{DockerOptions, EnvAllowList, ImagePin, StaticElfError};
 
 /// The image a container uses without `--image` (and without
 /// `VIBESYS_DOCKER_IMAGE`).
@@ -210,7 +210,7 @@ pub fn base_options(
 /// `execute` then goes through the Engine's exec API, which is slower,
 /// and the slurm run environment refuses to start.
 pub fn command_server(exe: &Path) -> Result<Option<PathBuf>, ContainerError> {
-    use vs_sandbox::docker::check_static_executable;
+    use vs_docker::check_static_executable;
     if let Some(p) = std::env::var_os("VIBESYS_COMMAND_SERVER").filter(|v| !v.is_empty()) {
         let p = PathBuf::from(p);
         check_static_executable(&p).map_err(ContainerError::CommandServerEnv)?;

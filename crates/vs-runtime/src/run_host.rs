@@ -9,11 +9,11 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use vs_agent::{prepare_state_paths, session_env_allowlist};
-use vs_sandbox::docker::{DockerOptions, ImagePin};
+use vs_docker::{DockerOptions, DockerSandbox, ImagePin};
 use vs_sandbox::runner::CancellationToken;
 use vs_sandbox::{
-    CommandRunner, CommandSpec, ConfineMode, Confinement, DockerSandbox, Enforcement,
-    LocalShellRunner, Workspace, select,
+    CommandRunner, CommandSpec, ConfineMode, Confinement, Enforcement, LocalShellRunner, Workspace,
+    select,
 };
 
 use crate::broker::child::{self as broker_child, BrokerChild, BrokerStart};
@@ -128,7 +128,7 @@ impl Placement {
                 let pin = lock.pin_chosen(request.image)?;
                 let command_server = crate::container::command_server(request.helper)?;
                 if request.check_loaded {
-                    vs_sandbox::docker::Engine::connect()?.check_pinned(&pin)?;
+                    vs_docker::Engine::connect()?.check_pinned(&pin)?;
                 }
                 if request.environment == RunEnvironment::Slurm && command_server.is_none() {
                     return Err(refuse(broker_child::NO_STATIC_VIBESYS));
@@ -347,7 +347,7 @@ impl LocalHost {
             Some(c.worktree),
             self.helper.clone(),
         );
-        request.docker = Some(options.clone());
+        request.docker = Some(Box::new(options.clone()));
         // The allow-list's one door, for the turn (the container's
         // forwarder reaches it through its socket).
         let proxy = project.start_egress(ConfineMode::Docker)?;
@@ -509,7 +509,7 @@ impl LocalHost {
                         self.docker_options(format!("{}-{}-eval", c.run.run_id, c.number))?;
                     options.network = command.network;
                     options.devices = docker_devices(&self.accelerators);
-                    options.extra_mounts.push(vs_sandbox::docker::ExtraMount {
+                    options.extra_mounts.push(vs_docker::ExtraMount {
                         source: place.home.to_path_buf(),
                         target: place.home.to_path_buf(),
                         read_only: false,
@@ -594,9 +594,9 @@ fn egress_denials(
 }
 
 /// A run's accelerator plan as the Docker backend's devices.
-fn docker_devices(plan: &AcceleratorPlan) -> vs_sandbox::docker::DeviceAccess {
-    use vs_sandbox::docker::GpuSelection;
-    vs_sandbox::docker::DeviceAccess {
+fn docker_devices(plan: &AcceleratorPlan) -> vs_docker::DeviceAccess {
+    use vs_docker::GpuSelection;
+    vs_docker::DeviceAccess {
         nvidia: plan.nvidia.as_ref().map(|r| match &r.device_ids {
             None => GpuSelection::All,
             Some(ids) => GpuSelection::Ids(ids.clone()),

@@ -56,7 +56,7 @@ pub struct EnforcementReport {
 
 impl EnforcementReport {
     /// Starts a report with every policy path marked the same way.
-    pub(crate) fn for_policy(
+    pub fn for_policy(
         backend: &'static str,
         policy: &ResolvedPolicy,
         how: impl Fn(Access) -> (bool, String),

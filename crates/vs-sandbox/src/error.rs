@@ -238,7 +238,7 @@ pub enum SandboxError {
     InvalidCommand(String),
     /// The Docker backend failed.
     #[error(transparent)]
-    Docker(#[from] crate::docker::error::DockerError),
+    Docker(#[from] crate::docker_error::DockerError),
     /// A command runner failed to run or observe a command.
     #[error(transparent)]
     Runner(#[from] crate::runner::RunnerError),

@@ -3,9 +3,9 @@
 //! command server a run's container starts.
 //!
 //! One type writes an argv ([`Helper::argv`]) and reads it back
-//! ([`Helper::parse`]); [`crate::helper_main`] is the whole entry point,
-//! called by the binary before it parses its own command line. Nothing
-//! else encodes or decodes these argvs.
+//! ([`Helper::parse`]); the binary's `helper_main` runs them (the one place
+//! that knows both this crate's helpers and vs-docker's), before it parses
+//! its own command line. Nothing else encodes or decodes these argvs.
 //!
 //! ```text
 //! internal-launch (--fd SLOT)... [LIMIT] -- bwrap ARGS -- CMD...

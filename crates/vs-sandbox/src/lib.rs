@@ -4,29 +4,32 @@
 //! Flow: build a [`ProjectPathPolicy`] (lexical rules), resolve it against
 //! a [`Workspace`] (file-system rules), gather [`HostResources`], then
 //! lower it with the backend [`select`] chooses for the mode
-//! ([`HostSandbox`], [`LandlockSandbox`], [`SeatbeltSandbox`],
-//! [`DockerSandbox`], as one [`AnySandbox`]) into a plan that can be
+//! ([`HostSandbox`], [`LandlockSandbox`], [`SeatbeltSandbox`], or the
+//! container the caller hands in, vs-docker's `DockerSandbox`, through
+//! [`ContainerBackend`]; as one [`AnySandbox`]) into a plan that can be
 //! printed or run.
 
 pub mod bwrap;
 pub mod config;
 pub mod confinement;
+pub mod container;
 pub mod controls;
 pub mod defaults;
-pub mod docker;
+pub mod docker_error;
 pub mod egress;
 pub mod error;
 pub mod exit_codes;
 pub mod fd_slot;
 pub mod fsread;
 pub mod helper;
-mod helper_main;
 pub mod landlock;
 pub mod landlock_rules;
 pub mod launch;
 pub mod limits;
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(target_os = "linux")]
+pub use linux::fds::open_beneath;
 pub mod policy;
 pub mod private_file;
 pub mod proc_cover;
@@ -40,11 +43,11 @@ pub mod syscall_rules;
 
 pub use bwrap::{BwrapOptions, BwrapPlan, HostSandbox};
 pub use confinement::{Confinement, EnforcementReport, PathEnforcement};
+pub use container::{ContainerBackend, ContainerPlan, ContainerSandbox};
 pub use controls::{ConfineMode, Enforcement, SandboxUnavailableError};
-pub use docker::{DockerError, DockerOptions, DockerPlan, DockerSandbox};
+pub use docker_error::{DockerError, EndPhase};
 pub use error::{PolicyError, SandboxError};
 pub use helper::Helper;
-pub use helper_main::helper_main;
 pub use landlock::{LandlockOptions, LandlockPlan, LandlockSandbox};
 pub use limits::ProcessLimit;
 pub use policy::{Access, ProjectPathPolicy, ResolvedPolicy, Workspace, WorkspaceRelPath};

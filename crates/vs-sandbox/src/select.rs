@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 use crate::bwrap::{BwrapOptions, HostSandbox, find_bwrap};
 use crate::confinement::{Confinement, EnforcementReport};
+use crate::container::{ContainerBackend, ContainerPlan, ContainerSandbox};
 use crate::controls::{ConfineMode, Enforcement, allow_unconfined};
-use crate::docker::{DockerOptions, DockerSandbox};
 use crate::egress::{EgressDoor, Entrance, EntranceKind};
 use crate::error::{SandboxError, SandboxUnavailableError};
 use crate::landlock::{LandlockOptions, LandlockSandbox};
@@ -71,8 +71,9 @@ pub struct ConfineRequest<'a> {
     /// The provider's state, for sessions.
     pub state: ProviderState,
     /// The container's options, for [`ConfineMode::Docker`] (the run's
-    /// pinned image, its run id, mounts).
-    pub docker: Option<DockerOptions>,
+    /// pinned image, its run id, mounts): vs-docker's `DockerOptions`,
+    /// handed in (this crate knows no Engine; see [`crate::container`]).
+    pub docker: Option<Box<dyn ContainerBackend>>,
     /// `PATH`, where bwrap is looked up.
     pub path_var: Option<OsString>,
     /// The bwrap executable, when the caller names it (else found in
@@ -109,8 +110,9 @@ pub enum AnySandbox {
     Landlock(LandlockSandbox),
     /// Seatbelt (macOS).
     Seatbelt(SeatbeltSandbox),
-    /// A Docker container from a pinned image.
-    Docker(Box<DockerSandbox>),
+    /// A Docker container from a pinned image (vs-docker's
+    /// `DockerSandbox`).
+    Docker(Box<dyn ContainerSandbox>),
 }
 
 /// Chooses and builds the backend for `mode`: `auto` is bubblewrap on
@@ -145,9 +147,7 @@ pub fn select(
         Plan::Bwrap(s) => AnySandbox::Host(s),
         Plan::Landlock(s) => AnySandbox::Landlock(s),
         Plan::Seatbelt(s) => AnySandbox::Seatbelt(s),
-        Plan::Docker {
-            policy, options, ..
-        } => AnySandbox::Docker(Box::new(DockerSandbox::start(policy, &options)?)),
+        Plan::Docker { policy, container } => AnySandbox::Docker(container.start(policy)?),
     };
     check_enforcement(sandbox.report(), mode, enforcement)?;
     Ok(Some(sandbox))
@@ -229,16 +229,13 @@ pub enum Plan<'a> {
     Landlock(LandlockSandbox),
     /// The Seatbelt sandbox.
     Seatbelt(SeatbeltSandbox),
-    /// The container's plan, its report, and what starting it needs.
+    /// The container's plan (vs-docker's `PlannedContainer`: options,
+    /// mounts, masks, security options, report) and the policy it lowers.
     Docker {
         /// The policy it lowers.
         policy: &'a ResolvedPolicy,
-        /// The container's options.
-        options: Box<DockerOptions>,
-        /// The mounts, masks and security options.
-        plan: Box<crate::docker::DockerPlan>,
-        /// What it enforces.
-        report: EnforcementReport,
+        /// The plan, lowered once.
+        container: Box<dyn ContainerPlan>,
     },
 }
 
@@ -249,7 +246,7 @@ impl Plan<'_> {
             Self::Bwrap(s) => s.report(),
             Self::Landlock(s) => s.report(),
             Self::Seatbelt(s) => s.report(),
-            Self::Docker { report, .. } => report,
+            Self::Docker { container, .. } => container.report(),
         }
     }
 }
@@ -454,23 +451,10 @@ fn docker(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
             reason: "no container options were given (the pinned image and the run id)".into(),
         });
     };
-    let mut options = options;
-    if let Some(door) = request.egress.clone().filter(|_| request.network) {
-        if options.command_server.is_none() {
-            return Err(SandboxError::Unsupported {
-                backend: "docker",
-                reason: "an egress allow-list needs a static vibesys in the container as its forwarder (the command server): set VIBESYS_COMMAND_SERVER to one (scripts/build-static.sh builds it)".into(),
-            });
-        }
-        options.egress = Some(door);
-    }
-    let plan = crate::docker::DockerPlan::new(request.policy, &options);
-    let report = crate::docker::docker_report(request.policy, &options);
+    let egress = request.egress.filter(|_| request.network);
     Ok(Plan::Docker {
         policy: request.policy,
-        options: Box::new(options),
-        plan: Box::new(plan),
-        report,
+        container: options.plan(request.policy, egress)?,
     })
 }
 
@@ -537,19 +521,7 @@ impl AnySandbox {
                 })?;
                 Ok(crate::launch::exit_code(status))
             }
-            Self::Docker(s) => {
-                let workdir = s.plan().workdir.clone();
-                s.attach(command, &workdir)
-            }
-        }
-    }
-
-    /// The Docker sandbox, when that is the backend (its container runs
-    /// framework commands too).
-    pub fn as_docker(&self) -> Option<&DockerSandbox> {
-        match self {
-            Self::Docker(s) => Some(s),
-            _ => None,
+            Self::Docker(s) => s.run(command),
         }
     }
 

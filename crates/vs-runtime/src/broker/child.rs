@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use vs_sandbox::docker::{DockerOptions, ExtraMount};
+use vs_docker::{DockerOptions, ExtraMount};
 
 /// Why the run's broker or its editor container cannot start.
 #[derive(Debug, thiserror::Error)]

@@ -40,7 +40,7 @@ fn pipe_with(data: &[u8]) -> Result<OwnedFd, SandboxError> {
 /// checks on the descriptor that it is a `kind`. bwrap binds that very
 /// descriptor, so a path swapped for a symlink after this check binds
 /// nothing the policy did not name.
-pub(crate) fn open_beneath(
+pub fn open_beneath(
     root: &std::path::Path,
     rel: &std::path::Path,
     kind: crate::policy::PathKind,

@@ -2,7 +2,6 @@
 
 pub mod fds;
 pub mod landlock_apply;
-pub mod mount_check;
 pub mod netns;
 pub mod parent_death;
 pub mod pids;

@@ -7,12 +7,12 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 
 /// Encodes `data` as padded base64.
-pub(crate) fn encode(data: &[u8]) -> String {
+pub fn encode(data: &[u8]) -> String {
     STANDARD.encode(data)
 }
 
 /// Decodes padded base64; `None` when `s` is not canonical padded base64.
-pub(crate) fn decode(s: &str) -> Option<Vec<u8>> {
+pub fn decode(s: &str) -> Option<Vec<u8>> {
     STANDARD.decode(s).ok()
 }
 

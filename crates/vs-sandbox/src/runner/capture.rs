@@ -9,7 +9,7 @@ use super::b64;
 /// the head in a plain buffer, the tail in a ring buffer (plain `memcpy`s,
 /// so 10 GiB pass through quickly even in debug builds).
 #[derive(Debug)]
-pub(crate) struct HeadTail {
+pub struct HeadTail {
     head_cap: usize,
     tail_cap: usize,
     head: Vec<u8>,
@@ -22,7 +22,7 @@ pub(crate) struct HeadTail {
 
 impl HeadTail {
     /// A buffer keeping `cap` bytes in all: half for the head, the rest for the tail.
-    pub(crate) fn new(cap: usize) -> Self {
+    pub fn new(cap: usize) -> Self {
         let head_cap = cap / 2;
         Self {
             head_cap,
@@ -35,7 +35,7 @@ impl HeadTail {
     }
 
     /// Appends one chunk of the stream.
-    pub(crate) fn push(&mut self, mut chunk: &[u8]) {
+    pub fn push(&mut self, mut chunk: &[u8]) {
         self.total = self.total.saturating_add(chunk.len() as u64);
         if self.head.len() < self.head_cap {
             let (now, rest) = chunk.split_at((self.head_cap - self.head.len()).min(chunk.len()));
@@ -69,7 +69,7 @@ impl HeadTail {
     }
 
     /// The captured result.
-    pub(crate) fn finish(mut self) -> CapturedOutput {
+    pub fn finish(mut self) -> CapturedOutput {
         self.ring.rotate_left(self.ring_pos);
         let split = self.head.len();
         let mut bytes = self.head;

@@ -20,13 +20,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub(crate) mod b64;
+pub mod b64;
 mod capture;
 #[cfg(target_os = "linux")]
 mod linux;
 
-pub(crate) use capture::HeadTail;
-pub use capture::{BoundedCapture, CapturedOutput};
+pub use capture::{BoundedCapture, CapturedOutput, HeadTail};
 
 /// Executes one command and returns a bounded [`CommandResult`].
 pub trait CommandRunner {

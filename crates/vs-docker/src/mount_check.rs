@@ -9,8 +9,8 @@ use std::path::Path;
 
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, StatxAttributes, StatxFlags};
 
-use crate::error::SandboxError;
-use crate::policy::PathKind;
+use vs_sandbox::error::SandboxError;
+use vs_sandbox::policy::PathKind;
 
 /// The identity of a file: device and inode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,10 +35,10 @@ fn statx_id(fd: &std::os::fd::OwnedFd) -> rustix::io::Result<(FileId, rustix::fs
     ))
 }
 
-/// Opens `root/rel` race-free (see `fds::open_beneath`) and returns its
+/// Opens `root/rel` race-free (see `vs_sandbox::open_beneath`) and returns its
 /// identity.
 pub fn identify(root: &Path, rel: &Path, kind: PathKind) -> Result<FileId, SandboxError> {
-    let fd = super::fds::open_beneath(root, rel, kind)?;
+    let fd = vs_sandbox::open_beneath(root, rel, kind)?;
     statx_id(&fd)
         .map(|(id, _)| id)
         .map_err(|e| SandboxError::RaceDetected {

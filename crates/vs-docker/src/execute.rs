@@ -11,12 +11,12 @@ use bollard::models::ExecConfig;
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 
-use crate::runner::{CommandResult, CommandRunner, CommandSpec, HeadTail, RunnerError};
+use vs_sandbox::runner::{CommandResult, CommandRunner, CommandSpec, HeadTail, RunnerError};
 
-use super::EndPhase;
-use super::argv::to_strings;
-use super::procs;
-use super::sandbox::DockerSandbox;
+use crate::EndPhase;
+use crate::argv::to_strings;
+use crate::procs;
+use crate::sandbox::DockerSandbox;
 
 /// How long output is still read after the command's own process exited
 /// (a descendant may hold the stream open).

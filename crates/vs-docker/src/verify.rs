@@ -7,20 +7,20 @@
 #[cfg(target_os = "linux")]
 use std::path::{Path, PathBuf};
 
-use crate::error::SandboxError;
+use vs_sandbox::error::SandboxError;
 #[cfg(target_os = "linux")]
-use crate::policy::PathKind;
-use crate::policy::ResolvedPolicy;
+use vs_sandbox::policy::PathKind;
+use vs_sandbox::policy::ResolvedPolicy;
 
-use super::plan::DockerPlan;
+use crate::plan::DockerPlan;
 #[cfg(target_os = "linux")]
-use super::plan::MountRole;
+use crate::plan::MountRole;
 
 /// What each bind must be, identified before the container is created.
 #[derive(Debug, Default)]
 pub(super) struct Expected {
     #[cfg(target_os = "linux")]
-    binds: Vec<(PathBuf, crate::linux::mount_check::FileId)>,
+    binds: Vec<(PathBuf, crate::mount_check::FileId)>,
 }
 
 /// Identifies each bind's source: workspace paths race-free beneath the
@@ -31,7 +31,7 @@ pub(super) fn identify(
     policy: &ResolvedPolicy,
     plan: &DockerPlan,
 ) -> Result<Expected, SandboxError> {
-    use crate::linux::mount_check::{identify, identify_path};
+    use crate::mount_check::{identify, identify_path};
     let root = policy.workspace().root();
     let mut binds = Vec::with_capacity(plan.mounts.len());
     for m in &plan.mounts {
@@ -73,7 +73,7 @@ pub(super) fn verify(expected: &Expected, pid: i64) -> Result<(), SandboxError> 
     let proc_root = PathBuf::from(format!("/proc/{pid}/root"));
     wait_inspectable(&proc_root, INSPECTABLE_WITHIN);
     for (target, id) in &expected.binds {
-        crate::linux::mount_check::verify_mounted(&proc_root, target, *id)?;
+        crate::mount_check::verify_mounted(&proc_root, target, *id)?;
     }
     Ok(())
 }

@@ -10,13 +10,13 @@ use std::io::{self, Read, Write};
 
 use serde::{Deserialize, Serialize};
 
-use crate::runner::CommandResult;
+use vs_sandbox::runner::CommandResult;
 
 /// Where the static vibesys is mounted inside the container.
 pub const SERVER_PATH: &str = "/.vibesys/vibesys";
 
 /// The hidden subcommand that runs the command server.
-pub const SERVER_SUBCOMMAND: &str = crate::helper::Helper::COMMAND_SERVER;
+pub const SERVER_SUBCOMMAND: &str = vs_sandbox::helper::Helper::COMMAND_SERVER;
 
 /// Largest request the server accepts (the command's stdin travels in it,
 /// base64-encoded): 64 MiB.

@@ -9,11 +9,11 @@ use bollard::errors::Error as BollardError;
 use bollard::models::ImageInspect;
 use vs_pin::{Digest, FoundId, FoundImage, IdKind};
 
-use crate::controls::SandboxUnavailableError;
-use crate::error::SandboxError;
+use vs_sandbox::controls::SandboxUnavailableError;
+use vs_sandbox::error::SandboxError;
 
-use super::DockerError;
-use super::plan::ImagePin;
+use crate::DockerError;
+use crate::plan::ImagePin;
 
 /// How long one API call may take before it is abandoned (seconds). Loads
 /// of large archives and long-running execs are streams and not bounded by

@@ -1,7 +1,7 @@
 //! `DockerSandbox`: one workspace container per run, driven through the
 //! Engine API. This module holds the value and its start; the container's
-//! creation and clean-up are in [`super::lifecycle`], the framework's
-//! commands (`execute`, the [`CommandRunner`] side) in [`super::execute`].
+//! creation and clean-up are in [`crate::lifecycle`], the framework's
+//! commands (`execute`, the [`CommandRunner`] side) in [`crate::execute`].
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -10,21 +10,21 @@ use std::time::{Duration, Instant};
 
 use bollard::query_parameters::RemoveContainerOptionsBuilder;
 
-use crate::confinement::{Confinement, EnforcementReport};
-use crate::error::SandboxError;
-use crate::policy::ResolvedPolicy;
-use crate::runner::{CommandResult, CommandRunner, CommandSpec, DEFAULT_OUTPUT_CAP};
+use vs_sandbox::confinement::{Confinement, EnforcementReport};
+use vs_sandbox::error::SandboxError;
+use vs_sandbox::policy::ResolvedPolicy;
+use vs_sandbox::runner::{CommandResult, CommandRunner, CommandSpec, DEFAULT_OUTPUT_CAP};
 
-use super::argv::to_strings;
-use super::channel::{Channel, READY_TIMEOUT};
-use super::engine::{Engine, engine_err, is_not_found};
-use super::lifecycle::{
+use crate::argv::to_strings;
+use crate::channel::{Channel, READY_TIMEOUT};
+use crate::engine::{Engine, engine_err, is_not_found};
+use crate::lifecycle::{
     ExitWatch, Lifeline, container_ended, prepare_masks, remove_orphan_masks,
     remove_run_containers, start_container,
 };
-use super::plan::{DockerOptions, DockerPlan, docker_report, valid_run_id};
-use super::procs;
-use super::{DockerError, EndPhase};
+use crate::plan::{DockerOptions, DockerPlan, PlannedContainer, valid_run_id};
+use crate::procs;
+use crate::{DockerError, EndPhase};
 
 /// What holds the container alive: the bare lifeline, or the command
 /// server's channel over that same connection.
@@ -83,6 +83,20 @@ impl DockerSandbox {
     /// Checks the pinned image, removes containers a dead run with the
     /// same id left, creates the masks and starts the run's container.
     pub fn start(policy: &ResolvedPolicy, options: &DockerOptions) -> Result<Self, SandboxError> {
+        Self::start_planned(policy, PlannedContainer::new(policy, options.clone()))
+    }
+
+    /// [`DockerSandbox::start`] from the plan `vs_sandbox::select` made
+    /// (lowered once, for its report and for the container).
+    pub(crate) fn start_planned(
+        policy: &ResolvedPolicy,
+        planned: PlannedContainer,
+    ) -> Result<Self, SandboxError> {
+        let PlannedContainer {
+            options,
+            mut plan,
+            report,
+        } = planned;
         if !valid_run_id(&options.run_id) {
             return Err(DockerError::InvalidRunId {
                 value: options.run_id.chars().take(80).collect(),
@@ -90,7 +104,7 @@ impl DockerSandbox {
             .into());
         }
         if let Some(server) = &options.command_server {
-            super::static_elf::check_static_executable(server).map_err(|e| {
+            crate::static_elf::check_static_executable(server).map_err(|e| {
                 DockerError::CommandServer {
                     path: server.clone(),
                     reason: e.to_string(),
@@ -100,20 +114,18 @@ impl DockerSandbox {
         // The Engine resolves a device path itself (following symlinks):
         // each must be the character device it names.
         for dev in &options.devices.nodes {
-            crate::config::check_device_node(dev).map_err(|reason| SandboxError::Device {
+            vs_sandbox::config::check_device_node(dev).map_err(|reason| SandboxError::Device {
                 path: dev.clone(),
                 reason,
             })?;
         }
         let engine = Engine::connect()?;
-        let mut plan = DockerPlan::new(policy, options);
-        let report = docker_report(policy, options);
         let id = engine.check_pinned(&options.image)?;
         plan.image = id;
         engine.block_on(remove_run_containers(engine.docker(), &options.run_id))?;
         prepare_masks(&options.mask_root, &plan)?;
         engine.block_on(remove_orphan_masks(engine.docker(), &options.mask_root));
-        let expected = match super::verify::identify(policy, &plan) {
+        let expected = match crate::verify::identify(policy, &plan) {
             Ok(e) => e,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&options.mask_root);
@@ -174,7 +186,7 @@ impl DockerSandbox {
             exit: Mutex::new(Some(exit)),
             engine,
             plan,
-            options: options.clone(),
+            options,
             container_id,
             init_pid: 0,
             lifeline_pid: 0,
@@ -185,7 +197,7 @@ impl DockerSandbox {
         // Dropping `sandbox` on error removes the container.
         // A main process that ends during the check leaves no root to check
         // in: say that it ended (either way nothing was started).
-        if let Err(e) = super::verify::verify(&expected, pid) {
+        if let Err(e) = crate::verify::verify(&expected, pid) {
             return Err(sandbox.ended_or(e));
         }
         sandbox.init_pid = i32::try_from(pid).unwrap_or(0);
@@ -201,7 +213,7 @@ impl DockerSandbox {
                 };
                 return Err(sandbox.ended_or(
                     DockerError::CommandServer {
-                        path: options.command_server.clone().unwrap_or_default(),
+                        path: sandbox.options.command_server.clone().unwrap_or_default(),
                         reason: format!("it did not start in the container: {why}"),
                     }
                     .into(),
@@ -270,14 +282,14 @@ impl DockerSandbox {
     /// terminals) and returns its exit status.
     pub fn attach(&self, argv: &[OsString], workdir: &Path) -> Result<i32, SandboxError> {
         let env = self.options.env.pick_from_process();
-        let request = super::attach::AttachRequest {
+        let request = crate::attach::AttachRequest {
             container: self.container_id.clone(),
             user: self.plan.user.clone(),
             workdir: workdir.to_path_buf(),
             env,
             argv: to_strings(argv).map_err(SandboxError::from)?,
         };
-        let result = super::attach::attach_with(&self.engine, &request);
+        let result = crate::attach::attach_with(&self.engine, &request);
         let status = result.as_ref().ok().copied();
         if self.engine.block_on(self.ended_under_exec(status)) {
             return Err(self
@@ -423,13 +435,13 @@ impl Confinement for DockerSandbox {
         "docker"
     }
 
-    /// [`Helper::DockerAttach`](crate::helper::Helper::DockerAttach): the
+    /// [`Helper::DockerAttach`](vs_sandbox::helper::Helper::DockerAttach): the
     /// command in the run's container, attached to the helper's stdio.
     fn wrap(&self, argv: &[OsString]) -> Result<Vec<OsString>, SandboxError> {
         if argv.is_empty() {
             return Err(SandboxError::InvalidCommand("the command is empty".into()));
         }
-        Ok(crate::helper::Helper::DockerAttach {
+        Ok(vs_sandbox::helper::Helper::DockerAttach {
             container: self.container_id.clone(),
             user: self.plan.user.clone(),
             workdir: self.plan.workdir.clone(),

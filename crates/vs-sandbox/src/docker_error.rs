@@ -1,6 +1,7 @@
-//! Why the Docker backend failed: [`DockerError`], in a file of its own so
-//! that the crate's error (`crate::error::SandboxError::Docker`) names it
-//! without naming the backend that returns it.
+//! Why the Docker backend failed: [`DockerError`]. The backend is the
+//! crate vs-docker, above this one; its error lives here so that the
+//! crate's error (`crate::error::SandboxError::Docker`) names it, and a
+//! caller matches it as one `SandboxError` whichever backend failed.
 
 use std::path::PathBuf;
 

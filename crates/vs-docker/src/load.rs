@@ -30,11 +30,11 @@ use futures_util::StreamExt;
 use serde::Serialize;
 use vs_pin::{Digest, IdKind};
 
-use crate::error::SandboxError;
+use vs_sandbox::error::SandboxError;
 
-use super::DockerError;
-use super::engine::{Engine, engine_err, found_image};
-use super::plan::ImagePin;
+use crate::DockerError;
+use crate::engine::{Engine, engine_err, found_image};
+use crate::plan::ImagePin;
 
 /// What [`load`] did (`vibesys image load --json` prints it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

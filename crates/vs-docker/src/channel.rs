@@ -15,9 +15,9 @@ use futures_util::StreamExt;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 
-use crate::runner::{CommandResult, CommandSpec, RunnerError, b64};
+use vs_sandbox::runner::{CommandResult, CommandSpec, RunnerError, b64};
 
-use super::wire::{FrameDecoder, MAX_STDIN, Reply, Request, RunRequest, frame, max_reply};
+use crate::wire::{FrameDecoder, MAX_STDIN, Reply, Request, RunRequest, frame, max_reply};
 
 pub(crate) type Writer = Pin<Box<dyn AsyncWrite + Send>>;
 pub(crate) type Output =

@@ -15,12 +15,12 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 
-use crate::error::SandboxError;
+use vs_sandbox::error::SandboxError;
 
-use super::DockerError;
-use super::channel::{Output, Writer};
-use super::engine::{engine_err, is_not_found};
-use super::plan::{DockerPlan, MountRole, RUN_ID_LABEL, valid_run_id};
+use crate::DockerError;
+use crate::channel::{Output, Writer};
+use crate::engine::{engine_err, is_not_found};
+use crate::plan::{DockerPlan, MountRole, RUN_ID_LABEL, valid_run_id};
 
 /// The attached stdin of the container's main process. While vibesys
 /// holds it, the container runs; when vibesys exits or dies, the Engine
@@ -380,7 +380,7 @@ fn printable(text: &str) -> String {
 /// image, a missing shell): its exit code and the end of what it printed.
 pub(super) async fn container_ended(
     container: &str,
-    phase: super::EndPhase,
+    phase: crate::EndPhase,
     exit: ExitWatch,
     output: Option<Output>,
 ) -> DockerError {
@@ -418,8 +418,8 @@ pub(super) async fn container_ended(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::docker::{DeviceAccess, DockerOptions, GpuSelection, ImagePin};
-    use crate::{ProjectPathPolicy, Workspace};
+    use crate::{DeviceAccess, DockerOptions, GpuSelection, ImagePin};
+    use vs_sandbox::{ProjectPathPolicy, Workspace};
 
     #[test]
     fn a_dead_containers_output_is_printable() {

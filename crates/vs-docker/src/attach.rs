@@ -13,10 +13,10 @@ use bollard::query_parameters::ResizeExecOptionsBuilder;
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 
-use crate::error::SandboxError;
+use vs_sandbox::error::SandboxError;
 
-use super::engine::{Engine, engine_err};
-use super::tty;
+use crate::engine::{Engine, engine_err};
+use crate::tty;
 
 /// One attached command.
 #[derive(Clone)]
@@ -39,7 +39,7 @@ impl std::fmt::Debug for AttachRequest {
             .field("container", &self.container)
             .field("user", &self.user)
             .field("workdir", &self.workdir)
-            .field("env", &super::env::redacted(&self.env))
+            .field("env", &crate::env::redacted(&self.env))
             .field("argv", &self.argv)
             .finish()
     }
@@ -209,11 +209,11 @@ fn start_failure_status(code: i32, head: &[u8]) -> i32 {
     let about_the_program = text
         .split_once("unable to start container process: exec: \"")
         .is_some_and(|(_, rest)| NOT_FOUND.iter().any(|n| rest.contains(n)));
-    if code == crate::exit_codes::EXIT_CANNOT_EXECUTE
+    if code == vs_sandbox::exit_codes::EXIT_CANNOT_EXECUTE
         && text.starts_with("OCI runtime exec failed")
         && about_the_program
     {
-        crate::exit_codes::EXIT_NOT_FOUND
+        vs_sandbox::exit_codes::EXIT_NOT_FOUND
     } else {
         code
     }

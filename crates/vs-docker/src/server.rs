@@ -18,9 +18,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::runner::{CancellationToken, CommandRunner, CommandSpec, LocalShellRunner, b64};
+use vs_sandbox::runner::{CancellationToken, CommandRunner, CommandSpec, LocalShellRunner, b64};
 
-use super::wire::{MAX_REQUEST, Reply, Request, RunRequest, read_frame, write_frame};
+use crate::wire::{MAX_REQUEST, Reply, Request, RunRequest, read_frame, write_frame};
 
 type Out = Arc<Mutex<io::Stdout>>;
 type Running = Arc<Mutex<HashMap<u64, CancellationToken>>>;

@@ -2,7 +2,7 @@
 
 use std::ffi::OsString;
 
-use crate::runner::RunnerError;
+use vs_sandbox::runner::RunnerError;
 
 pub(super) fn to_strings(argv: &[OsString]) -> Result<Vec<String>, RunnerError> {
     if argv.is_empty() {

@@ -1,5 +1,5 @@
 //! The policy lowered to a Docker container configuration: pure data that
-//! `vibesys policy show --backend docker` prints and [`super::DockerSandbox`]
+//! `vibesys policy show --backend docker` prints and [`crate::DockerSandbox`]
 //! hands to the Engine.
 
 use std::collections::BTreeMap;
@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use vs_pin::{Digest, LockedImage, Pin};
 
-use crate::confinement::EnforcementReport;
-use crate::policy::{Access, PathKind, ResolvedPolicy, metadata_paths};
+use vs_sandbox::confinement::EnforcementReport;
+use vs_sandbox::policy::{Access, PathKind, ResolvedPolicy, metadata_paths};
 
-use super::env::EnvAllowList;
-use super::wire::{SERVER_PATH, SERVER_SUBCOMMAND};
+use crate::env::EnvAllowList;
+use crate::wire::{SERVER_PATH, SERVER_SUBCOMMAND};
 
 /// The label every vibesys container carries; its value is the run id.
 pub const RUN_ID_LABEL: &str = "dev.vibesys.run-id";
@@ -90,7 +90,7 @@ pub struct DockerOptions {
     pub chdir: Option<PathBuf>,
     /// A static vibesys executable to run as the container's main process,
     /// the command server that `execute` talks to over the attach
-    /// connection (mounted read-only at [`super::wire::SERVER_PATH`]).
+    /// connection (mounted read-only at [`crate::wire::SERVER_PATH`]).
     /// `None`: `execute` goes through the Engine's exec API (slower: one
     /// exec create, start and inspect per command).
     pub command_server: Option<PathBuf>,
@@ -101,7 +101,7 @@ pub struct DockerOptions {
     /// Egress by allow-list (with `network`): network `none`, the proxy's
     /// socket mounted in and the static vibesys (the command server's)
     /// as a forwarder in front of the server on the container's loopback.
-    pub egress: Option<crate::egress::EgressDoor>,
+    pub egress: Option<vs_sandbox::egress::EgressDoor>,
     /// Host devices handed to the container (an accelerator's; none by
     /// default).
     pub devices: DeviceAccess,
@@ -114,7 +114,7 @@ pub struct DeviceAccess {
     /// `nvidia`, capability `gpu`); `None`: no GPU.
     pub nvidia: Option<GpuSelection>,
     /// Device nodes passed in at the same path, read and write (no
-    /// `mknod`), each checked by [`crate::config::check_device_node`] when
+    /// `mknod`), each checked by [`vs_sandbox::config::check_device_node`] when
     /// the container starts.
     pub nodes: Vec<PathBuf>,
 }
@@ -409,7 +409,7 @@ impl DockerPlan {
             mounts.push(PlannedMount {
                 role: MountRole::Extra,
                 source: socket.to_path_buf(),
-                target: PathBuf::from(crate::egress::INSIDE_SOCKET),
+                target: PathBuf::from(vs_sandbox::egress::INSIDE_SOCKET),
                 read_only: false,
             });
         }
@@ -442,7 +442,10 @@ impl DockerPlan {
             cap_drop: vec!["ALL".to_owned()],
             security_opt: vec![
                 "no-new-privileges".to_owned(),
-                format!("seccomp={}", crate::syscall_rules::docker_seccomp_profile()),
+                format!(
+                    "seccomp={}",
+                    vs_sandbox::syscall_rules::docker_seccomp_profile()
+                ),
             ],
             // An allow-list is never the open network: without the command
             // server to forward it, the container gets no network at all.
@@ -458,9 +461,9 @@ impl DockerPlan {
             memory_bytes: options.memory_bytes,
             init: true,
             lifeline: match (&options.command_server, egress) {
-                (Some(_), Some(_)) => crate::egress::forwarder_argv(
+                (Some(_), Some(_)) => vs_sandbox::egress::forwarder_argv(
                     SERVER_PATH,
-                    crate::egress::INSIDE_SOCKET,
+                    vs_sandbox::egress::INSIDE_SOCKET,
                     &[SERVER_PATH.into(), SERVER_SUBCOMMAND.into()],
                 )
                 .into_iter()
@@ -480,14 +483,14 @@ impl DockerPlan {
                     .env
                     .names()
                     .iter()
-                    .filter(|n| !crate::egress::is_proxy_var(n))
+                    .filter(|n| !vs_sandbox::egress::is_proxy_var(n))
                     .cloned()
                     .collect(),
                 None => options.env.names().to_vec(),
             },
             workdir,
             container_env: match egress {
-                Some(_) => crate::egress::proxy_env()
+                Some(_) => vs_sandbox::egress::proxy_env()
                     .into_iter()
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect(),
@@ -514,6 +517,34 @@ pub fn valid_run_id(run_id: &str) -> bool {
             .bytes()
             .next()
             .is_some_and(|b| b.is_ascii_alphanumeric())
+}
+
+/// The container's plan, lowered once: its options, the mounts, masks and
+/// security options, and what it enforces.
+#[derive(Debug)]
+pub struct PlannedContainer {
+    /// The container's options (with the egress door, when it has one).
+    pub options: DockerOptions,
+    /// The mounts, masks and security options.
+    pub plan: DockerPlan,
+    /// What it enforces.
+    pub report: EnforcementReport,
+}
+
+impl PlannedContainer {
+    /// Lowers `policy` with `options`.
+    pub fn new(policy: &ResolvedPolicy, options: DockerOptions) -> Self {
+        Self {
+            plan: DockerPlan::new(policy, &options),
+            report: docker_report(policy, &options),
+            options,
+        }
+    }
+
+    /// The Docker plan behind `plan` (`policy show` prints it).
+    pub fn of(plan: &dyn vs_sandbox::ContainerPlan) -> Option<&Self> {
+        (plan as &dyn std::any::Any).downcast_ref()
+    }
 }
 
 /// What the Docker backend enforces.
@@ -561,7 +592,7 @@ pub fn docker_report(policy: &ResolvedPolicy, options: &DockerOptions) -> Enforc
             }
             (Some(door), true) => format!(
                 "network: none; the one door out is vibesys's proxy (its socket mounted in; the container's loopback listener at 127.0.0.1:{}, named by HTTPS_PROXY, HTTP_PROXY and ALL_PROXY, is handed to it by the static vibesys and accepted from outside), admitting only {}",
-                crate::egress::INSIDE_PORT,
+                vs_sandbox::egress::INSIDE_PORT,
                 door.allow
                     .patterns()
                     .iter()
@@ -591,7 +622,7 @@ pub fn docker_report(policy: &ResolvedPolicy, options: &DockerOptions) -> Enforc
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::{ProjectPathPolicy, Workspace};
+    use vs_sandbox::{ProjectPathPolicy, Workspace};
 
     fn pin() -> ImagePin {
         ImagePin {
@@ -697,8 +728,8 @@ mod tests {
         let policy = ProjectPathPolicy::empty().resolve(&ws).unwrap();
         let mut opts = DockerOptions::new(pin(), "r1", "/usr/bin/vibesys");
         opts.network = true;
-        opts.egress = Some(crate::egress::EgressDoor::handover(
-            crate::egress::AllowList::parse(["pypi.org"]).unwrap(),
+        opts.egress = Some(vs_sandbox::egress::EgressDoor::handover(
+            vs_sandbox::egress::AllowList::parse(["pypi.org"]).unwrap(),
             "/run/user/0/vibesys-egress-1/egress.sock",
         ));
         let plan = DockerPlan::new(&policy, &opts);
@@ -707,7 +738,7 @@ mod tests {
             !plan
                 .mounts
                 .iter()
-                .any(|m| m.target == Path::new(crate::egress::INSIDE_SOCKET))
+                .any(|m| m.target == Path::new(vs_sandbox::egress::INSIDE_SOCKET))
         );
         let report = docker_report(&policy, &opts);
         assert!(
@@ -722,7 +753,7 @@ mod tests {
         opts.command_server = Some(PathBuf::from("/opt/vibesys-static"));
         let plan = DockerPlan::new(&policy, &opts);
         assert_eq!(plan.network_mode, "none");
-        assert_eq!(plan.lifeline[1], crate::helper::Helper::EGRESS_FORWARD);
+        assert_eq!(plan.lifeline[1], vs_sandbox::helper::Helper::EGRESS_FORWARD);
     }
 
     #[test]

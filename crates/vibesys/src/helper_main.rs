@@ -1,0 +1,91 @@
+//! Running a hidden helper (see `vs_sandbox::helper` for the protocol):
+//! the binary's first step, before it parses its own command line. Here,
+//! where both crates are known, because the helpers' code is vs-sandbox's
+//! (launch, Landlock, egress forwarder) and vs-docker's (attach, the
+//! command server).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use vs_sandbox::Helper;
+use vs_sandbox::exit_codes::{EXIT_CONFINE_FAILED, EXIT_USAGE};
+
+/// The helper entry point: when `args` (the process's whole argv, the
+/// program first) names a helper, calls `on_start` with it (the binary
+/// sets up logging there), runs it and returns its exit status; `None`
+/// otherwise (the caller parses its own command line).
+pub(crate) fn helper_main(
+    mut args: impl Iterator<Item = OsString>,
+    on_start: impl FnOnce(&Helper),
+) -> Option<i32> {
+    let _program = args.next()?;
+    let subcommand = args.next()?;
+    match Helper::parse(&subcommand, args) {
+        Ok(None) => None,
+        Ok(Some(helper)) => {
+            on_start(&helper);
+            Some(run(helper))
+        }
+        Err(err) => {
+            eprintln!("vibesys: error: {err}");
+            Some(EXIT_USAGE)
+        }
+    }
+}
+
+/// Runs the helper; returns its exit status (errors are printed as
+/// `vibesys: error: ...` with status 125).
+fn run(helper: Helper) -> i32 {
+    let result = match helper {
+        Helper::Launch { slots, limit, argv } => {
+            vs_sandbox::launch::run_with_fds(&slots, &argv, &limit)
+        }
+        Helper::Landlock { plan, limit, argv } => {
+            vs_sandbox::launch::run_landlock(&plan, &argv, &limit, None, None)
+        }
+        Helper::DockerAttach {
+            container,
+            user,
+            workdir,
+            env,
+            argv,
+        } => attach(container, user, workdir, env, argv),
+        Helper::CommandServer => return vs_docker::serve_commands(),
+        Helper::EgressForward { socket, port, argv } => {
+            vs_sandbox::egress::forward::run(&socket, port, &argv)
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("vibesys: error: {err}");
+            EXIT_CONFINE_FAILED
+        }
+    }
+}
+
+/// [`Helper::DockerAttach`]: the command in the container, attached.
+fn attach(
+    container: String,
+    user: String,
+    workdir: PathBuf,
+    env: Vec<String>,
+    argv: Vec<OsString>,
+) -> Result<i32, vs_sandbox::SandboxError> {
+    let argv = argv
+        .into_iter()
+        .map(|a| {
+            a.into_string().map_err(|a| {
+                vs_sandbox::SandboxError::InvalidCommand(format!("argument {a:?} is not UTF-8"))
+            })
+        })
+        .collect::<Result<Vec<String>, _>>()?;
+    let request = vs_docker::AttachRequest {
+        container,
+        user,
+        workdir,
+        env: vs_docker::EnvAllowList::new(env).pick_from_process(),
+        argv,
+    };
+    vs_docker::attach(&request)
+}
