@@ -12,7 +12,7 @@ use vs_runtime::{
 };
 use vs_sandbox::config::PolicyConfig;
 use vs_sandbox::controls::SANDBOX_ENV;
-use vs_sandbox::{ConfineMode, DockerOptions};
+use vs_sandbox::{ConfineMode, DockerOptions, Enforcement, OperatorChoice, Purpose};
 
 use std::fmt::Write as _;
 
@@ -177,33 +177,17 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
 /// The host mechanism of a build, checked against its run environment
 /// before anything is checked out or run (a build never runs unconfined).
 fn build_mode(args: &BuildArgs, environment: RunEnvironment) -> anyhow::Result<ConfineMode> {
-    let env_mode = ConfineMode::from_env_value(std::env::var_os(SANDBOX_ENV).as_deref())?;
-    let mode = match args.confine {
-        BuildConfine::Auto => env_mode,
+    let flag = match args.confine {
+        BuildConfine::Auto => ConfineMode::Auto,
         BuildConfine::Bwrap => ConfineMode::Bwrap,
         BuildConfine::Landlock => ConfineMode::Landlock,
     };
-    if mode == ConfineMode::Off {
-        bail!(
-            "refusing to build: agent confinement is disabled ({SANDBOX_ENV}=off) and a candidate build never runs unconfined, with or without --no-require-enforcement; unset {SANDBOX_ENV} or set it to auto, bwrap or landlock"
-        );
-    }
-    match environment {
-        RunEnvironment::Host if mode == ConfineMode::Docker => bail!(
-            "{SANDBOX_ENV}=docker does not apply to builds in the host run environment; use --confine bwrap or landlock, or --run-environment docker"
-        ),
-        RunEnvironment::Docker | RunEnvironment::Slurm if args.confine != BuildConfine::Auto => {
-            bail!(
-                "--confine {} applies to the host run environment; the {environment} run environment confines the build in its container (pass --run-environment host to use it)",
-                match args.confine {
-                    BuildConfine::Landlock => "landlock",
-                    _ => "bwrap",
-                }
-            )
-        }
-        _ => {}
-    }
-    Ok(mode)
+    let resolved = OperatorChoice::read(flag, std::env::var_os(SANDBOX_ENV).as_deref())?.resolve(
+        Purpose::Build,
+        environment.confine_place(environment.name()),
+        Enforcement::Required,
+    )?;
+    Ok(resolved.mode)
 }
 
 /// Prints a build's outcome (text or `--json`) and maps it to the exit
