@@ -68,9 +68,6 @@ enum Command {
     RunEnv(run_env_cmd::RunEnvCmdArgs),
     /// The slurm run environment's host command broker and its client.
     Broker(broker_cmd::BrokerArgs),
-    /// Internal: confine an agent job on a Slurm compute node.
-    #[command(name = "internal-host-job", hide = true)]
-    InternalHostJob(broker_cmd::HostJobArgs),
 }
 
 /// The allocator of the static (musl) build, the binary vibesys ships.
@@ -90,11 +87,15 @@ fn main() -> ExitCode {
     // The hidden helpers a confined command is launched through (their
     // protocol is vs-sandbox's): no command-line parsing of ours on the
     // launch path. The command server's stdout is its reply channel.
-    if let Some(status) = vs_sandbox::helper_main(std::env::args_os(), |helper| {
-        if *helper != vs_sandbox::Helper::CommandServer {
-            init_logging();
-        }
-    }) {
+    if let Some(status) = vs_sandbox::helper_main(
+        std::env::args_os(),
+        |helper| {
+            if *helper != vs_sandbox::Helper::CommandServer {
+                init_logging();
+            }
+        },
+        |job| i32::from(broker_cmd::internal_host_job(job)),
+    ) {
         return ExitCode::from(u8::try_from(status).unwrap_or(EXIT_VIBESYS_ERROR));
     }
     let cli = match parse() {
@@ -124,9 +125,6 @@ fn main() -> ExitCode {
         Command::Run(args) => run_cmd::run(args),
         Command::RunEnv(args) => run_env_cmd::run_env(args),
         Command::Broker(args) => broker_cmd::run(args),
-        Command::InternalHostJob(args) => {
-            return ExitCode::from(broker_cmd::internal_host_job(args));
-        }
     };
     match result {
         Ok(code) => ExitCode::from(code),

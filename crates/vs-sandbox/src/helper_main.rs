@@ -5,15 +5,18 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use crate::exit_codes::{EXIT_CONFINE_FAILED, EXIT_USAGE};
-use crate::helper::Helper;
+use crate::helper::{Helper, HostJob};
 
 /// The helper entry point: when `args` (the process's whole argv, the
 /// program first) names a helper, calls `on_start` with it (the binary
 /// sets up logging there), runs it and returns its exit status; `None`
-/// otherwise (the caller parses its own command line).
+/// otherwise (the caller parses its own command line). An agent job
+/// ([`Helper::HostJob`]) is confined by the broker's code, which this
+/// crate does not hold: `host_job` runs it.
 pub fn helper_main(
     mut args: impl Iterator<Item = OsString>,
     on_start: impl FnOnce(&Helper),
+    host_job: impl FnOnce(HostJob) -> i32,
 ) -> Option<i32> {
     let _program = args.next()?;
     let subcommand = args.next()?;
@@ -21,7 +24,10 @@ pub fn helper_main(
         Ok(None) => None,
         Ok(Some(helper)) => {
             on_start(&helper);
-            Some(helper.run())
+            Some(match helper {
+                Helper::HostJob(job) => host_job(*job),
+                helper => helper.run(),
+            })
         }
         Err(err) => {
             eprintln!("vibesys: error: {err}");
@@ -32,7 +38,8 @@ pub fn helper_main(
 
 impl Helper {
     /// Runs the helper; returns its exit status (errors are printed as
-    /// `vibesys: error: ...` with status 125).
+    /// `vibesys: error: ...` with status 125). An agent job is refused
+    /// here: [`helper_main`] hands it to the binary.
     pub fn run(self) -> i32 {
         let result = match self {
             Self::Launch { slots, limit, argv } => {
@@ -52,6 +59,10 @@ impl Helper {
             Self::EgressForward { socket, port, argv } => {
                 crate::egress::forward::run(&socket, port, &argv)
             }
+            Self::HostJob(_) => Err(crate::SandboxError::Unsupported {
+                backend: "bwrap",
+                reason: "an agent job is confined by the run's broker code, which helper_main hands it to".into(),
+            }),
         };
         match result {
             Ok(code) => code,
