@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use docker_support::{TestImage, containers_of_run, static_vibesys, unique, workspace};
-use vs_sandbox::docker::{DockerOptions, EnvAllowList};
+use vs_sandbox::docker::{DockerOptions, EnvAllowList, ExecuteVia};
 use vs_sandbox::{
     CommandRunner, CommandSpec, Confinement, DockerSandbox, ProjectPathPolicy, ResolvedPolicy,
     Workspace,
@@ -217,16 +217,16 @@ fn non_root_user_owns_what_it_writes() {
 #[test]
 fn execute_results_match_the_host_runner_through_the_command_server() {
     let img = TestImage::new();
-    execute_results_match_the_host_runner(&options(&img), "command-server");
+    execute_results_match_the_host_runner(&options(&img), ExecuteVia::CommandServer);
 }
 
 #[test]
 fn execute_results_match_the_host_runner_through_engine_exec() {
     let img = TestImage::new();
-    execute_results_match_the_host_runner(&options_engine_exec(&img), "engine-exec");
+    execute_results_match_the_host_runner(&options_engine_exec(&img), ExecuteVia::EngineExec);
 }
 
-fn execute_results_match_the_host_runner(o: &DockerOptions, via: &str) {
+fn execute_results_match_the_host_runner(o: &DockerOptions, via: ExecuteVia) {
     let ws = workspace();
     let root = std::fs::canonicalize(ws.path()).unwrap();
     let sandbox = DockerSandbox::start(&policy(&root), o)

@@ -85,9 +85,17 @@ pub struct BuildArgs {
     json: bool,
 }
 
+/// A build's outcome in `--json` (`verified`, `rejected`).
+#[derive(Serialize)]
+#[serde(rename_all = "lowercase")]
+enum BuildStatus {
+    Verified,
+    Rejected,
+}
+
 #[derive(Serialize)]
 struct BuildJson<'a> {
-    status: &'static str,
+    status: BuildStatus,
     run_environment: &'static str,
     record_path: Option<PathBuf>,
     record: Option<&'a BuildRecord>,
@@ -203,7 +211,7 @@ fn report(
             print_build_output(build.output());
             if args.json {
                 print_json(&serde_json::to_value(BuildJson {
-                    status: "verified",
+                    status: BuildStatus::Verified,
                     run_environment: environment.name(),
                     record_path: Some(build.path()),
                     record: Some(build.record()),
@@ -238,7 +246,7 @@ fn report(
             eprintln!("vibesys: error: build of {commit} rejected: {e}");
             if args.json {
                 print_json(&serde_json::to_value(BuildJson {
-                    status: "rejected",
+                    status: BuildStatus::Rejected,
                     run_environment: environment.name(),
                     record_path: None,
                     record: None,

@@ -32,8 +32,8 @@ pub use env::{DEFAULT_ENV_ALLOW, EnvAllowList, is_credential_name, redacted};
 pub use error::{DockerError, EndPhase};
 pub use load::{LoadReport, load};
 pub use plan::{
-    DeviceAccess, DockerOptions, DockerPlan, ExtraMount, GpuSelection, IMAGE_LABEL, ImagePin,
-    LIFELINE, MountRole, PlannedDevice, PlannedDeviceRequest, PlannedMount, RUN_ID_LABEL,
+    DeviceAccess, DockerOptions, DockerPlan, ExecuteVia, ExtraMount, GpuSelection, IMAGE_LABEL,
+    ImagePin, LIFELINE, MountRole, PlannedDevice, PlannedDeviceRequest, PlannedMount, RUN_ID_LABEL,
     container_name, current_user, default_mask_root, docker_report, valid_run_id,
 };
 pub use sandbox::DockerSandbox;
