@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use clap::Args;
 use vs_agent::{prepare_state_paths, session_command, session_env_allowlist};
-use vs_sandbox::select;
+use vs_sandbox::{Purpose, Resolved, RunPlace, select};
 
 use crate::exec_cmd::ConfineArgs;
 use crate::project::{PolicyArgs, helper_exe, host_env};
@@ -103,7 +103,7 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
     let slurm_gpu_alias =
         args.run_environment.as_deref() == Some(vs_runtime::environment::SLURM_GPU_ALIAS);
     let place = match environment {
-        None => vs_sandbox::RunPlace::Host,
+        None => RunPlace::Host,
         Some(
             e @ (vs_runtime::RunEnvironment::Host
             | vs_runtime::RunEnvironment::Docker
@@ -111,11 +111,8 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
         ) => e.confine_place(args.run_environment.as_deref().unwrap_or_default()),
         Some(other) => bail!("the {other} run environment does not run sessions in this build"),
     };
-    let vs_sandbox::Resolved { mode, enforcement } = choice.resolve(
-        vs_sandbox::Purpose::Agent,
-        place,
-        args.confine.enforcement(),
-    )?;
+    let Resolved { mode, enforcement } =
+        choice.resolve(Purpose::Agent, place, args.confine.enforcement())?;
     // The policy, whose allow-list admits the provider's own API host.
     let resolve = || -> anyhow::Result<crate::project::ProjectPolicy> {
         let mut project = args.policy.resolve()?;

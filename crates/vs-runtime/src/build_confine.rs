@@ -150,7 +150,7 @@ pub fn evaluation_confinement(request: EvalConfineRequest<'_>) -> Result<AnySand
 pub fn evaluation_container(
     request: EvalConfineRequest<'_>,
     mut options: DockerOptions,
-) -> Result<AnySandbox> {
+) -> Result<vs_sandbox::DockerSandbox> {
     let settings = ProjectSettings::for_checkout(
         Workspace::open(request.place.checkout)?,
         request.config,
@@ -172,16 +172,17 @@ pub fn evaluation_container(
         RunPlace::Container("docker"),
         Enforcement::Required,
     )?;
-    select(confine, mode, enforcement)?.ok_or_else(|| {
-        RuntimeError::Sandbox(
+    match select(confine, mode, enforcement)? {
+        Some(AnySandbox::Docker(sandbox)) => Ok(*sandbox),
+        _ => Err(RuntimeError::Sandbox(
             vs_sandbox::SandboxUnavailableError::new(
                 "evaluation confinement",
                 "no container was started",
                 "check and measure never run candidate code unconfined",
             )
             .into(),
-        )
-    })
+        )),
+    }
 }
 
 /// The whole environment of a build: `PATH` (the caller's, else a fixed
