@@ -582,10 +582,12 @@ mod tests {
         let Plan::Seatbelt(s) = plan(off, Backend::Seatbelt).unwrap() else {
             panic!("not a Seatbelt plan");
         };
+        let profile = &s.plan().profile;
         assert!(
-            s.plan()
-                .profile
-                .ends_with("(allow network* (local unix))\n")
+            profile.contains("(allow network* (local unix))\n")
+                && !profile.contains("(allow network*)\n")
+                && !profile.contains("remote tcp4"),
+            "{profile}"
         );
     }
 
