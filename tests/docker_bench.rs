@@ -10,8 +10,7 @@ mod docker_support;
 use std::time::{Duration, Instant};
 
 use docker_support::{TestImage, static_vibesys, unique};
-use vs_docker::DockerOptions;
-use vs_docker::DockerSandbox;
+use vs_docker::{DockerOptions, DockerSandbox, ExecuteVia};
 use vs_sandbox::{CommandRunner, CommandSpec, ProjectPathPolicy, Workspace};
 
 fn median(mut v: Vec<Duration>) -> f64 {
@@ -37,11 +36,11 @@ fn bench_execute_true_against_docker_exec() {
     let t = Instant::now();
     let sandbox = DockerSandbox::start(&policy, &o).unwrap();
     let start_ms = t.elapsed().as_secs_f64() * 1000.0;
-    assert_eq!(sandbox.execute_via(), "command-server");
+    assert_eq!(sandbox.execute_via(), ExecuteVia::CommandServer);
     let mut o2 = DockerOptions::new(img.pin(), unique("bench"), docker_support::vibesys_bin());
     o2.mask_root = img.dir.path().join("masks2");
     let via_exec = DockerSandbox::start(&policy, &o2).unwrap();
-    assert_eq!(via_exec.execute_via(), "engine-exec");
+    assert_eq!(via_exec.execute_via(), ExecuteVia::EngineExec);
     let spec = CommandSpec::new(["/bin/busybox", "true"], w.root());
     for _ in 0..5 {
         assert!(sandbox.run(&spec).unwrap().success());

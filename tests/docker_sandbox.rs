@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use docker_support::{TestImage, containers_of_run, static_vibesys, unique, workspace};
-use vs_docker::{DockerOptions, DockerSandbox, EnvAllowList};
+use vs_docker::{DockerOptions, DockerSandbox, EnvAllowList, ExecuteVia};
 use vs_sandbox::{
     CommandRunner, CommandSpec, Confinement, ProjectPathPolicy, ResolvedPolicy, Workspace,
 };
@@ -216,16 +216,16 @@ fn non_root_user_owns_what_it_writes() {
 #[test]
 fn execute_results_match_the_host_runner_through_the_command_server() {
     let img = TestImage::new();
-    execute_results_match_the_host_runner(&options(&img), "command-server");
+    execute_results_match_the_host_runner(&options(&img), ExecuteVia::CommandServer);
 }
 
 #[test]
 fn execute_results_match_the_host_runner_through_engine_exec() {
     let img = TestImage::new();
-    execute_results_match_the_host_runner(&options_engine_exec(&img), "engine-exec");
+    execute_results_match_the_host_runner(&options_engine_exec(&img), ExecuteVia::EngineExec);
 }
 
-fn execute_results_match_the_host_runner(o: &DockerOptions, via: &str) {
+fn execute_results_match_the_host_runner(o: &DockerOptions, via: ExecuteVia) {
     let ws = workspace();
     let root = std::fs::canonicalize(ws.path()).unwrap();
     let sandbox = DockerSandbox::start(&policy(&root), o)
@@ -540,4 +540,63 @@ fn a_container_that_ends_under_a_command_is_named_not_its_status() {
         drop(sandbox);
         assert!(containers_of_run(&o.run_id).is_empty(), "nothing is left");
     }
+}
+
+/// The evaluator's container is resolved and started by `select`, as every
+/// other confinement: the checkout's policy (protected paths read-only,
+/// `[sandbox] hidden` masked), the fresh `HOME` writable at its own path,
+/// no network unless asked for.
+#[test]
+fn an_evaluation_container_goes_through_the_resolver_and_select() {
+    let img = TestImage::new();
+    let ws = workspace();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    // An evaluation checkout holds the run state's hidden directories.
+    for dir in [".vibesys/state/runs", ".vibesys/state/local"] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    let home_dir = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(home_dir.path()).unwrap();
+    let config = vs_sandbox::config::PolicyConfig {
+        hidden: vec!["key.txt".into()],
+        ..Default::default()
+    };
+    let protected = [std::path::PathBuf::from("ro")];
+    let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
+    let sandbox = vs_runtime::build_confine::evaluation_container(
+        vs_runtime::build_confine::EvalConfineRequest {
+            place: vs_runtime::run::EvalPlace {
+                checkout: &root,
+                home: &home,
+            },
+            config,
+            protected: &protected,
+            program: std::ffi::OsStr::new("/bin/sh"),
+            mode: vs_sandbox::ConfineMode::Auto,
+            env: &env,
+            helper: docker_support::vibesys_bin().into(),
+            network: false,
+            devices: Vec::new(),
+        },
+        options_engine_exec(&img),
+    )
+    .unwrap();
+    let r = sh(
+        &sandbox,
+        &root,
+        &format!(
+            "echo h > {home}/made && echo HOME-OK; echo c > made && echo CHECKOUT-OK; \
+             (echo x > ro/new) 2>/dev/null && echo RO-WROTE || echo RO-DENIED; \
+             wc -c < key.txt",
+            home = home.display()
+        ),
+    );
+    let (out, err) = text(&r);
+    assert_eq!(
+        out.split_whitespace().collect::<Vec<_>>(),
+        ["HOME-OK", "CHECKOUT-OK", "RO-DENIED", "0"],
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(home.join("made")).unwrap(), "h\n");
+    assert_eq!(sandbox.plan().network_mode, "none");
 }

@@ -1,7 +1,6 @@
 //! `vibesys broker serve|job|gate` and the hidden `internal-host-job`
 //! (an agent job's confinement on the compute node).
 
-use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -13,6 +12,7 @@ use vs_runtime::broker::{
     Broker, BrokerFlags, BrokerSettings, Final, HostJobConfinement, Request, allocated_gpu_devices,
     client,
 };
+use vs_sandbox::helper::{HostJob, JobNetwork};
 use vs_sandbox::launch;
 use vs_sandbox::{AnySandbox, ConfineMode, Enforcement, select};
 
@@ -242,44 +242,9 @@ fn gate(a: GateArgs) -> anyhow::Result<u8> {
     )
 }
 
-/// Arguments of the hidden `internal-host-job` (run by srun on the node).
-#[derive(Debug, Args)]
-pub struct HostJobArgs {
-    /// The run's project: its vibesys.toml is the policy.
-    #[arg(long)]
-    project: PathBuf,
-    /// The sandbox's workspace (the project or a candidate worktree).
-    #[arg(long)]
-    workspace: PathBuf,
-    /// The working directory inside the workspace.
-    #[arg(long)]
-    cwd: PathBuf,
-    /// bubblewrap (default: found in PATH).
-    #[arg(long)]
-    bwrap: Option<PathBuf>,
-    /// GPU device node pattern ({} is the GRES index).
-    #[arg(long = "gpu-devices")]
-    gpu_devices: String,
-    /// Variables set inside the sandbox.
-    #[arg(long = "env")]
-    env: Vec<String>,
-    /// Take the network away (an evaluation without `network = true`, or
-    /// the broker's network is off).
-    #[arg(long = "no-network")]
-    no_network: bool,
-    /// The broker's egress allow-list (repeatable): the job reaches only
-    /// these hosts, through a proxy started here. The only list a job
-    /// gets: the project's `allow_hosts` is never read on the node.
-    #[arg(long = "allow-host", conflicts_with = "no_network")]
-    allow_host: Vec<String>,
-    /// The command.
-    #[arg(required = true, trailing_var_arg = true)]
-    command: Vec<OsString>,
-}
-
 /// Confines an agent job on the compute node: `HostJobConfinement`,
 /// enforcement always required; 125 when confinement cannot be applied.
-pub fn internal_host_job(a: HostJobArgs) -> u8 {
+pub fn internal_host_job(a: HostJob) -> u8 {
     match host_job(a) {
         Ok(code) => code,
         Err(e) => {
@@ -289,18 +254,21 @@ pub fn internal_host_job(a: HostJobArgs) -> u8 {
     }
 }
 
-fn host_job(a: HostJobArgs) -> anyhow::Result<u8> {
+fn host_job(a: HostJob) -> anyhow::Result<u8> {
     let mut config = vs_sandbox::config::PolicyConfig::load(&a.project)?;
     // The network is the broker's (decided once from the operator's
     // settings): an allow-list the file names now but the broker did not
     // pass would be dropped, so the job is refused rather than run open.
-    if !a.no_network && a.allow_host.is_empty() && !config.allow_hosts.is_empty() {
+    if a.network == JobNetwork::Open && !config.allow_hosts.is_empty() {
         bail!(
             "{} names an egress allow-list ([sandbox] allow_hosts) the run's broker did not start with; restart the broker (the session or the run) to apply it",
             a.project.join(vs_sandbox::config::CONFIG_FILE).display()
         );
     }
-    config.allow_hosts = a.allow_host.clone();
+    config.allow_hosts = match &a.network {
+        JobNetwork::AllowList(hosts) => hosts.clone(),
+        JobNetwork::Open | JobNetwork::Off => Vec::new(),
+    };
     // The task's protected paths are read-only in every job.
     let protected = vs_runtime::settings::task_protected_paths(&a.project)?;
     let workspace = vs_sandbox::Workspace::open(&a.workspace)?;
@@ -323,14 +291,14 @@ fn host_job(a: HostJobArgs) -> anyhow::Result<u8> {
             vs_runtime::StatePaths::Prepare,
         )?
     };
-    if a.no_network {
+    if a.network == JobNetwork::Off {
         project.network = false;
     }
     // The allow-list's one door, outside the job's bubblewrap: lives as
     // long as the job; each refused host is named on the job's stderr.
     let proxy = project.start_egress(ConfineMode::Bwrap)?;
     let mut request = project.sandbox_request(
-        &a.command[0],
+        &a.argv[0],
         &crate::project::host_env(),
         Some(&a.cwd),
         helper_exe()?,
@@ -347,16 +315,8 @@ fn host_job(a: HostJobArgs) -> anyhow::Result<u8> {
         .or_else(|_| std::env::var("SLURM_JOB_GPUS"))
         .ok();
     let devices = allocated_gpu_devices(&a.gpu_devices, step_gpus.as_deref())?;
-    let env: Vec<(String, String)> = a
-        .env
-        .iter()
-        .filter_map(|kv| {
-            kv.split_once('=')
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        })
-        .collect();
-    let confinement = HostJobConfinement::new(&sandbox, &devices, &env)?;
-    let code = launch::run_bwrap(confinement.plan(), &a.command, sandbox.process_limit())?;
+    let confinement = HostJobConfinement::new(&sandbox, &devices, &a.env)?;
+    let code = launch::run_bwrap(confinement.plan(), &a.argv, sandbox.process_limit())?;
     drop(proxy);
     Ok(u8::try_from(code & 0xff).unwrap_or(1))
 }

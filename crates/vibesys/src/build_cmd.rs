@@ -15,6 +15,7 @@ use vs_runtime::{
 use vs_sandbox::ConfineMode;
 use vs_sandbox::config::PolicyConfig;
 use vs_sandbox::controls::SANDBOX_ENV;
+use vs_sandbox::{Enforcement, OperatorChoice, Purpose};
 
 use std::fmt::Write as _;
 
@@ -87,9 +88,17 @@ pub struct BuildArgs {
     json: bool,
 }
 
+/// A build's outcome in `--json` (`verified`, `rejected`).
+#[derive(Serialize)]
+#[serde(rename_all = "lowercase")]
+enum BuildStatus {
+    Verified,
+    Rejected,
+}
+
 #[derive(Serialize)]
 struct BuildJson<'a> {
-    status: &'static str,
+    status: BuildStatus,
     run_environment: &'static str,
     record_path: Option<PathBuf>,
     record: Option<&'a BuildRecord>,
@@ -180,33 +189,17 @@ pub fn run(args: BuildArgs) -> anyhow::Result<u8> {
 /// The host mechanism of a build, checked against its run environment
 /// before anything is checked out or run (a build never runs unconfined).
 fn build_mode(args: &BuildArgs, environment: RunEnvironment) -> anyhow::Result<ConfineMode> {
-    let env_mode = ConfineMode::from_env_value(std::env::var_os(SANDBOX_ENV).as_deref())?;
-    let mode = match args.confine {
-        BuildConfine::Auto => env_mode,
+    let flag = match args.confine {
+        BuildConfine::Auto => ConfineMode::Auto,
         BuildConfine::Bwrap => ConfineMode::Bwrap,
         BuildConfine::Landlock => ConfineMode::Landlock,
     };
-    if mode == ConfineMode::Off {
-        bail!(
-            "refusing to build: agent confinement is disabled ({SANDBOX_ENV}=off) and a candidate build never runs unconfined, with or without --no-require-enforcement; unset {SANDBOX_ENV} or set it to auto, bwrap or landlock"
-        );
-    }
-    match environment {
-        RunEnvironment::Host if mode == ConfineMode::Docker => bail!(
-            "{SANDBOX_ENV}=docker does not apply to builds in the host run environment; use --confine bwrap or landlock, or --run-environment docker"
-        ),
-        RunEnvironment::Docker | RunEnvironment::Slurm if args.confine != BuildConfine::Auto => {
-            bail!(
-                "--confine {} applies to the host run environment; the {environment} run environment confines the build in its container (pass --run-environment host to use it)",
-                match args.confine {
-                    BuildConfine::Landlock => "landlock",
-                    _ => "bwrap",
-                }
-            )
-        }
-        _ => {}
-    }
-    Ok(mode)
+    let resolved = OperatorChoice::read(flag, std::env::var_os(SANDBOX_ENV).as_deref())?.resolve(
+        Purpose::Build,
+        environment.confine_place(environment.name()),
+        Enforcement::Required,
+    )?;
+    Ok(resolved.mode)
 }
 
 /// Prints a build's outcome (text or `--json`) and maps it to the exit
@@ -222,7 +215,7 @@ fn report(
             print_build_output(build.output());
             if args.json {
                 print_json(&serde_json::to_value(BuildJson {
-                    status: "verified",
+                    status: BuildStatus::Verified,
                     run_environment: environment.name(),
                     record_path: Some(build.path()),
                     record: Some(build.record()),
@@ -257,7 +250,7 @@ fn report(
             eprintln!("vibesys: error: build of {commit} rejected: {e}");
             if args.json {
                 print_json(&serde_json::to_value(BuildJson {
-                    status: "rejected",
+                    status: BuildStatus::Rejected,
                     run_environment: environment.name(),
                     record_path: None,
                     record: None,

@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use vs_sandbox::controls::SANDBOX_ENV;
 use vs_sandbox::launch;
-use vs_sandbox::{ConfineMode, Enforcement, select};
+use vs_sandbox::{ConfineMode, Enforcement, OperatorChoice, Purpose, Resolved, RunPlace, select};
 
 use crate::project::{PolicyArgs, cwd, helper_exe, host_env};
 
@@ -77,32 +77,49 @@ pub struct ConfineArgs {
     pub no_require_enforcement: bool,
 }
 
+impl ConfineArg {
+    /// The mode the flag names (`auto`: follow VIBESYS_AGENT_SANDBOX).
+    pub fn mode(self) -> ConfineMode {
+        match self {
+            Self::Auto => ConfineMode::Auto,
+            Self::Bwrap => ConfineMode::Bwrap,
+            Self::Landlock => ConfineMode::Landlock,
+            Self::Docker => ConfineMode::Docker,
+            Self::None => ConfineMode::Off,
+        }
+    }
+}
+
 impl ConfineArgs {
-    /// The mechanism and the enforcement requirement. An explicit
-    /// `--confine` wins; `auto` reads VIBESYS_AGENT_SANDBOX (an unknown
-    /// value is an error either way).
-    pub fn resolve(&self) -> anyhow::Result<(ConfineMode, Enforcement)> {
-        let env_mode = ConfineMode::from_env_value(std::env::var_os(SANDBOX_ENV).as_deref())?;
-        let mode = match self.confine {
-            ConfineArg::Auto => env_mode,
-            ConfineArg::Bwrap => ConfineMode::Bwrap,
-            ConfineArg::Landlock => ConfineMode::Landlock,
-            ConfineArg::Docker => ConfineMode::Docker,
-            ConfineArg::None => ConfineMode::Off,
-        };
-        let enforcement = if self.no_require_enforcement {
+    /// What the operator asked for: the flag and VIBESYS_AGENT_SANDBOX
+    /// (an unknown value is an error even under an explicit flag).
+    pub fn choice(&self) -> anyhow::Result<OperatorChoice> {
+        Ok(OperatorChoice::read(
+            self.confine.mode(),
+            std::env::var_os(SANDBOX_ENV).as_deref(),
+        )?)
+    }
+
+    /// The enforcement asked for: required unless
+    /// `--no-require-enforcement`.
+    pub fn enforcement(&self) -> Enforcement {
+        if self.no_require_enforcement {
             Enforcement::Optional
         } else {
             Enforcement::Required
-        };
-        Ok((mode, enforcement))
+        }
     }
 }
 
 /// Runs `vibesys exec`: arguments → settings → [`vs_sandbox::select`] →
 /// run.
 pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
-    let (mode, enforcement) = args.confine.resolve()?;
+    let resolved = args.confine.choice()?.resolve(
+        Purpose::Exec,
+        RunPlace::Host,
+        args.confine.enforcement(),
+    )?;
+    let Resolved { mode, enforcement } = resolved;
     let project = args.policy.resolve()?;
     let env = command_env(&args)?;
     let cwd = cwd();
@@ -111,7 +128,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     // The allow-list's one door: lives as long as the command.
     let proxy = project.start_egress(mode)?;
     request.egress = project.egress_door(proxy.as_ref());
-    if mode == ConfineMode::Docker {
+    if resolved.needs_container() {
         request.docker = Some(Box::new(crate::docker_cmd::options_for(
             &project,
             args.confine.image.as_deref(),

@@ -1,8 +1,8 @@
 //! Running a hidden helper (see `vs_sandbox::helper` for the protocol):
 //! the binary's first step, before it parses its own command line. Here,
-//! where both crates are known, because the helpers' code is vs-sandbox's
-//! (launch, Landlock, egress forwarder) and vs-docker's (attach, the
-//! command server).
+//! where every crate is known, because the helpers' code is vs-sandbox's
+//! (launch, Landlock, egress forwarder), vs-docker's (attach, the command
+//! server) and vs-runtime's (an agent job on a Slurm compute node).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -51,6 +51,9 @@ fn run(helper: Helper) -> i32 {
             argv,
         } => attach(container, user, workdir, env, argv),
         Helper::CommandServer => return vs_docker::serve_commands(),
+        // An agent job on a Slurm compute node, confined by the broker's
+        // code (vs-runtime).
+        Helper::HostJob(job) => return i32::from(crate::broker_cmd::internal_host_job(*job)),
         Helper::EgressForward { socket, port, argv } => {
             vs_sandbox::egress::forward::run(&socket, port, &argv)
         }

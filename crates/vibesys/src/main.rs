@@ -68,9 +68,6 @@ enum Command {
     RunEnv(run_env_cmd::RunEnvCmdArgs),
     /// The slurm run environment's host command broker and its client.
     Broker(broker_cmd::BrokerArgs),
-    /// Internal: confine an agent job on a Slurm compute node.
-    #[command(name = "internal-host-job", hide = true)]
-    InternalHostJob(broker_cmd::HostJobArgs),
 }
 
 /// The allocator of the static (musl) build, the binary vibesys ships.
@@ -124,9 +121,6 @@ fn main() -> ExitCode {
         Command::Run(args) => run_cmd::run(args),
         Command::RunEnv(args) => run_env_cmd::run_env(args),
         Command::Broker(args) => broker_cmd::run(args),
-        Command::InternalHostJob(args) => {
-            return ExitCode::from(broker_cmd::internal_host_job(args));
-        }
     };
     match result {
         Ok(code) => ExitCode::from(code),

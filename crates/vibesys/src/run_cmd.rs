@@ -303,25 +303,25 @@ fn finish_request(mut request: StartRequest) -> anyhow::Result<StartRequest> {
 /// agent unconfined. A host-only accelerator backend (Metal) runs under
 /// the platform's own mechanism (`auto`: Seatbelt on macOS) only.
 fn host_mode(backend: AcceleratorBackend) -> anyhow::Result<ConfineMode> {
-    let mode = ConfineMode::from_env_value(std::env::var_os(SANDBOX_ENV).as_deref())?;
-    if backend.is_host_only() && !matches!(mode, ConfineMode::Auto | ConfineMode::Off) {
+    let resolved = vs_sandbox::OperatorChoice::read(
+        ConfineMode::Auto,
+        std::env::var_os(SANDBOX_ENV).as_deref(),
+    )?
+    .resolve(
+        vs_sandbox::Purpose::Agent,
+        vs_sandbox::RunPlace::Host,
+        Enforcement::Required,
+    )?;
+    if backend.is_host_only() && !matches!(resolved.mode, ConfineMode::Auto | ConfineMode::Off) {
         bail!(
             "refusing to run: the accelerator backend {} runs the agent under Seatbelt (auto); {SANDBOX_ENV}={} does not confine it",
             backend.name(),
-            mode.name()
+            resolved.mode.name()
         );
     }
-    match mode {
-        ConfineMode::Off => {
-            // SandboxUnavailableError: a run never launches an agent unconfined.
-            vs_sandbox::controls::allow_unconfined(mode, Enforcement::Required)?;
-            bail!("refusing to run: agent confinement is disabled ({SANDBOX_ENV}=off)")
-        }
-        ConfineMode::Docker => bail!(
-            "{SANDBOX_ENV}=docker does not apply to the host run environment; use --run-environment docker"
-        ),
-        m => Ok(m),
-    }
+    // SandboxUnavailableError: a run never launches an agent unconfined.
+    resolved.refuse_unconfined()?;
+    Ok(resolved.mode)
 }
 
 fn resume(run: &str, project: Option<PathBuf>) -> anyhow::Result<u8> {

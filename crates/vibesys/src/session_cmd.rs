@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use vs_agent::{prepare_state_paths, session_command, session_env_allowlist};
 use vs_runtime::broker::child::{self, BrokerChild, BrokerStart};
-use vs_sandbox::select;
+use vs_sandbox::{Purpose, Resolved, RunPlace, select};
 
 use crate::exec_cmd::ConfineArgs;
 use crate::project::{PolicyArgs, helper_exe, host_env};
@@ -96,36 +96,24 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
         }
         (None, None) => provider.interactive(&args.args),
     };
-    let (mut mode, enforcement) = args.confine.resolve()?;
+    let choice = args.confine.choice()?;
     let environment = match args.run_environment.as_deref() {
         Some(value) => Some(vs_runtime::RunEnvironment::parse(value)?),
         None => None,
     };
     let slurm_gpu_alias =
         args.run_environment.as_deref() == Some(vs_runtime::environment::SLURM_GPU_ALIAS);
-    match environment {
-        None | Some(vs_runtime::RunEnvironment::Host) => {}
-        Some(vs_runtime::RunEnvironment::Docker | vs_runtime::RunEnvironment::Slurm) => {
-            if !matches!(
-                args.confine.confine,
-                crate::exec_cmd::ConfineArg::Auto | crate::exec_cmd::ConfineArg::Docker
-            ) {
-                bail!(
-                    "--confine applies to the host run environment; --run-environment {} runs the session in a container",
-                    args.run_environment.as_deref().unwrap_or_default()
-                );
-            }
-            if mode == vs_sandbox::ConfineMode::Off {
-                bail!(
-                    "refusing the session: agent confinement is disabled ({}=off) and the {} run environment never runs an agent unconfined",
-                    vs_sandbox::controls::SANDBOX_ENV,
-                    args.run_environment.as_deref().unwrap_or_default()
-                );
-            }
-            mode = vs_sandbox::ConfineMode::Docker;
-        }
+    let place = match environment {
+        None => RunPlace::Host,
+        Some(
+            e @ (vs_runtime::RunEnvironment::Host
+            | vs_runtime::RunEnvironment::Docker
+            | vs_runtime::RunEnvironment::Slurm),
+        ) => e.confine_place(args.run_environment.as_deref().unwrap_or_default()),
         Some(other) => bail!("the {other} run environment does not run sessions in this build"),
-    }
+    };
+    let Resolved { mode, enforcement } =
+        choice.resolve(Purpose::Agent, place, args.confine.enforcement())?;
     // The policy, whose allow-list admits the provider's own API host.
     let resolve = || -> anyhow::Result<crate::project::ProjectPolicy> {
         let mut project = args.policy.resolve()?;

@@ -53,6 +53,10 @@ impl ContainerSandbox for DockerSandbox {
         let workdir = self.plan().workdir.clone();
         self.attach(command, &workdir)
     }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+        self
+    }
 }
 
 #[cfg(test)]

@@ -42,9 +42,10 @@ pub use engine::{Engine, engine_socket};
 pub use env::{DEFAULT_ENV_ALLOW, EnvAllowList, is_credential_name, redacted};
 pub use load::{LoadReport, load};
 pub use plan::{
-    DeviceAccess, DockerOptions, DockerPlan, ExtraMount, GpuSelection, IMAGE_LABEL, ImagePin,
-    LIFELINE, MountRole, PlannedContainer, PlannedDevice, PlannedDeviceRequest, PlannedMount,
-    RUN_ID_LABEL, container_name, current_user, default_mask_root, docker_report, valid_run_id,
+    DeviceAccess, DockerOptions, DockerPlan, ExecuteVia, ExtraMount, GpuSelection, IMAGE_LABEL,
+    ImagePin, LIFELINE, MountRole, PlannedContainer, PlannedDevice, PlannedDeviceRequest,
+    PlannedMount, RUN_ID_LABEL, container_name, current_user, default_mask_root, docker_report,
+    valid_run_id,
 };
 pub use sandbox::DockerSandbox;
 pub use server::serve as serve_commands;

@@ -209,7 +209,7 @@ pub(super) async fn start_container(
             ..Default::default()
         })
         .collect();
-    let serving = plan.execute_via == "command-server";
+    let serving = plan.execute_via == super::plan::ExecuteVia::CommandServer;
     let host = HostConfig {
         // The server's replies go only to vibesys, never to a log file.
         log_config: serving.then(|| bollard::models::HostConfigLogConfig {

@@ -322,9 +322,8 @@ pub struct DockerPlan {
     /// Engine removes it (`AutoRemove`). With a command server it is the
     /// server, which also reads its requests from that stdin.
     pub lifeline: Vec<String>,
-    /// How `execute` reaches the container: `"command-server"` or
-    /// `"engine-exec"`.
-    pub execute_via: String,
+    /// How `execute` reaches the container.
+    pub execute_via: ExecuteVia,
     /// Names of the variables passed to each command (values are read at
     /// the time of the command and never stored in the plan).
     pub env_names: Vec<String>,
@@ -334,6 +333,34 @@ pub struct DockerPlan {
     /// (the proxy variables of an allow-list).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub container_env: Vec<String>,
+}
+
+/// How `DockerSandbox::execute` reaches a container (`command-server` or
+/// `engine-exec` in a plan's JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExecuteVia {
+    /// The static vibesys serving commands as the container's main
+    /// process, over its stdin and stdout.
+    CommandServer,
+    /// An Engine exec per command (no static vibesys was given).
+    EngineExec,
+}
+
+impl ExecuteVia {
+    /// The name (`command-server`, `engine-exec`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::CommandServer => "command-server",
+            Self::EngineExec => "engine-exec",
+        }
+    }
+}
+
+impl std::fmt::Display for ExecuteVia {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// The container's main process. It needs only a POSIX shell in the image.
@@ -473,10 +500,9 @@ impl DockerPlan {
                 (None, _) => LIFELINE.iter().map(|s| (*s).to_owned()).collect(),
             },
             execute_via: match options.command_server {
-                Some(_) => "command-server",
-                None => "engine-exec",
-            }
-            .to_owned(),
+                Some(_) => ExecuteVia::CommandServer,
+                None => ExecuteVia::EngineExec,
+            },
             env_names: match egress {
                 // The caller's proxy variables never override the door.
                 Some(_) => options
@@ -714,7 +740,7 @@ mod tests {
         assert_eq!(server.target, Path::new(SERVER_PATH));
         assert!(server.read_only);
         assert_eq!(plan.lifeline, [SERVER_PATH, SERVER_SUBCOMMAND]);
-        assert_eq!(plan.execute_via, "command-server");
+        assert_eq!(plan.execute_via, ExecuteVia::CommandServer);
         let report = docker_report(&policy, &opts);
         assert!(report.hardening.iter().any(|h| h.contains("non-dumpable")));
     }

@@ -250,10 +250,9 @@ impl DockerSandbox {
         }
     }
 
-    /// How `execute` reaches the container: `"command-server"` or
-    /// `"engine-exec"`.
-    pub fn execute_via(&self) -> &str {
-        &self.plan.execute_via
+    /// How `execute` reaches the container.
+    pub fn execute_via(&self) -> super::plan::ExecuteVia {
+        self.plan.execute_via
     }
 
     /// The container's ID.

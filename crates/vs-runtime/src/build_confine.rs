@@ -1,7 +1,9 @@
 //! How a trusted candidate build is confined and run, as one library
 //! call: the checkout's settings ([`ProjectSettings::for_checkout`]), the
-//! backend [`vs_sandbox::select`] chooses (the run's container, or bwrap
-//! or Landlock on the host), enforcement required, and the build with a
+//! mode the confinement resolver gives for a build or an evaluation
+//! ([`OperatorChoice::resolve`]), the backend [`vs_sandbox::select`]
+//! chooses for it (the run's container, or bwrap or Landlock on the
+//! host), enforcement required, and the build with a
 //! fixed environment ([`BuildCheckout::build`]).
 
 use std::ffi::{OsStr, OsString};
@@ -9,7 +11,10 @@ use std::path::{Path, PathBuf};
 
 use vs_docker::DockerOptions;
 use vs_sandbox::config::PolicyConfig;
-use vs_sandbox::{AnySandbox, ConfineMode, Enforcement, Workspace, select};
+use vs_sandbox::{
+    AnySandbox, ConfineMode, Enforcement, OperatorChoice, Purpose, Resolved, RunPlace, Workspace,
+    select,
+};
 
 use crate::build::{BuildCheckout, BuildSpec, TrustedBuild};
 use crate::error::{Result, RuntimeError};
@@ -44,20 +49,19 @@ pub fn build_confinement(
     let settings = ProjectSettings::for_checkout(Workspace::open(checkout)?, config, protected)?;
     let mut request = settings.sandbox_request(program, env, None, helper);
     request.devices = Vec::new();
-    let mode = match how {
-        BuildConfinement::Host(ConfineMode::Docker) => {
-            return Err(RuntimeError::Sandbox(vs_sandbox::SandboxError::Unsupported {
-                backend: "docker",
-                reason: "a host build is confined by bwrap or Landlock; the docker run environment confines it in its container".into(),
-            }));
-        }
-        BuildConfinement::Host(mode) => mode,
+    let (choice, place) = match how {
+        BuildConfinement::Host(mode) => (OperatorChoice::decided(mode), RunPlace::Host),
         BuildConfinement::Docker(options) => {
             request.docker = Some(options);
-            ConfineMode::Docker
+            (
+                OperatorChoice::decided(ConfineMode::Auto),
+                RunPlace::Container("docker"),
+            )
         }
     };
-    select(request, mode, Enforcement::Required)?.ok_or_else(|| {
+    let Resolved { mode, enforcement } =
+        choice.resolve(Purpose::Build, place, Enforcement::Required)?;
+    select(request, mode, enforcement)?.ok_or_else(|| {
         RuntimeError::Sandbox(
             vs_sandbox::SandboxUnavailableError::new(
                 "build confinement",
@@ -119,20 +123,12 @@ pub fn evaluation_confinement(request: EvalConfineRequest<'_>) -> Result<AnySand
         writable: vec![request.place.home.to_path_buf()],
         ..Default::default()
     };
-    let mode = match request.mode {
-        ConfineMode::Auto | ConfineMode::Bwrap | ConfineMode::Landlock => request.mode,
-        other => {
-            return Err(RuntimeError::Sandbox(
-                vs_sandbox::SandboxError::Unsupported {
-                    backend: "evaluation",
-                    reason: format!(
-                        "an evaluation on the host is confined by bwrap or Landlock, not {other:?}"
-                    ),
-                },
-            ));
-        }
-    };
-    select(confine, mode, Enforcement::Required)?.ok_or_else(|| {
+    let Resolved { mode, enforcement } = OperatorChoice::decided(request.mode).resolve(
+        Purpose::Evaluation,
+        RunPlace::Host,
+        Enforcement::Required,
+    )?;
+    select(confine, mode, enforcement)?.ok_or_else(|| {
         RuntimeError::Sandbox(
             vs_sandbox::SandboxUnavailableError::new(
                 "evaluation confinement",
@@ -142,6 +138,59 @@ pub fn evaluation_confinement(request: EvalConfineRequest<'_>) -> Result<AnySand
             .into(),
         )
     })
+}
+
+/// The confinement of one evaluation command in a fresh container of the
+/// run's pinned image (`options`: the image, a run id of its own, the
+/// run's devices): nothing the agent left running or wrote outside its
+/// commit reaches it. The checkout's policy is the host's, the fresh
+/// `HOME` is mounted read-write at its own path, the network is the
+/// command's; the container is resolved and started by
+/// [`vs_sandbox::select`] as every other confinement. `request.mode` and
+/// `request.devices` are the host's and are not read.
+pub fn evaluation_container(
+    request: EvalConfineRequest<'_>,
+    mut options: DockerOptions,
+) -> Result<vs_docker::DockerSandbox> {
+    let settings = ProjectSettings::for_checkout(
+        Workspace::open(request.place.checkout)?,
+        request.config,
+        request.protected,
+    )?;
+    options.network = request.network;
+    options.extra_mounts.push(vs_docker::ExtraMount {
+        source: request.place.home.to_path_buf(),
+        target: request.place.home.to_path_buf(),
+        read_only: false,
+    });
+    let mut confine = settings.sandbox_request(request.program, request.env, None, request.helper);
+    // The container's network is the command's (open or none): no egress
+    // door is planned for it.
+    confine.egress = None;
+    confine.docker = Some(Box::new(options));
+    let Resolved { mode, enforcement } = OperatorChoice::decided(ConfineMode::Auto).resolve(
+        Purpose::Evaluation,
+        RunPlace::Container("docker"),
+        Enforcement::Required,
+    )?;
+    let started = match select(confine, mode, enforcement)? {
+        Some(AnySandbox::Docker(sandbox)) => sandbox
+            .into_any()
+            .downcast::<vs_docker::DockerSandbox>()
+            .ok(),
+        _ => None,
+    };
+    match started {
+        Some(sandbox) => Ok(*sandbox),
+        None => Err(RuntimeError::Sandbox(
+            vs_sandbox::SandboxUnavailableError::new(
+                "evaluation confinement",
+                "no container was started",
+                "check and measure never run candidate code unconfined",
+            )
+            .into(),
+        )),
+    }
 }
 
 /// The whole environment of a build: `PATH` (the caller's, else a fixed

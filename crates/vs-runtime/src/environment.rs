@@ -58,6 +58,19 @@ impl RunEnvironment {
         }
     }
 
+    /// Where this environment puts a confined command, for the
+    /// confinement resolver (`vs_sandbox::OperatorChoice::resolve`), named
+    /// in its refusals as `shown` (the value the operator wrote): the
+    /// host, the editor container (docker, slurm), or a service (modal,
+    /// skypilot).
+    pub fn confine_place(self, shown: &str) -> vs_sandbox::RunPlace<'_> {
+        match self {
+            Self::Host => vs_sandbox::RunPlace::Host,
+            Self::Docker | Self::Slurm => vs_sandbox::RunPlace::Container(shown),
+            Self::Modal | Self::Skypilot => vs_sandbox::RunPlace::Service(shown),
+        }
+    }
+
     /// Parses a `--run-environment` value (`slurm-gpu`, deprecated, is
     /// `slurm`: see [`SLURM_GPU_ALIAS`]). `local` is rejected naming its
     /// replacement (`--run-environment host`); other unknown names are

@@ -19,7 +19,7 @@ use vs_sandbox::{
 use crate::broker::child::{self as broker_child, BrokerChild, BrokerStart};
 use crate::build_confine::{
     BuildConfinement, EvalConfineRequest, build_confinement, evaluation_confinement,
-    protected_paths,
+    evaluation_container, protected_paths,
 };
 use crate::container::ImageLock;
 use crate::environment::RunEnvironment;
@@ -499,22 +499,26 @@ impl LocalHost {
                 (RunEnvironment::Docker, _) => {
                     // A fresh container on the evaluation's checkout:
                     // nothing the agent left running or wrote outside its
-                    // commit reaches it.
-                    let settings = ProjectSettings::for_checkout(
-                        Workspace::open(place.checkout)?,
-                        self.config.clone(),
-                        &protected,
-                    )?;
+                    // commit reaches it. Resolved and started by `select`,
+                    // as every other confinement.
                     let mut options =
                         self.docker_options(format!("{}-{}-eval", c.run.run_id, c.number))?;
-                    options.network = command.network;
                     options.devices = docker_devices(&self.accelerators);
-                    options.extra_mounts.push(vs_docker::ExtraMount {
-                        source: place.home.to_path_buf(),
-                        target: place.home.to_path_buf(),
-                        read_only: false,
-                    });
-                    let sandbox = DockerSandbox::start(&settings.resolved, &options)?;
+                    let program = command.argv.first().map(OsString::from).unwrap_or_default();
+                    let sandbox = evaluation_container(
+                        EvalConfineRequest {
+                            place,
+                            config: self.config.clone(),
+                            protected: &protected,
+                            program: &program,
+                            mode: ConfineMode::Docker,
+                            env: &self.host_env,
+                            helper: self.helper.clone(),
+                            network: command.network,
+                            devices: Vec::new(),
+                        },
+                        options,
+                    )?;
                     let location = format!(
                         "container {} via {}",
                         sandbox.container_id(),

@@ -49,4 +49,9 @@ pub trait ContainerSandbox: Confinement + fmt::Debug + Send + Sync {
     /// Runs `command` in the container, attached, in its working
     /// directory, and waits; returns its exit code.
     fn run(&self, command: &[OsString]) -> Result<i32, SandboxError>;
+
+    /// The sandbox itself, for a caller that knows its concrete type
+    /// (vs-docker's `DockerSandbox`, whose `execute` runs framework
+    /// commands through the command server).
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
 }

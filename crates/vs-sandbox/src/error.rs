@@ -202,6 +202,9 @@ pub enum SandboxError {
         /// Where it came from (variable or flag).
         source_name: &'static str,
     },
+    /// The resolver refused the combination asked for.
+    #[error(transparent)]
+    Refused(#[from] ConfineRefusal),
     /// A backend cannot confine this workspace safely.
     #[error("{backend} cannot confine workspace {workspace:?}: {reason}")]
     UnsafeWorkspace {
@@ -263,6 +266,61 @@ pub enum SandboxError {
         what: String,
         /// The underlying error.
         source: std::io::Error,
+    },
+}
+
+/// A combination the confinement resolver (`crate::resolve`) refuses,
+/// with the words the operator reads; `variable` is
+/// `VIBESYS_AGENT_SANDBOX`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfineRefusal {
+    /// `--confine` other than `auto`/`docker` where the run environment
+    /// runs the agent in its container.
+    #[error(
+        "--confine applies to the host run environment; --run-environment {environment} runs the session in a container"
+    )]
+    FlagInContainer {
+        /// The run environment, as written.
+        environment: String,
+    },
+    /// Confinement disabled where the run environment runs the agent in
+    /// its container.
+    #[error(
+        "refusing the session: agent confinement is disabled ({variable}=off) and the {environment} run environment never runs an agent unconfined"
+    )]
+    AgentUnconfined {
+        /// The operator's variable.
+        variable: &'static str,
+        /// The run environment, as written.
+        environment: String,
+    },
+    /// Confinement disabled for a build.
+    #[error(
+        "refusing to build: agent confinement is disabled ({variable}=off) and a candidate build never runs unconfined, with or without --no-require-enforcement; unset {variable} or set it to auto, bwrap or landlock"
+    )]
+    BuildUnconfined {
+        /// The operator's variable.
+        variable: &'static str,
+    },
+    /// Docker asked for a build on the host.
+    #[error(
+        "{variable}=docker does not apply to builds in the host run environment; use --confine bwrap or landlock, or --run-environment docker"
+    )]
+    BuildDockerOnHost {
+        /// The operator's variable.
+        variable: &'static str,
+    },
+    /// A host mechanism asked for a build the run environment confines in
+    /// its container.
+    #[error(
+        "--confine {flag} applies to the host run environment; the {environment} run environment confines the build in its container (pass --run-environment host to use it)"
+    )]
+    BuildFlagInContainer {
+        /// The flag given (`bwrap`, `landlock`).
+        flag: &'static str,
+        /// The run environment.
+        environment: String,
     },
 }
 

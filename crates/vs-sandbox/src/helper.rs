@@ -13,12 +13,16 @@
 //! internal-docker-attach --container ID --user U --workdir DIR (--env NAME)... -- CMD...
 //! internal-command-server
 //! internal-egress-forward --socket PATH --port N -- CMD...
+//! internal-host-job --project DIR --workspace DIR --cwd DIR --gpu-devices PATTERN [--bwrap PATH]
+//!                   [--no-network | (--allow-host=HOST)...] (--env NAME=VALUE)... -- CMD...
 //! ```
 //! LIMIT is `--nproc N` or `--pids-cgroup VERSION:MAX PARENT`
 //! ([`ProcessLimit::to_args`]); SLOT is written by [`FdSlot::to_args`].
 //! Exit status: 122 usage error, 125 confinement failed (nothing ran), 126
 //! command cannot be executed, 127 command not found; otherwise the
-//! command's own.
+//! command's own. `internal-host-job` (an agent job on a Slurm compute
+//! node) is read and written here like the others and run by the binary
+//! (its confinement is the broker's, in vs-runtime): see [`HostJob`].
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -89,6 +93,76 @@ pub enum Helper {
         /// The command.
         argv: Vec<OsString>,
     },
+    /// An agent job on a Slurm compute node, started by `srun`: the
+    /// broker's job confined there (run by the binary: [`HostJob`]).
+    HostJob(Box<HostJob>),
+}
+
+/// What an agent job on a compute node is told by its broker: everything
+/// its confinement needs, decided on the broker's host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostJob {
+    /// The run's project: its `vibesys.toml` is the policy.
+    pub project: PathBuf,
+    /// The sandbox's workspace (the project or a candidate worktree).
+    pub workspace: PathBuf,
+    /// The working directory inside the workspace.
+    pub cwd: PathBuf,
+    /// bubblewrap (`None`: found in `PATH`).
+    pub bwrap: Option<PathBuf>,
+    /// GPU device node pattern (`{}` is the GRES index).
+    pub gpu_devices: String,
+    /// The job's network, the broker's.
+    pub network: JobNetwork,
+    /// Variables set inside the sandbox, `(name, value)`.
+    pub env: Vec<(String, String)>,
+    /// The command.
+    pub argv: Vec<OsString>,
+}
+
+/// The network of an agent job: the operator's `[sandbox] network` and
+/// `allow_hosts` and the broker's flags, decided once on the broker's
+/// host; the compute node takes it from the job's arguments, never from a
+/// file the agent could have changed since.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobNetwork {
+    /// The node's network (no allow-list).
+    Open,
+    /// No network.
+    Off,
+    /// Only these hosts, through the egress proxy the job starts on its
+    /// node: each pattern validated, kept as written.
+    AllowList(Vec<String>),
+}
+
+impl JobNetwork {
+    /// The flag that takes a job's network away.
+    pub const NO_NETWORK_FLAG: &'static str = "--no-network";
+    /// The flag that names one allowed host (repeated).
+    pub const ALLOW_HOST_FLAG: &'static str = "--allow-host";
+
+    /// The network of a job that asked for `requested` (`Some(false)`: no
+    /// network, an evaluation without `network = true`): a request never
+    /// widens this one.
+    pub fn for_job(&self, requested: Option<bool>) -> Self {
+        match requested {
+            Some(false) => Self::Off,
+            _ => self.clone(),
+        }
+    }
+
+    /// Its arguments of `internal-host-job`: `--no-network`, nothing, or
+    /// `--allow-host=PATTERN` each (one argument, never read as a flag).
+    pub fn to_args(&self) -> Vec<OsString> {
+        match self {
+            Self::Off => vec![Self::NO_NETWORK_FLAG.into()],
+            Self::Open => Vec::new(),
+            Self::AllowList(hosts) => hosts
+                .iter()
+                .map(|h| format!("{}={h}", Self::ALLOW_HOST_FLAG).into())
+                .collect(),
+        }
+    }
 }
 
 impl Helper {
@@ -102,13 +176,16 @@ impl Helper {
     pub const COMMAND_SERVER: &'static str = "internal-command-server";
     /// The subcommand of [`Helper::EgressForward`].
     pub const EGRESS_FORWARD: &'static str = "internal-egress-forward";
+    /// The subcommand of [`Helper::HostJob`].
+    pub const HOST_JOB: &'static str = "internal-host-job";
     /// Every helper subcommand.
-    pub const ALL: [&'static str; 5] = [
+    pub const ALL: [&'static str; 6] = [
         Self::LAUNCH,
         Self::LANDLOCK,
         Self::DOCKER_ATTACH,
         Self::COMMAND_SERVER,
         Self::EGRESS_FORWARD,
+        Self::HOST_JOB,
     ];
 
     /// This helper's subcommand.
@@ -119,6 +196,7 @@ impl Helper {
             Self::DockerAttach { .. } => Self::DOCKER_ATTACH,
             Self::CommandServer => Self::COMMAND_SERVER,
             Self::EgressForward { .. } => Self::EGRESS_FORWARD,
+            Self::HostJob(_) => Self::HOST_JOB,
         }
     }
 
@@ -189,6 +267,29 @@ impl Helper {
                 ]);
                 out.extend(argv.iter().cloned());
             }
+            Self::HostJob(job) => {
+                out.extend([
+                    "--project".into(),
+                    job.project.clone().into_os_string(),
+                    "--workspace".into(),
+                    job.workspace.clone().into_os_string(),
+                    "--cwd".into(),
+                    job.cwd.clone().into_os_string(),
+                    "--gpu-devices".into(),
+                    job.gpu_devices.clone().into(),
+                ]);
+                if let Some(b) = &job.bwrap {
+                    out.push("--bwrap".into());
+                    out.push(b.clone().into_os_string());
+                }
+                out.extend(job.network.to_args());
+                for (k, v) in &job.env {
+                    out.push("--env".into());
+                    out.push(format!("{k}={v}").into());
+                }
+                out.push("--".into());
+                out.extend(job.argv.iter().cloned());
+            }
         }
         out
     }
@@ -212,6 +313,7 @@ impl Helper {
             Self::LANDLOCK => parse_landlock(&mut it).map_err(usage)?,
             Self::DOCKER_ATTACH => parse_attach(&mut it).map_err(usage)?,
             Self::EGRESS_FORWARD => parse_forward(&mut it).map_err(usage)?,
+            Self::HOST_JOB => parse_host_job(&mut it).map_err(usage)?,
             _ => {
                 if let Some(extra) = it.next() {
                     return Err(usage(format!("unexpected argument {extra:?}")));
@@ -264,6 +366,70 @@ fn parse_forward(it: &mut impl Iterator<Item = OsString>) -> Result<Helper, Stri
         }),
         _ => Err("--socket PATH and --port N are required".into()),
     }
+}
+
+fn parse_host_job(it: &mut impl Iterator<Item = OsString>) -> Result<Helper, String> {
+    let mut project = None;
+    let mut workspace = None;
+    let mut cwd = None;
+    let mut bwrap = None;
+    let mut gpu_devices = None;
+    let mut no_network = false;
+    let mut hosts = Vec::new();
+    let mut env = Vec::new();
+    let path = |flag: &str, v: Option<OsString>| -> Result<PathBuf, String> {
+        v.map(PathBuf::from)
+            .ok_or_else(|| format!("{flag} needs a value"))
+    };
+    let text = |flag: &str, v: Option<OsString>| -> Result<String, String> {
+        v.and_then(|v| v.into_string().ok())
+            .ok_or_else(|| format!("{flag} needs a UTF-8 value"))
+    };
+    loop {
+        let Some(arg) = it.next() else {
+            return Err("missing `-- CMD`".into());
+        };
+        match arg.to_str() {
+            Some("--") => break,
+            Some("--project") => project = Some(path("--project", it.next())?),
+            Some("--workspace") => workspace = Some(path("--workspace", it.next())?),
+            Some("--cwd") => cwd = Some(path("--cwd", it.next())?),
+            Some("--bwrap") => bwrap = Some(path("--bwrap", it.next())?),
+            Some("--gpu-devices") => gpu_devices = Some(text("--gpu-devices", it.next())?),
+            Some(JobNetwork::NO_NETWORK_FLAG) => no_network = true,
+            Some(JobNetwork::ALLOW_HOST_FLAG) => {
+                hosts.push(text(JobNetwork::ALLOW_HOST_FLAG, it.next())?);
+            }
+            Some("--env") => {
+                let kv = text("--env", it.next())?;
+                let (k, v) = kv
+                    .split_once('=')
+                    .ok_or_else(|| format!("--env {kv:?} is not NAME=VALUE"))?;
+                env.push((k.to_owned(), v.to_owned()));
+            }
+            Some(other) => match other.strip_prefix("--allow-host=") {
+                Some(host) => hosts.push(host.to_owned()),
+                None => return Err(format!("unknown argument {arg:?}")),
+            },
+            None => return Err(format!("unknown argument {arg:?}")),
+        }
+    }
+    let network = match (no_network, hosts.is_empty()) {
+        (false, true) => JobNetwork::Open,
+        (true, true) => JobNetwork::Off,
+        (false, false) => JobNetwork::AllowList(hosts),
+        (true, false) => return Err("--allow-host cannot be used with --no-network".into()),
+    };
+    Ok(Helper::HostJob(Box::new(HostJob {
+        project: project.ok_or("--project is required")?,
+        workspace: workspace.ok_or("--workspace is required")?,
+        cwd: cwd.ok_or("--cwd is required")?,
+        bwrap,
+        gpu_devices: gpu_devices.ok_or("--gpu-devices is required")?,
+        network,
+        env,
+        argv: command(it)?,
+    })))
 }
 
 fn parse_launch(it: &mut impl Iterator<Item = OsString>) -> Result<Helper, String> {
@@ -422,6 +588,105 @@ mod tests {
             argv: cmd,
         });
         round_trip(Helper::CommandServer);
+        let job = HostJob {
+            project: "/p".into(),
+            workspace: "/p/.vibesys/state/local/candidates/r/1".into(),
+            cwd: "/p/.vibesys/state/local/candidates/r/1/src".into(),
+            bwrap: Some("/usr/bin/bwrap".into()),
+            gpu_devices: "/dev/nvidia{}".into(),
+            network: JobNetwork::AllowList(vec!["pypi.org".into(), "127.0.0.1:8080".into()]),
+            env: vec![("TERM".into(), "xterm".into()), ("A".into(), "b=c".into())],
+            argv: vec!["sh".into(), "-c".into(), "echo -- --env".into()],
+        };
+        for network in [JobNetwork::Open, JobNetwork::Off, job.network.clone()] {
+            round_trip(Helper::HostJob(Box::new(HostJob {
+                network,
+                ..job.clone()
+            })));
+        }
+        round_trip(Helper::HostJob(Box::new(HostJob {
+            bwrap: None,
+            env: Vec::new(),
+            ..job.clone()
+        })));
+    }
+
+    /// The argv the broker has always written (and `srun` runs), word for
+    /// word: the protocol did not change when it became a `Helper`.
+    #[test]
+    fn a_host_job_writes_the_brokers_argv() {
+        let job = Helper::HostJob(Box::new(HostJob {
+            project: "/p".into(),
+            workspace: "/p/w".into(),
+            cwd: "/p/w/src".into(),
+            bwrap: Some("/opt/bwrap".into()),
+            gpu_devices: "/dev/nvidia{}".into(),
+            network: JobNetwork::AllowList(vec!["pypi.org".into()]),
+            env: vec![("TERM".into(), "xterm".into())],
+            argv: vec!["true".into()],
+        }));
+        let argv: Vec<String> = job
+            .argv(Path::new("/usr/bin/vibesys"))
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect();
+        assert_eq!(
+            argv,
+            [
+                "/usr/bin/vibesys",
+                "internal-host-job",
+                "--project",
+                "/p",
+                "--workspace",
+                "/p/w",
+                "--cwd",
+                "/p/w/src",
+                "--gpu-devices",
+                "/dev/nvidia{}",
+                "--bwrap",
+                "/opt/bwrap",
+                "--allow-host=pypi.org",
+                "--env",
+                "TERM=xterm",
+                "--",
+                "true"
+            ]
+        );
+        // What clap accepted before, `--allow-host PATTERN`, still reads.
+        let spaced = Helper::parse(
+            OsStr::new(Helper::HOST_JOB),
+            [
+                "--project",
+                "/p",
+                "--workspace",
+                "/p/w",
+                "--cwd",
+                "/p/w/src",
+                "--gpu-devices",
+                "/dev/nvidia{}",
+                "--bwrap",
+                "/opt/bwrap",
+                "--allow-host",
+                "pypi.org",
+                "--env",
+                "TERM=xterm",
+                "--",
+                "true",
+            ]
+            .map(OsString::from),
+        )
+        .unwrap();
+        assert_eq!(spaced, Some(job));
+    }
+
+    #[test]
+    fn a_job_request_only_narrows_the_brokers_network() {
+        let list = JobNetwork::AllowList(vec!["pypi.org".into()]);
+        assert_eq!(list.for_job(Some(false)), JobNetwork::Off);
+        assert_eq!(list.for_job(Some(true)), list);
+        assert_eq!(list.for_job(None), list);
+        assert_eq!(JobNetwork::Off.for_job(Some(true)), JobNetwork::Off);
+        assert_eq!(JobNetwork::Open.for_job(Some(false)), JobNetwork::Off);
     }
 
     #[test]
@@ -438,6 +703,55 @@ mod tests {
             (Helper::LANDLOCK, &["--read", "/usr"][..]),
             (Helper::DOCKER_ATTACH, &["--user", "0:0", "--", "x"][..]),
             (Helper::COMMAND_SERVER, &["extra"][..]),
+            (Helper::HOST_JOB, &["--project", "/p", "--", "x"][..]),
+            (
+                Helper::HOST_JOB,
+                &[
+                    "--project",
+                    "/p",
+                    "--workspace",
+                    "/p",
+                    "--cwd",
+                    "/p",
+                    "--gpu-devices",
+                    "x",
+                    "--no-network",
+                    "--allow-host=pypi.org",
+                    "--",
+                    "x",
+                ][..],
+            ),
+            (
+                Helper::HOST_JOB,
+                &[
+                    "--project",
+                    "/p",
+                    "--workspace",
+                    "/p",
+                    "--cwd",
+                    "/p",
+                    "--gpu-devices",
+                    "x",
+                    "--env",
+                    "NOVALUE",
+                    "--",
+                    "x",
+                ][..],
+            ),
+            (
+                Helper::HOST_JOB,
+                &[
+                    "--project",
+                    "/p",
+                    "--workspace",
+                    "/p",
+                    "--cwd",
+                    "/p",
+                    "--gpu-devices",
+                    "x",
+                    "--",
+                ][..],
+            ),
         ] {
             let err = parse(sub, args).unwrap_err();
             assert_eq!(err.subcommand, sub, "{err}");

@@ -2,11 +2,13 @@
 //! controls, the confinement trait with its backends, and command runners.
 //!
 //! Flow: build a [`ProjectPathPolicy`] (lexical rules), resolve it against
-//! a [`Workspace`] (file-system rules), gather [`HostResources`], then
-//! lower it with the backend [`select`] chooses for the mode
-//! ([`HostSandbox`], [`LandlockSandbox`], [`SeatbeltSandbox`], or the
-//! container the caller hands in, vs-docker's `DockerSandbox`, through
-//! [`ContainerBackend`]; as one [`AnySandbox`]) into a plan that can be
+//! a [`Workspace`] (file-system rules), gather [`HostResources`], resolve
+//! the operator's choice for the purpose and the run environment
+//! ([`OperatorChoice::resolve`]), then lower the policy with the backend
+//! [`select`] chooses for the mode ([`HostSandbox`], [`LandlockSandbox`],
+//! [`SeatbeltSandbox`], or the container the caller hands in, vs-docker's
+//! `DockerSandbox`, through [`ContainerBackend`]; as one [`AnySandbox`])
+//! into a plan that can be
 //! printed or run.
 
 pub mod bwrap;
@@ -35,6 +37,7 @@ pub mod private_file;
 pub mod proc_cover;
 mod program_lookup;
 pub mod realpath;
+pub mod resolve;
 pub mod resources;
 pub mod runner;
 pub mod seatbelt;
@@ -52,6 +55,7 @@ pub use landlock::{LandlockOptions, LandlockPlan, LandlockSandbox};
 pub use limits::ProcessLimit;
 pub use policy::{Access, ProjectPathPolicy, ResolvedPolicy, Workspace, WorkspaceRelPath};
 pub use private_file::PrivateFile;
+pub use resolve::{OperatorChoice, Purpose, Resolved, RunPlace};
 pub use resources::HostResources;
 pub use runner::{CommandResult, CommandRunner, CommandSpec, LocalShellRunner, RunnerError};
 pub use seatbelt::{SeatbeltPlan, SeatbeltSandbox};

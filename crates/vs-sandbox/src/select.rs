@@ -1,8 +1,9 @@
 //! The one place that turns a confinement mode into a backend.
 //!
-//! Every entry point (exec, session, build, run) builds a
-//! [`ConfineRequest`] and calls [`select`]; it holds the only match on
-//! [`ConfineMode`]. The result is an [`AnySandbox`], which implements
+//! Every entry point (exec, session, build, run) asks the resolver
+//! ([`crate::resolve`]) for the mode, builds a [`ConfineRequest`] and
+//! calls [`select`], which turns the mode into a backend
+//! ([`Backend::for_mode`]). The result is an [`AnySandbox`], which implements
 //! [`Confinement`] by an exhaustive match, so call sites carry no `cfg`
 //! and no backend type.
 //!
@@ -24,6 +25,7 @@ use crate::error::{SandboxError, SandboxUnavailableError};
 use crate::landlock::{LandlockOptions, LandlockSandbox};
 use crate::policy::ResolvedPolicy;
 use crate::private_file::PrivateFile;
+pub use crate::resolve::Backend;
 use crate::resources::{HostResources, ResourceOrigin};
 use crate::seatbelt::{SeatbeltNetwork, SeatbeltSandbox};
 
@@ -153,63 +155,6 @@ pub fn select(
     Ok(Some(sandbox))
 }
 
-/// A backend [`plan`] can lower to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    /// bubblewrap.
-    Bwrap,
-    /// Landlock.
-    Landlock,
-    /// Seatbelt.
-    Seatbelt,
-    /// A Docker container.
-    Docker,
-}
-
-impl Backend {
-    /// The backend a mode means on this platform (`auto`: bubblewrap on
-    /// Linux, Seatbelt on macOS). The only match on the mode.
-    pub fn for_mode(mode: ConfineMode) -> Result<Self, SandboxError> {
-        match mode {
-            ConfineMode::Auto => match platform_default() {
-                PlatformDefault::Bwrap => Ok(Self::Bwrap),
-                PlatformDefault::Seatbelt => Ok(Self::Seatbelt),
-                PlatformDefault::None => Err(SandboxError::UnsupportedPlatform { backend: "auto" }),
-            },
-            ConfineMode::Bwrap => Ok(Self::Bwrap),
-            ConfineMode::Landlock => Ok(Self::Landlock),
-            ConfineMode::Docker => Ok(Self::Docker),
-            ConfineMode::Off => Err(SandboxUnavailableError::new(
-                "agent confinement",
-                "confinement is disabled",
-                "unset VIBESYS_AGENT_SANDBOX or set it to auto, bwrap or landlock",
-            )
-            .into()),
-        }
-    }
-
-    /// The backend's name (`bwrap`, `landlock`, `seatbelt`, `docker`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Bwrap => "bwrap",
-            Self::Landlock => "landlock",
-            Self::Seatbelt => "seatbelt",
-            Self::Docker => "docker",
-        }
-    }
-
-    /// How this backend's sandbox reaches an egress proxy: a listener made
-    /// in its own network namespace and handed over (bwrap, Landlock,
-    /// Docker), or, with no namespace to make one in, the proxy's own
-    /// port on the host loopback (Seatbelt). The only place that decides.
-    pub fn egress_entrance(self) -> EntranceKind {
-        match self {
-            Self::Bwrap | Self::Landlock | Self::Docker => EntranceKind::Handover,
-            Self::Seatbelt => EntranceKind::Loopback,
-        }
-    }
-}
-
 /// Whether a door leads to a running proxy (a plan's door does not).
 fn door_is_open(door: &EgressDoor) -> bool {
     match &door.entrance {
@@ -291,29 +236,6 @@ pub fn check_enforcement(
         ),
         "use a backend that enforces every policy path (bwrap on Linux), or choose landlock explicitly to accept its documented gaps",
     ))
-}
-
-/// What `auto` means on this platform.
-#[allow(dead_code, reason = "each platform constructs one variant")]
-enum PlatformDefault {
-    Bwrap,
-    Seatbelt,
-    None,
-}
-
-#[cfg(target_os = "linux")]
-fn platform_default() -> PlatformDefault {
-    PlatformDefault::Bwrap
-}
-
-#[cfg(target_os = "macos")]
-fn platform_default() -> PlatformDefault {
-    PlatformDefault::Seatbelt
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "macos")))]
-fn platform_default() -> PlatformDefault {
-    PlatformDefault::None
 }
 
 fn bwrap(request: ConfineRequest<'_>) -> Result<Plan<'_>, SandboxError> {
@@ -632,10 +554,12 @@ mod tests {
         let Plan::Seatbelt(s) = plan(off, Backend::Seatbelt).unwrap() else {
             panic!("not a Seatbelt plan");
         };
+        let profile = &s.plan().profile;
         assert!(
-            s.plan()
-                .profile
-                .ends_with("(allow network* (local unix))\n")
+            profile.contains("(allow network* (local unix))\n")
+                && !profile.contains("(allow network*)\n")
+                && !profile.contains("remote tcp4"),
+            "{profile}"
         );
     }
 

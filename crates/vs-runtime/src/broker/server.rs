@@ -494,31 +494,21 @@ fn plan(ctx: &Ctx, role: Role, req: &Request) -> Result<JobSubmission, String> {
                     ));
                 }
             }
-            let mut node: Vec<OsString> = vec![
-                s.helper.clone().into_os_string(),
-                "internal-host-job".into(),
-                "--project".into(),
-                s.project.clone().into_os_string(),
-                "--workspace".into(),
-                workspace.into_os_string(),
-                "--cwd".into(),
-                cwd.clone().into_os_string(),
-                "--gpu-devices".into(),
-                s.gpu_devices.clone().into(),
-            ];
-            if let Some(b) = &s.bwrap {
-                node.push("--bwrap".into());
-                node.push(b.clone().into_os_string());
-            }
-            node.extend(s.network.host_job_args(*network));
-            for (k, v) in env {
-                if super::env_allowed(k) {
-                    node.push("--env".into());
-                    node.push(format!("{k}={v}").into());
-                }
-            }
-            node.push("--".into());
-            node.extend(argv.iter().map(OsString::from));
+            let job = vs_sandbox::helper::HostJob {
+                project: s.project.clone(),
+                workspace,
+                cwd: cwd.clone(),
+                bwrap: s.bwrap.clone(),
+                gpu_devices: s.gpu_devices.clone(),
+                network: s.network.for_job(*network),
+                env: env
+                    .iter()
+                    .filter(|(k, _)| super::env_allowed(k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                argv: argv.iter().map(OsString::from).collect(),
+            };
+            let node = vs_sandbox::Helper::HostJob(Box::new(job)).argv(&s.helper);
             Ok(JobSubmission {
                 name,
                 comment: s.scope().comment(),

@@ -4,7 +4,6 @@
 //! add to them.
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -85,72 +84,42 @@ pub struct BrokerFlags {
 
 /// The network every job of the broker gets, decided once at start from
 /// `[sandbox] network` and `allow_hosts` of the operator's `vibesys.toml`
-/// and the broker's `--no-network` and `--allow-host`: the compute node
-/// takes it from the job's arguments, never from a file the agent could
-/// have changed since.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JobNetwork {
-    /// The node's network (no allow-list).
-    Open,
-    /// No network.
-    Off,
-    /// Only these hosts, through the egress proxy the job starts on its
-    /// node: each pattern validated, kept as written.
-    AllowList(Vec<String>),
-}
+/// and the broker's `--no-network` and `--allow-host` ([`decide_network`]);
+/// the compute node takes it from the job's `internal-host-job`
+/// arguments, never from a file the agent could have changed since.
+pub use vs_sandbox::helper::JobNetwork;
 
-impl JobNetwork {
-    /// The flag that takes a job's network away.
-    pub const NO_NETWORK_FLAG: &'static str = "--no-network";
-    /// The flag that names one allowed host (repeated).
-    pub const ALLOW_HOST_FLAG: &'static str = "--allow-host";
-
-    /// Decides from the configuration's `network` and `allow_hosts` and
-    /// the broker's flags; an invalid pattern is an error naming it.
-    fn decide(
-        config: &vs_sandbox::config::PolicyConfig,
-        flags: &BrokerFlags,
-        path: &Path,
-    ) -> Result<Self, BrokerError> {
-        let hosts: Vec<String> = config
-            .allow_hosts
-            .iter()
-            .chain(&flags.allow_hosts)
-            .cloned()
-            .collect();
-        if let Err(errors) = vs_sandbox::egress::AllowList::parse(&hosts) {
-            let each: Vec<String> = errors.iter().map(ToString::to_string).collect();
-            return Err(BrokerError::Config {
-                path: path.to_path_buf(),
-                reason: format!(
-                    "invalid egress allow-list ([sandbox] allow_hosts or --allow-host): {}",
-                    each.join("; ")
-                ),
-            });
-        }
-        Ok(if flags.no_network || config.network == Some(false) {
-            Self::Off
-        } else if hosts.is_empty() {
-            Self::Open
-        } else {
-            Self::AllowList(hosts)
-        })
+/// Decides the jobs' network from the configuration's `network` and
+/// `allow_hosts` and the broker's flags; an invalid pattern is an error
+/// naming it.
+fn decide_network(
+    config: &vs_sandbox::config::PolicyConfig,
+    flags: &BrokerFlags,
+    path: &Path,
+) -> Result<JobNetwork, BrokerError> {
+    let hosts: Vec<String> = config
+        .allow_hosts
+        .iter()
+        .chain(&flags.allow_hosts)
+        .cloned()
+        .collect();
+    if let Err(errors) = vs_sandbox::egress::AllowList::parse(&hosts) {
+        let each: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        return Err(BrokerError::Config {
+            path: path.to_path_buf(),
+            reason: format!(
+                "invalid egress allow-list ([sandbox] allow_hosts or --allow-host): {}",
+                each.join("; ")
+            ),
+        });
     }
-
-    /// The arguments of `internal-host-job` for a job that asked for
-    /// `requested` (`Some(false)`: no network, an evaluation without
-    /// `network = true`); a request never widens the broker's network.
-    pub fn host_job_args(&self, requested: Option<bool>) -> Vec<OsString> {
-        match (self, requested) {
-            (Self::Off, _) | (_, Some(false)) => vec![Self::NO_NETWORK_FLAG.into()],
-            (Self::Open, _) => Vec::new(),
-            // `--allow-host=PATTERN`: one argument, never read as a flag.
-            (Self::AllowList(hosts), _) => hosts
-                .iter()
-                .map(|h| format!("{}={h}", Self::ALLOW_HOST_FLAG).into())
-                .collect(),
-        }
-    }
+    Ok(if flags.no_network || config.network == Some(false) {
+        JobNetwork::Off
+    } else if hosts.is_empty() {
+        JobNetwork::Open
+    } else {
+        JobNetwork::AllowList(hosts)
+    })
 }
 
 /// Everything the broker trusts, validated.
@@ -224,7 +193,7 @@ impl BrokerSettings {
                 path: path.clone(),
                 reason: e.to_string(),
             })?;
-        let network = JobNetwork::decide(&sandbox, flags, &path)?;
+        let network = decide_network(&sandbox, flags, &path)?;
         let agent = raw.vibesys.agent_gpu.unwrap_or_default();
         let broker = raw.vibesys.broker.unwrap_or_default();
         let mut gates = BTreeMap::new();
@@ -327,12 +296,13 @@ mod tests {
     fn decide(toml: &str, flags: &BrokerFlags) -> Result<JobNetwork, BrokerError> {
         let path = Path::new("/p/vibesys.toml");
         let config = vs_sandbox::config::PolicyConfig::parse(toml, path).unwrap();
-        JobNetwork::decide(&config, flags, path)
+        decide_network(&config, flags, path)
     }
 
     fn args(network: &JobNetwork, requested: Option<bool>) -> Vec<String> {
         network
-            .host_job_args(requested)
+            .for_job(requested)
+            .to_args()
             .into_iter()
             .map(|a| a.into_string().unwrap())
             .collect()

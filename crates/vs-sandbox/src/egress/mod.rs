@@ -41,7 +41,7 @@ pub enum Entrance {
     Loopback(u16),
 }
 
-/// Which [`Entrance`] a backend needs (see `crate::select::Backend`).
+/// Which [`Entrance`] a backend needs (see `crate::resolve::Backend`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EntranceKind {
     /// [`Entrance::Handover`].
