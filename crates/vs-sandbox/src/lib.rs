@@ -30,7 +30,7 @@ mod linux;
 pub mod policy;
 pub mod private_file;
 pub mod proc_cover;
-mod program_lookup;
+pub mod process;
 pub mod realpath;
 pub mod resources;
 pub mod runner;

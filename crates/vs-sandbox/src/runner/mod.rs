@@ -22,8 +22,6 @@ use serde::{Deserialize, Serialize};
 
 pub(crate) mod b64;
 mod capture;
-#[cfg(target_os = "linux")]
-mod linux;
 
 pub(crate) use capture::HeadTail;
 pub use capture::{BoundedCapture, CapturedOutput};
@@ -373,7 +371,7 @@ impl LocalShellRunner {
 impl CommandRunner for LocalShellRunner {
     #[cfg(target_os = "linux")]
     fn run(&self, command: &CommandSpec) -> Result<CommandResult, RunnerError> {
-        linux::run(command, self.output_cap, self.drain_grace)
+        crate::process::shell::run(command, self.output_cap, self.drain_grace)
     }
 
     #[cfg(not(target_os = "linux"))]

@@ -1,4 +1,4 @@
-//! Linux implementation of [`super::LocalShellRunner`]: a per-run
+//! Linux implementation of [`crate::LocalShellRunner`]: a per-run
 //! supervisor process that is a child subreaper (see the type's docs).
 //!
 //! Everything between `fork` and `execve`/`_exit` in this module runs in a
@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use libc::{c_char, c_int, pid_t};
 
-use super::capture::HeadTail;
-use super::{CommandResult, CommandSpec, DEFAULT_SEARCH_PATH, RunnerError};
+use crate::runner::HeadTail;
+use crate::runner::{CommandResult, CommandSpec, DEFAULT_SEARCH_PATH, RunnerError};
 
 /// How long the supervisor may take to kill the tree before it is itself
 /// `SIGKILL`ed (it should need milliseconds).
@@ -704,7 +704,7 @@ fn outcome(
     }
 }
 
-pub(super) fn run(
+pub(crate) fn run(
     spec: &CommandSpec,
     output_cap: usize,
     drain_grace: Duration,

@@ -16,10 +16,10 @@ use crate::error::SandboxError;
 use crate::limits::ProcessLimit;
 
 use super::pids::PidsCgroup;
-use super::reap::reap_exited;
 pub use super::spawn::Exec;
 use super::spawn::ExecImage;
 use super::stdio_relay::{Relay, StdioSwap};
+use super::tree::reap_exited;
 
 /// Makes this process the subreaper of its descendants: orphans of the
 /// confined tree are reparented to it instead of to init.
@@ -105,7 +105,7 @@ pub struct ChildSetup {
     pub close_inherited: bool,
     /// An egress allow-list: take a network namespace of its own and send
     /// a listener on its loopback over this channel
-    /// ([`super::netns::enter_and_listen`]).
+    /// ([`crate::linux::netns::enter_and_listen`]).
     pub egress_channel: Option<OwnedFd>,
 }
 
@@ -538,7 +538,7 @@ impl Prepared {
             cmd.args(args);
             cmd
         } else {
-            super::fds::SlotFds::from_fds(exec.fds)
+            crate::linux::fds::SlotFds::from_fds(exec.fds)
                 .command(exec.argv)
                 .map_err(SpawnFailure::Confine)?
         };
@@ -738,8 +738,11 @@ impl ChildPlan {
                 }
             }
             if self.egress_channel >= 0 {
-                super::netns::enter_and_listen(self.egress_channel, crate::egress::INSIDE_PORT)
-                    .map_err(|(step, e)| (17 + step, e))?;
+                crate::linux::netns::enter_and_listen(
+                    self.egress_channel,
+                    crate::egress::INSIDE_PORT,
+                )
+                .map_err(|(step, e)| (17 + step, e))?;
             }
             if let Some(max) = self.nproc {
                 let lim = libc::rlimit {
@@ -817,7 +820,7 @@ impl ChildPlan {
                 )?;
             }
             if self.close_inherited {
-                super::fds::close_from(3);
+                crate::linux::fds::close_from(3);
             }
         }
         Ok(())

@@ -355,7 +355,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             }
             // Everything above the slots closes at exec (the report pipe
             // already does).
-            super::fds::close_from(FIRST_SLOT_FD + image.fds.len() as RawFd);
+            crate::linux::fds::close_from(FIRST_SLOT_FD + image.fds.len() as RawFd);
         }
         if let Some(cwd) = &image.cwd
             && libc::chdir(cwd.as_ptr()) < 0
