@@ -8,6 +8,8 @@
 //!   forwarding).
 //! - [`pids`] and [`tree`]: the process limit (a pids cgroup per run) and
 //!   killing and reaping what a command leaves behind.
+//! - [`status`]: how a process ended ([`Exit`]), one reading of wait
+//!   statuses and exit codes.
 //! - [`shell`]: the runner's per-command subreaper supervisor with bounded
 //!   output capture.
 //! - [`parent_death`], [`stdio_relay`]: a child that dies with vibesys;
@@ -32,3 +34,6 @@ pub mod supervise;
 pub mod tree;
 
 pub(crate) mod lookup;
+pub mod status;
+
+pub use status::Exit;

@@ -20,6 +20,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use super::lookup::{EXECVP_DEFAULT_PATH, EmptyEntry, search_path};
 use crate::error::SandboxError;
 use crate::fd_slot::FIRST_SLOT_FD;
 
@@ -80,9 +81,6 @@ pub(crate) struct ExecImage {
     _owned_fds: Vec<OwnedFd>,
 }
 
-/// The default search path of glibc's `execvp` when `PATH` is unset.
-const DEFAULT_PATH: &[u8] = b"/bin:/usr/bin";
-
 unsafe extern "C" {
     /// The process environment (POSIX).
     static environ: *const *const libc::c_char;
@@ -104,17 +102,9 @@ impl ExecImage {
             vec![cstring(program.as_bytes())?]
         } else {
             let path = exec.path_var();
-            let path = path.as_ref().map_or(DEFAULT_PATH, |p| p.as_bytes());
-            path.split(|b| *b == b':')
-                .map(|dir| {
-                    // An empty entry is the current directory, as for execvp.
-                    let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
-                    let mut full = Vec::with_capacity(dir.len() + 1 + program.len());
-                    full.extend_from_slice(dir);
-                    full.push(b'/');
-                    full.extend_from_slice(program.as_bytes());
-                    cstring(&full)
-                })
+            let path = path.as_deref().unwrap_or(OsStr::new(EXECVP_DEFAULT_PATH));
+            search_path(program, path, None, EmptyEntry::CurrentDir)
+                .map(|c| cstring(c.as_os_str().as_bytes()))
                 .collect::<Result<Vec<_>, _>>()?
         };
         let owned_argv = exec

@@ -18,64 +18,10 @@ use crate::limits::ProcessLimit;
 use super::pids::PidsCgroup;
 pub use super::spawn::Exec;
 use super::spawn::ExecImage;
+pub use super::status::Exit;
 use super::stdio_relay::{Relay, StdioSwap};
-use super::tree::reap_exited;
-
-/// Makes this process the subreaper of its descendants: orphans of the
-/// confined tree are reparented to it instead of to init.
-pub fn become_subreaper() -> Result<(), SandboxError> {
-    // SAFETY: prctl with integer arguments only.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
-        return Err(SandboxError::Os {
-            what: "becoming the subreaper of the confined tree".into(),
-            source: std::io::Error::last_os_error(),
-        });
-    }
-    Ok(())
-}
-
-/// The children of this process (all threads), from /proc.
-fn children() -> Vec<i32> {
-    let mut out = Vec::new();
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return out;
-    };
-    for t in tasks.flatten() {
-        let mut s = String::new();
-        if let Ok(f) = File::open(t.path().join("children")) {
-            let _ = f.take(1024 * 1024).read_to_string(&mut s);
-        }
-        out.extend(s.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
-    }
-    out
-}
-
-/// Kills every remaining descendant. As the subreaper, every orphan of
-/// the tree is our child: kill them, reap them (their own children are
-/// reparented to us as they die) and repeat until none is left. Bounded:
-/// gives up after ~5 s of rounds (a limit-bounded tree empties far sooner).
-pub fn kill_leftovers() {
-    for _ in 0..5000 {
-        if !reap_exited() {
-            return;
-        }
-        let kids = children();
-        for pid in &kids {
-            // SAFETY: kill has no memory effects; an unreaped child's pid
-            // cannot be reused, so this reaches our own child.
-            unsafe { libc::kill(*pid, libc::SIGKILL) };
-        }
-        for pid in &kids {
-            let mut status = 0;
-            // SAFETY: waitpid writes one int we own.
-            unsafe { libc::waitpid(*pid, &mut status, 0) };
-        }
-        if kids.is_empty() {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-    }
-    tracing::warn!("processes left by the confined command survived 5000 kill rounds");
-}
+use super::tree::{become_subreaper, kill_leftovers};
+use super::tree::{kill_listed, kill_tree, reap, reap_one};
 
 /// Everything the child does between fork and exec, prepared here.
 #[derive(Debug, Default)]
@@ -285,13 +231,6 @@ pub enum SpawnFailure {
         /// Why.
         error: std::io::Error,
     },
-}
-
-/// Reaps `pid`, a child that has exited or is about to.
-fn reap_one(pid: libc::pid_t) {
-    let mut status = 0;
-    // SAFETY: waitpid writes one int we own.
-    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && errno() == libc::EINTR {}
 }
 
 /// A launch being prepared: the child side and what the parent keeps.
@@ -876,12 +815,7 @@ unsafe fn supervise_tree(
             }
         }
         // Kill what is left (orphans are ours: we are their subreaper).
-        loop {
-            kill_children();
-            if reap(command, &mut status, 0) < 0 {
-                break;
-            }
-        }
+        kill_tree(command, &mut status);
         // vibesys is gone: nobody else will remove the run's cgroup. Leave
         // it for its parent, then remove it (it is empty now).
         if libc::getppid() != vibesys && !cgroup[0].is_null() {
@@ -892,10 +826,9 @@ unsafe fn supervise_tree(
             }
             libc::rmdir(cgroup[0]);
         }
-        match status {
-            Some(st) if libc::WIFEXITED(st) => libc::_exit(libc::WEXITSTATUS(st)),
-            Some(st) if libc::WIFSIGNALED(st) => {
-                let sig = libc::WTERMSIG(st);
+        match status.and_then(Exit::from_wait_status) {
+            Some(Exit::Code(code)) => libc::_exit(code),
+            Some(Exit::Signal(sig)) => {
                 libc::signal(sig, libc::SIG_DFL);
                 let mut one: libc::sigset_t = std::mem::zeroed();
                 libc::sigemptyset(&mut one);
@@ -912,73 +845,6 @@ unsafe fn supervise_tree(
             _ => libc::_exit(crate::exit_codes::EXIT_CONFINE_FAILED),
         }
     }
-}
-
-/// Reaps children (blocking for `flags` 0), recording the command's
-/// status; returns the last waitpid result (-1 once none is left).
-fn reap(command: libc::pid_t, status: &mut Option<libc::c_int>, flags: libc::c_int) -> libc::pid_t {
-    loop {
-        let mut st = 0;
-        // SAFETY: waitpid writes one int on our stack.
-        let r = unsafe { libc::waitpid(-1, &mut st, flags) };
-        if r == command {
-            *status = Some(st);
-        }
-        if r < 0 && errno() == libc::EINTR {
-            continue;
-        }
-        if r <= 0 || flags == 0 {
-            return r;
-        }
-    }
-}
-
-/// SIGKILLs every child listed in /proc/thread-self/children (see
-/// [`kill_listed`]).
-fn kill_children() {
-    kill_listed(c"/proc/thread-self/children".as_ptr());
-}
-
-/// SIGKILLs every pid listed (whitespace-separated) in the file at
-/// `path`, parsing with a stack buffer (async-signal-safe); returns how
-/// many were listed.
-fn kill_listed(path: *const libc::c_char) -> usize {
-    let mut listed = 0;
-    // SAFETY: open/read/close/kill on a stack buffer and a NUL-terminated
-    // path the caller keeps alive.
-    unsafe {
-        let fd = libc::open(path, libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return 0;
-        }
-        let mut buf = [0u8; 512];
-        let mut pid: libc::pid_t = 0;
-        loop {
-            let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
-            if n <= 0 {
-                break;
-            }
-            for &b in buf.iter().take(n as usize) {
-                if b.is_ascii_digit() {
-                    pid = pid
-                        .saturating_mul(10)
-                        .saturating_add(libc::pid_t::from(b - b'0'));
-                } else {
-                    if pid > 0 {
-                        libc::kill(pid, libc::SIGKILL);
-                        listed += 1;
-                    }
-                    pid = 0;
-                }
-            }
-        }
-        if pid > 0 {
-            libc::kill(pid, libc::SIGKILL);
-            listed += 1;
-        }
-        libc::close(fd);
-    }
-    listed
 }
 
 /// What the watchdog needs, prepared by vibesys: plain data that stays
