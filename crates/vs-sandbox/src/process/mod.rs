@@ -10,8 +10,6 @@
 //!   killing and reaping what a command leaves behind.
 //! - [`status`]: how a process ended ([`Exit`]), one reading of wait
 //!   statuses and exit codes.
-//! - [`shell`]: the runner's per-command subreaper supervisor with bounded
-//!   output capture.
 //! - [`parent_death`], [`stdio_relay`]: a child that dies with vibesys;
 //!   standard descriptors relayed through pipes.
 //!
@@ -22,8 +20,6 @@
 pub mod parent_death;
 #[cfg(target_os = "linux")]
 pub mod pids;
-#[cfg(target_os = "linux")]
-pub(crate) mod shell;
 #[cfg(target_os = "linux")]
 pub mod spawn;
 #[cfg(target_os = "linux")]

@@ -22,6 +22,8 @@ use serde::{Deserialize, Serialize};
 
 pub(crate) mod b64;
 mod capture;
+#[cfg(target_os = "linux")]
+mod linux;
 
 pub(crate) use capture::HeadTail;
 pub use capture::{BoundedCapture, CapturedOutput};
@@ -371,7 +373,7 @@ impl LocalShellRunner {
 impl CommandRunner for LocalShellRunner {
     #[cfg(target_os = "linux")]
     fn run(&self, command: &CommandSpec) -> Result<CommandResult, RunnerError> {
-        crate::process::shell::run(command, self.output_cap, self.drain_grace)
+        linux::run(command, self.output_cap, self.drain_grace)
     }
 
     #[cfg(not(target_os = "linux"))]

@@ -1,4 +1,4 @@
-//! Linux implementation of [`crate::LocalShellRunner`]: a per-run
+//! Linux implementation of [`super::LocalShellRunner`]: a per-run
 //! supervisor process that is a child subreaper (see the type's docs).
 //!
 //! Everything between `fork` and `execve`/`_exit` in this module runs in a
@@ -18,11 +18,11 @@ use std::time::{Duration, Instant};
 
 use libc::{c_char, c_int, pid_t};
 
-use super::lookup::{EmptyEntry, is_executable_file, search_path};
-use super::status::Exit;
-use super::tree::{kill_tree, reap};
-use crate::runner::HeadTail;
-use crate::runner::{CommandResult, CommandSpec, DEFAULT_SEARCH_PATH, RunnerError};
+use super::capture::HeadTail;
+use super::{CommandResult, CommandSpec, DEFAULT_SEARCH_PATH, RunnerError};
+use crate::process::lookup::{EmptyEntry, is_executable_file, search_path};
+use crate::process::status::Exit;
+use crate::process::tree::{kill_tree, reap};
 
 /// How long the supervisor may take to kill the tree before it is itself
 /// `SIGKILL`ed (it should need milliseconds).
@@ -622,7 +622,7 @@ fn outcome(
     }
 }
 
-pub(crate) fn run(
+pub(super) fn run(
     spec: &CommandSpec,
     output_cap: usize,
     drain_grace: Duration,
