@@ -18,10 +18,23 @@ use crate::limits::ProcessLimit;
 use super::pids::PidsCgroup;
 pub use super::spawn::Exec;
 use super::spawn::ExecImage;
-pub use super::status::Exit;
+use super::status::Exit;
 use super::stdio_relay::{Relay, StdioSwap};
-use super::tree::{become_subreaper, kill_leftovers};
+use super::tree::kill_leftovers;
 use super::tree::{kill_listed, kill_tree, reap, reap_one};
+
+/// Makes this process the subreaper of its descendants: orphans of the
+/// confined tree are reparented to it instead of to init.
+pub fn become_subreaper() -> Result<(), SandboxError> {
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+        return Err(SandboxError::Os {
+            what: "becoming the subreaper of the confined tree".into(),
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(())
+}
 
 /// Everything the child does between fork and exec, prepared here.
 #[derive(Debug, Default)]

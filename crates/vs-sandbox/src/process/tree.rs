@@ -7,21 +7,6 @@
 use std::fs::File;
 use std::io::Read;
 
-use crate::error::SandboxError;
-
-/// Makes this process the subreaper of its descendants: orphans of the
-/// confined tree are reparented to it instead of to init.
-pub fn become_subreaper() -> Result<(), SandboxError> {
-    // SAFETY: prctl with integer arguments only.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
-        return Err(SandboxError::Os {
-            what: "becoming the subreaper of the confined tree".into(),
-            source: std::io::Error::last_os_error(),
-        });
-    }
-    Ok(())
-}
-
 fn errno() -> i32 {
     std::io::Error::last_os_error()
         .raw_os_error()
