@@ -3,7 +3,7 @@
 //! [`crate::LocalShellRunner`] alike.
 //!
 //! - [`lookup`]: finding a program in a `PATH`, as `execvp` does.
-//! - [`spawn`] and [`supervise`]: a confined launch (the child's raw
+//! - [`supervise`]: a confined launch (the child's raw
 //!   set-up between fork and exec, the subreaper supervisor, signal
 //!   forwarding).
 //! - [`pids`] and [`tree`]: the process limit (a pids cgroup per run) and
@@ -20,8 +20,6 @@
 pub mod parent_death;
 #[cfg(target_os = "linux")]
 pub mod pids;
-#[cfg(target_os = "linux")]
-pub mod spawn;
 #[cfg(target_os = "linux")]
 pub mod stdio_relay;
 #[cfg(target_os = "linux")]
