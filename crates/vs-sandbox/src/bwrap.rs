@@ -383,7 +383,7 @@ impl HostSandbox {
         resources: &HostResources,
         options: &BwrapOptions,
     ) -> Result<Self, SandboxError> {
-        if !is_executable_file(&options.program) {
+        if !crate::process::lookup::is_executable_file(&options.program) {
             return Err(bwrap_missing(&options.program).into());
         }
         for dev in &options.devices {
@@ -550,11 +550,6 @@ fn bwrap_missing(program: &Path) -> SandboxUnavailableError {
         format!("bubblewrap was not found at {:?} or in PATH", program),
         "install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap), or choose VIBESYS_AGENT_SANDBOX=landlock",
     )
-}
-
-fn is_executable_file(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// bwrap arguments that give the command exactly `env` (nothing when the

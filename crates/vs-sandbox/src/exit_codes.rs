@@ -13,12 +13,7 @@ pub const EXIT_NOT_FOUND: i32 = 127;
 
 /// The exit code a shell would report: the code, or 128+N for signal N.
 pub fn exit_code(status: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => code,
-        (None, Some(sig)) => 128 + sig,
-        (None, None) => EXIT_CONFINE_FAILED,
-    }
+    crate::process::Exit::from_std(status).map_or(EXIT_CONFINE_FAILED, crate::process::Exit::code)
 }
 
 /// Maps an `exec` failure to the helper's exit status.

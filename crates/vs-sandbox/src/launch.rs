@@ -10,7 +10,7 @@ use crate::fd_slot::FdSlot;
 use crate::landlock_rules::LandlockPlan;
 use crate::limits::ProcessLimit;
 #[cfg(target_os = "linux")]
-use crate::linux::supervise::{ChildSetup, Exec, Prepared, SpawnFailure};
+use crate::process::supervise::{ChildSetup, Exec, Prepared, SpawnFailure};
 #[cfg(target_os = "linux")]
 use std::path::Path;
 
@@ -24,7 +24,7 @@ pub use crate::exit_codes::{
 /// `PR_SET_PDEATHSIG`; elsewhere nothing is armed).
 pub fn terminate_with_parent(cmd: &mut std::process::Command) {
     #[cfg(target_os = "linux")]
-    crate::linux::parent_death::terminate_with_parent(cmd);
+    crate::process::parent_death::terminate_with_parent(cmd);
     #[cfg(not(target_os = "linux"))]
     let _ = cmd;
 }
@@ -193,7 +193,7 @@ pub fn run_with_fds(
 
 /// Why the command of a bwrap line (`bwrap ARGS -- CMD`, a plan of ours)
 /// could not be executed, judged on the host as
-/// [`crate::program_lookup::exec_error`] does: in the plan's `--chdir`,
+/// [`crate::process::lookup::exec_error`] does: in the plan's `--chdir`,
 /// with its `--setenv PATH` (after `--clearenv`) or this process's `PATH`.
 #[cfg(target_os = "linux")]
 fn bwrap_command_error(argv: &[OsString]) -> Option<(&std::ffi::OsStr, std::io::Error)> {
@@ -233,7 +233,7 @@ fn bwrap_command_error(argv: &[OsString]) -> Option<(&std::ffi::OsStr, std::io::
             _ => i += 1,
         }
     }
-    let err = crate::program_lookup::exec_error(program, path_var.as_deref(), &chdir?)?;
+    let err = crate::process::lookup::exec_error(program, path_var.as_deref(), &chdir?)?;
     Some((program.as_os_str(), err))
 }
 
@@ -256,9 +256,7 @@ pub fn run_with_fds(
 /// the limit, the command is its child and a watchdog beside it kills the
 /// cgroup if vibesys dies; otherwise its child is a small supervisor
 /// (kills the tree when the command exits or when vibesys dies, exits
-/// with the command's status). Without a supervisor the command's process
-/// shares vibesys's memory until it executes (no copy of vibesys's address
-/// space, see `crate::linux::spawn`). The command, before it executes: joins
+/// with the command's status). The command, before it executes: joins
 /// the run's pids cgroup, takes SIGKILL as its
 /// parent-death signal, starts a new session, enters a user namespace of
 /// its own when not root (so its bounding set can be dropped and
@@ -399,7 +397,7 @@ fn hand_to_proxy(listener: &std::net::TcpListener, socket: &Path) -> Result<(), 
 /// `RLIMIT_NPROC` requires one (see `ChildSetup`).
 #[cfg(target_os = "linux")]
 fn wants_user_namespace() -> bool {
-    !crate::linux::pids::is_root()
+    !crate::process::pids::is_root()
 }
 
 /// Prints why `program` could not be executed and returns the status.

@@ -35,7 +35,7 @@ pub use linux::fds::open_beneath;
 pub mod policy;
 pub mod private_file;
 pub mod proc_cover;
-mod program_lookup;
+pub mod process;
 pub mod realpath;
 pub mod resolve;
 pub mod resources;

@@ -45,7 +45,7 @@ impl ProcessLimit {
     /// The mechanism that bounds `max` processes on this host: a pids
     /// cgroup where one can be created, else `RLIMIT_NPROC` under a user
     /// namespace when not root (for root, `RLIMIT_NPROC` is never
-    /// enforced), else none. (On Linux: `crate::linux::pids`.)
+    /// enforced), else none. (On Linux: `crate::process::pids`.)
     #[cfg(not(target_os = "linux"))]
     pub fn choose(max: u64) -> Self {
         let _ = max;

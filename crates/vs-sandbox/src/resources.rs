@@ -8,7 +8,7 @@
 //! unconfine the project.
 
 use std::collections::BTreeMap;
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -685,15 +685,9 @@ pub fn find_program(program: &OsStr, path_var: Option<&OsStr>) -> Option<PathBuf
     if p.components().count() > 1 || p.is_absolute() {
         return p.is_file().then(|| p.to_path_buf());
     }
-    let path_var: OsString = path_var.map(OsStr::to_os_string).unwrap_or_default();
-    std::env::split_paths(&path_var)
-        .map(|dir| dir.join(program))
-        .find(|candidate| is_executable(candidate))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    use crate::process::lookup::{EmptyEntry, is_executable_file, search_path};
+    let path_var = path_var.unwrap_or_default();
+    search_path(program, path_var, None, EmptyEntry::CurrentDir).find(|c| is_executable_file(c))
 }
 
 /// The install root of an executable: the directory holding it, or its

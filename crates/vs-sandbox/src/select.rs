@@ -410,7 +410,7 @@ impl AnySandbox {
                     None => std::env::var_os("PATH"),
                 };
                 if let Some(err) =
-                    crate::program_lookup::exec_error(&command[0], path_var.as_deref(), s.chdir())
+                    crate::process::lookup::exec_error(&command[0], path_var.as_deref(), s.chdir())
                 {
                     return Ok(crate::launch::exec_failure(&command[0], &err));
                 }

@@ -13,7 +13,6 @@ use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -21,6 +20,9 @@ use libc::{c_char, c_int, pid_t};
 
 use super::capture::HeadTail;
 use super::{CommandResult, CommandSpec, DEFAULT_SEARCH_PATH, RunnerError};
+use crate::process::lookup::{EmptyEntry, is_executable_file, search_path};
+use crate::process::status::Exit;
+use crate::process::tree::{kill_tree, reap};
 
 /// How long the supervisor may take to kill the tree before it is itself
 /// `SIGKILL`ed (it should need milliseconds).
@@ -70,10 +72,6 @@ fn cstring(what: &'static str, bytes: &[u8]) -> Result<CString, RunnerError> {
     })
 }
 
-fn is_executable_file(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
 /// Finds the program: as given when it contains `/`, else in the command's
 /// own `PATH`.
 fn resolve_program(
@@ -89,15 +87,11 @@ fn resolve_program(
         .get(OsStr::new("PATH"))
         .cloned()
         .unwrap_or_else(|| OsString::from(DEFAULT_SEARCH_PATH));
-    for dir in search.as_bytes().split(|&b| b == b':') {
-        // An empty entry would mean the working directory: never searched.
-        if dir.is_empty() {
-            continue;
-        }
-        let candidate = cwd.join(OsStr::from_bytes(dir)).join(program);
-        if is_executable_file(&candidate) {
-            return Ok(candidate);
-        }
+    // An empty entry would mean the working directory: never searched.
+    if let Some(found) =
+        search_path(program, &search, Some(cwd), EmptyEntry::Skip).find(|c| is_executable_file(c))
+    {
+        return Ok(found);
     }
     Err(RunnerError::ProgramNotFound {
         program: program.to_string_lossy().into_owned(),
@@ -230,104 +224,24 @@ unsafe fn supervise(plan: &ChildPlan<'_>) -> ! {
         loop {
             let mut info: libc::siginfo_t = std::mem::zeroed();
             let sig = libc::sigwaitinfo(&set, &mut info);
-            reap_nowait(command, &mut status);
+            reap(command, &mut status, libc::WNOHANG);
             // Kill on request, and when the command is gone (leftovers).
             if sig == libc::SIGTERM || status.is_some() {
                 break;
             }
         }
-        kill_tree(command, &mut status);
-        match status {
-            Some(st) if libc::WIFEXITED(st) => {
-                report(plan.report_w, TAG_EXITED, libc::WEXITSTATUS(st));
-            }
-            Some(st) if libc::WIFSIGNALED(st) => {
-                report(plan.report_w, TAG_SIGNALED, libc::WTERMSIG(st));
-            }
-            _ => {}
-        }
-        libc::_exit(0)
-    }
-}
-
-/// Reaps every child that has exited, recording the command's status.
-fn reap_nowait(command: pid_t, status: &mut Option<c_int>) {
-    loop {
-        let mut st: c_int = 0;
-        // SAFETY: waitpid with a valid out-pointer.
-        let r = unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG) };
-        if r <= 0 {
-            return;
-        }
-        if r == command {
-            *status = Some(st);
-        }
-    }
-}
-
-/// SIGKILLs the command's group and every child of the supervisor (orphans
-/// included, we are their subreaper) until none is left. Async-signal-safe.
-fn kill_tree(command: pid_t, status: &mut Option<c_int>) {
-    if status.is_none() {
-        // The command is not reaped, so its pid (and group id) is still ours.
-        // SAFETY: plain kill(2).
-        unsafe {
+        if status.is_none() {
+            // The command is not reaped, so its pid (and group id) is
+            // still ours.
             libc::kill(-command, libc::SIGKILL);
         }
-    }
-    loop {
-        kill_listed_children();
-        let mut st: c_int = 0;
-        // SAFETY: waitpid with a valid out-pointer.
-        let r = unsafe { libc::waitpid(-1, &mut st, 0) };
-        if r == command {
-            *status = Some(st);
+        kill_tree(command, &mut status);
+        match status.and_then(Exit::from_wait_status) {
+            Some(Exit::Code(code)) => report(plan.report_w, TAG_EXITED, code),
+            Some(Exit::Signal(sig)) => report(plan.report_w, TAG_SIGNALED, sig),
+            None => {}
         }
-        if r < 0 && errno() != libc::EINTR {
-            // ECHILD: no child left.
-            return;
-        }
-    }
-}
-
-/// SIGKILLs every pid in `/proc/thread-self/children`. Async-signal-safe:
-/// parses with a stack buffer. Children not yet reaped cannot have their
-/// pid reused, so every pid listed is really ours.
-fn kill_listed_children() {
-    // SAFETY: open/read/close/kill on a stack buffer and a C string literal.
-    unsafe {
-        let fd = libc::open(
-            c"/proc/thread-self/children".as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        );
-        if fd < 0 {
-            return;
-        }
-        let mut buf = [0u8; 512];
-        let mut pid: pid_t = 0;
-        loop {
-            let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
-            if n < 0 && errno() == libc::EINTR {
-                continue;
-            }
-            if n <= 0 {
-                break;
-            }
-            for &b in buf.iter().take(n as usize) {
-                if b.is_ascii_digit() {
-                    pid = pid.saturating_mul(10).saturating_add(pid_t::from(b - b'0'));
-                } else {
-                    if pid > 0 {
-                        libc::kill(pid, libc::SIGKILL);
-                    }
-                    pid = 0;
-                }
-            }
-        }
-        if pid > 0 {
-            libc::kill(pid, libc::SIGKILL);
-        }
-        libc::close(fd);
+        libc::_exit(0)
     }
 }
 
@@ -689,10 +603,14 @@ fn outcome(
             source: io::Error::from_raw_os_error(e),
         });
     }
-    match (report.exited, report.signaled) {
-        (Some(code), _) => Ok((code, None)),
-        (None, Some(sig)) => Ok((128 + sig, Some(sig))),
-        (None, None) => Err(RunnerError::SupervisorLost {
+    let exit = match (report.exited, report.signaled) {
+        (Some(code), _) => Some(Exit::Code(code)),
+        (None, Some(sig)) => Some(Exit::Signal(sig)),
+        (None, None) => None,
+    };
+    match exit {
+        Some(exit) => Ok((exit.code(), exit.signal())),
+        None => Err(RunnerError::SupervisorLost {
             detail: match supervisor_status {
                 Some(st) if libc::WIFSIGNALED(st) => {
                     format!("killed by signal {}", libc::WTERMSIG(st))

@@ -311,7 +311,7 @@ impl PidsCgroup {
                 // this run's cgroup (a process cannot leave it by itself).
                 unsafe { libc::kill(*pid, libc::SIGKILL) };
             }
-            super::reap::reap_exited();
+            super::tree::reap_exited();
             match std::fs::remove_dir(&self.dir) {
                 Ok(()) => return,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,

@@ -14,11 +14,46 @@
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// `execvp`'s search path when `PATH` is unset (glibc's, bwrap's C
 /// library).
-const DEFAULT_PATH: &str = "/bin:/usr/bin";
+pub(crate) const EXECVP_DEFAULT_PATH: &str = "/bin:/usr/bin";
+
+/// What an empty entry of a `PATH` stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EmptyEntry {
+    /// The current directory, as for `execvp`.
+    CurrentDir,
+    /// Nothing: the entry is not searched.
+    Skip,
+}
+
+/// The paths a search for `program` (a name without `/`) tries, in order:
+/// each entry of `path_var` joined with it, an entry relative to `dir`
+/// when one is given (else to the current directory).
+pub(crate) fn search_path<'a>(
+    program: &'a OsStr,
+    path_var: &'a OsStr,
+    dir: Option<&'a Path>,
+    empty: EmptyEntry,
+) -> impl Iterator<Item = PathBuf> + 'a {
+    path_var
+        .as_bytes()
+        .split(|&b| b == b':')
+        .filter(move |entry| !entry.is_empty() || empty == EmptyEntry::CurrentDir)
+        .map(move |entry| {
+            let entry = Path::new(OsStr::from_bytes(entry));
+            dir.map_or_else(|| entry.to_path_buf(), |d| d.join(entry))
+                .join(program)
+        })
+}
+
+/// Whether `path` is a regular file with an execute bit set (for anyone).
+pub(crate) fn is_executable_file(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
 
 /// Why `execvp(program)` would fail in a sandbox whose command starts in
 /// `dir` with `PATH` = `path_var`, or `None` when it finds a candidate it
@@ -36,16 +71,10 @@ pub(crate) fn exec_error(
     if program.as_bytes().contains(&b'/') {
         return check(&dir.join(program)).err();
     }
-    let path_var = path_var.unwrap_or(OsStr::new(DEFAULT_PATH));
+    let path_var = path_var.unwrap_or(OsStr::new(EXECVP_DEFAULT_PATH));
     let mut denied = None;
-    for entry in path_var.as_bytes().split(|&b| b == b':') {
-        // An empty entry is the current directory.
-        let base = if entry.is_empty() {
-            dir.to_path_buf()
-        } else {
-            dir.join(OsStr::from_bytes(entry))
-        };
-        match check(&base.join(program)) {
+    for candidate in search_path(program, path_var, Some(dir), EmptyEntry::CurrentDir) {
+        match check(&candidate) {
             Ok(()) => return None,
             Err(e) if e.raw_os_error() == Some(libc::EACCES) => denied = Some(e),
             Err(_) => {}

@@ -16,10 +16,10 @@ use crate::error::SandboxError;
 use crate::limits::ProcessLimit;
 
 use super::pids::PidsCgroup;
-use super::reap::reap_exited;
-pub use super::spawn::Exec;
-use super::spawn::ExecImage;
+use super::status::Exit;
 use super::stdio_relay::{Relay, StdioSwap};
+use super::tree::kill_leftovers;
+use super::tree::{kill_listed, kill_tree, reap};
 
 /// Makes this process the subreaper of its descendants: orphans of the
 /// confined tree are reparented to it instead of to init.
@@ -34,48 +34,26 @@ pub fn become_subreaper() -> Result<(), SandboxError> {
     Ok(())
 }
 
-/// The children of this process (all threads), from /proc.
-fn children() -> Vec<i32> {
-    let mut out = Vec::new();
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return out;
-    };
-    for t in tasks.flatten() {
-        let mut s = String::new();
-        if let Ok(f) = File::open(t.path().join("children")) {
-            let _ = f.take(1024 * 1024).read_to_string(&mut s);
-        }
-        out.extend(s.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
-    }
-    out
+/// The command as a confined launch starts it.
+#[derive(Debug)]
+pub struct Exec<'a> {
+    /// The program (looked up in `PATH` when it has no `/`) and its
+    /// arguments.
+    pub argv: &'a [std::ffi::OsString],
+    /// The command's whole environment; `None` inherits vibesys's.
+    pub env: Option<&'a [(std::ffi::OsString, std::ffi::OsString)]>,
+    /// The directory it starts in; `None` keeps vibesys's.
+    pub cwd: Option<&'a std::path::Path>,
+    /// Descriptors placed at 3, 4, ... in the child; every other inherited
+    /// descriptor above stderr is closed (bwrap's descriptor slots). With
+    /// none, inherited descriptors are left as they are (a backend that
+    /// wants them closed says so in its set-up).
+    pub fds: Vec<OwnedFd>,
 }
 
-/// Kills every remaining descendant. As the subreaper, every orphan of
-/// the tree is our child: kill them, reap them (their own children are
-/// reparented to us as they die) and repeat until none is left. Bounded:
-/// gives up after ~5 s of rounds (a limit-bounded tree empties far sooner).
-pub fn kill_leftovers() {
-    for _ in 0..5000 {
-        if !reap_exited() {
-            return;
-        }
-        let kids = children();
-        for pid in &kids {
-            // SAFETY: kill has no memory effects; an unreaped child's pid
-            // cannot be reused, so this reaches our own child.
-            unsafe { libc::kill(*pid, libc::SIGKILL) };
-        }
-        for pid in &kids {
-            let mut status = 0;
-            // SAFETY: waitpid writes one int we own.
-            unsafe { libc::waitpid(*pid, &mut status, 0) };
-        }
-        if kids.is_empty() {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-    }
-    tracing::warn!("processes left by the confined command survived 5000 kill rounds");
-}
+/// What the child reports when it fails, through the launch's report
+/// pipe: a stage number (see [`STAGES`]) and an errno.
+type Failed = (u8, i32);
 
 /// Everything the child does between fork and exec, prepared here.
 #[derive(Debug, Default)]
@@ -105,7 +83,7 @@ pub struct ChildSetup {
     pub close_inherited: bool,
     /// An egress allow-list: take a network namespace of its own and send
     /// a listener on its loopback over this channel
-    /// ([`super::netns::enter_and_listen`]).
+    /// ([`crate::linux::netns::enter_and_listen`]).
     pub egress_channel: Option<OwnedFd>,
 }
 
@@ -132,13 +110,6 @@ const STAGES: &[&str] = &[
     "bringing up the loopback of the new network namespace",
     "listening for the egress proxy in the new network namespace",
 ];
-
-/// Where the clone's child reports its own steps in [`STAGES`].
-const SPAWN_STAGES: super::spawn::ChildStages = super::spawn::ChildStages {
-    fds: 14,
-    chdir: 15,
-    exec: 16,
-};
 
 #[repr(C)]
 struct CapHeader {
@@ -226,48 +197,19 @@ impl Drop for Signals {
     }
 }
 
-/// The started command: a std child (forked) or the pid of the clone's
-/// child ([`super::spawn`]); vibesys reaps it either way.
+/// The started command; vibesys reaps it.
 #[derive(Debug)]
-pub enum Launched {
-    /// Started by std's `Command`.
-    Std(std::process::Child),
-    /// Started by [`super::spawn::spawn`].
-    Raw(libc::pid_t),
-}
+pub struct Launched(std::process::Child);
 
 impl Launched {
     /// The child's pid.
     pub fn id(&self) -> u32 {
-        match self {
-            Self::Std(c) => c.id(),
-            Self::Raw(pid) => *pid as u32,
-        }
+        self.0.id()
     }
 
     /// Its status, once it has exited (reaping it).
     pub fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
-        use std::os::unix::process::ExitStatusExt;
-        match self {
-            Self::Std(c) => c.try_wait(),
-            Self::Raw(pid) => {
-                let mut status = 0;
-                loop {
-                    // SAFETY: waitpid writes one int we own.
-                    let r = unsafe { libc::waitpid(*pid, &mut status, libc::WNOHANG) };
-                    if r == 0 {
-                        return Ok(None);
-                    }
-                    if r == *pid {
-                        return Ok(Some(std::process::ExitStatus::from_raw(status)));
-                    }
-                    let e = std::io::Error::last_os_error();
-                    if e.kind() != std::io::ErrorKind::Interrupted {
-                        return Err(e);
-                    }
-                }
-            }
-        }
+        self.0.try_wait()
     }
 }
 
@@ -285,13 +227,6 @@ pub enum SpawnFailure {
         /// Why.
         error: std::io::Error,
     },
-}
-
-/// Reaps `pid`, a child that has exited or is about to.
-fn reap_one(pid: libc::pid_t) {
-    let mut status = 0;
-    // SAFETY: waitpid writes one int we own.
-    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && errno() == libc::EINTR {}
 }
 
 /// A launch being prepared: the child side and what the parent keeps.
@@ -461,7 +396,7 @@ impl Prepared {
         unsafe {
             cmd.pre_exec(move || {
                 let _ = &writer;
-                plan.run(true).map_err(|(stage, errno)| {
+                plan.run().map_err(|(stage, errno)| {
                     let mut msg = [0u8; 5];
                     msg[0] = stage;
                     msg[1..].copy_from_slice(&errno.to_ne_bytes());
@@ -472,58 +407,17 @@ impl Prepared {
         }
     }
 
-    /// Starts `exec` with the prepared set-up. Without a supervisor the
-    /// child shares vibesys's memory until it executes the command
-    /// ([`super::spawn`]: no copy of vibesys's address space); with one,
-    /// a `fork` (the supervisor outlives the launch as its own process).
+    /// Starts `exec` with the prepared set-up: std's `fork` and a
+    /// pre-exec hook (with a supervisor, the forked process stays as the
+    /// supervisor and forks the command).
     ///
     /// A standard descriptor of vibesys that is a host file reaches the
     /// command as a pipe vibesys copies ([`super::stdio_relay`]).
     pub fn spawn(&mut self, exec: Exec<'_>) -> Result<Launched, SpawnFailure> {
         let swap = StdioSwap::begin().map_err(SpawnFailure::Confine)?;
-        let launched = if self.setup.supervise {
-            self.spawn_forked(exec)
-        } else {
-            self.spawn_shared(exec)
-        };
+        let launched = self.spawn_forked(exec);
         self.relay = swap.end();
         launched
-    }
-
-    /// [`Prepared::spawn`] from a process sharing vibesys's memory.
-    fn spawn_shared(&mut self, exec: Exec<'_>) -> Result<Launched, SpawnFailure> {
-        let image = ExecImage::new(exec).map_err(SpawnFailure::Confine)?;
-        let writer = self.report.1.take();
-        let err_fd = writer.as_ref().map_or(-1, AsRawFd::as_raw_fd);
-        let plan = self.child_plan();
-        let setup = || plan.run(false);
-        let child = super::spawn::Child {
-            image: &image,
-            setup: &setup,
-            mask: self.signals.old,
-            report: err_fd,
-            stages: SPAWN_STAGES,
-        };
-        let pid = super::spawn::spawn(&child);
-        // The child has executed (its copy closed on exec) or exited: EOF
-        // comes once ours is gone too.
-        drop(writer);
-        let pid = pid.map_err(SpawnFailure::Confine)?;
-        let launched = Launched::Raw(pid);
-        match self.read_failure() {
-            None => Ok(launched),
-            Some((stage, errno)) if stage == SPAWN_STAGES.exec => {
-                reap_one(pid);
-                Err(SpawnFailure::Exec {
-                    program: image.program().to_owned(),
-                    error: std::io::Error::from_raw_os_error(errno),
-                })
-            }
-            Some(failed) => {
-                reap_one(pid);
-                Err(SpawnFailure::Confine(self.failure_error(failed)))
-            }
-        }
     }
 
     /// [`Prepared::spawn`] through std's `fork` and a pre-exec hook.
@@ -538,7 +432,7 @@ impl Prepared {
             cmd.args(args);
             cmd
         } else {
-            super::fds::SlotFds::from_fds(exec.fds)
+            crate::linux::fds::SlotFds::from_fds(exec.fds)
                 .command(exec.argv)
                 .map_err(SpawnFailure::Confine)?
         };
@@ -555,12 +449,10 @@ impl Prepared {
             let _ = spawned.map(|mut c| c.wait());
             return Err(SpawnFailure::Confine(self.failure_error(failed)));
         }
-        spawned
-            .map(Launched::Std)
-            .map_err(|error| SpawnFailure::Exec {
-                program: program.clone(),
-                error,
-            })
+        spawned.map(Launched).map_err(|error| SpawnFailure::Exec {
+            program: program.clone(),
+            error,
+        })
     }
 
     /// After the spawn (and after the last write end is gone): the stage
@@ -647,8 +539,6 @@ unsafe impl Send for ChildPlan {}
 // SAFETY: as above; the plan is never mutated.
 unsafe impl Sync for ChildPlan {}
 
-use super::spawn::Failed;
-
 fn errno() -> i32 {
     std::io::Error::last_os_error()
         .raw_os_error()
@@ -660,10 +550,9 @@ fn check(stage: u8, r: libc::c_long) -> Result<(), Failed> {
 }
 
 impl ChildPlan {
-    /// Runs in the child between fork and exec. `restore_mask`: set the
-    /// command's signal mask here (after a fork); the clone's child of
-    /// [`super::spawn`] sets it itself right before `execve`.
-    fn run(&self, restore_mask: bool) -> Result<(), Failed> {
+    /// Runs in the child between fork and exec; sets the command's
+    /// signal mask (vibesys's, from before the launch).
+    fn run(&self) -> Result<(), Failed> {
         // SAFETY: raw system calls on integers and on pointers prepared by
         // the parent and valid in this copy of its memory.
         unsafe {
@@ -695,9 +584,7 @@ impl ChildPlan {
                 }
                 parent = me;
             }
-            if restore_mask {
-                libc::pthread_sigmask(libc::SIG_SETMASK, &self.old_mask, std::ptr::null_mut());
-            }
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old_mask, std::ptr::null_mut());
             check(
                 0,
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) as libc::c_long,
@@ -738,8 +625,11 @@ impl ChildPlan {
                 }
             }
             if self.egress_channel >= 0 {
-                super::netns::enter_and_listen(self.egress_channel, crate::egress::INSIDE_PORT)
-                    .map_err(|(step, e)| (17 + step, e))?;
+                crate::linux::netns::enter_and_listen(
+                    self.egress_channel,
+                    crate::egress::INSIDE_PORT,
+                )
+                .map_err(|(step, e)| (17 + step, e))?;
             }
             if let Some(max) = self.nproc {
                 let lim = libc::rlimit {
@@ -817,7 +707,7 @@ impl ChildPlan {
                 )?;
             }
             if self.close_inherited {
-                super::fds::close_from(3);
+                crate::linux::fds::close_from(3);
             }
         }
         Ok(())
@@ -873,12 +763,7 @@ unsafe fn supervise_tree(
             }
         }
         // Kill what is left (orphans are ours: we are their subreaper).
-        loop {
-            kill_children();
-            if reap(command, &mut status, 0) < 0 {
-                break;
-            }
-        }
+        kill_tree(command, &mut status);
         // vibesys is gone: nobody else will remove the run's cgroup. Leave
         // it for its parent, then remove it (it is empty now).
         if libc::getppid() != vibesys && !cgroup[0].is_null() {
@@ -889,10 +774,9 @@ unsafe fn supervise_tree(
             }
             libc::rmdir(cgroup[0]);
         }
-        match status {
-            Some(st) if libc::WIFEXITED(st) => libc::_exit(libc::WEXITSTATUS(st)),
-            Some(st) if libc::WIFSIGNALED(st) => {
-                let sig = libc::WTERMSIG(st);
+        match status.and_then(Exit::from_wait_status) {
+            Some(Exit::Code(code)) => libc::_exit(code),
+            Some(Exit::Signal(sig)) => {
                 libc::signal(sig, libc::SIG_DFL);
                 let mut one: libc::sigset_t = std::mem::zeroed();
                 libc::sigemptyset(&mut one);
@@ -909,73 +793,6 @@ unsafe fn supervise_tree(
             _ => libc::_exit(crate::exit_codes::EXIT_CONFINE_FAILED),
         }
     }
-}
-
-/// Reaps children (blocking for `flags` 0), recording the command's
-/// status; returns the last waitpid result (-1 once none is left).
-fn reap(command: libc::pid_t, status: &mut Option<libc::c_int>, flags: libc::c_int) -> libc::pid_t {
-    loop {
-        let mut st = 0;
-        // SAFETY: waitpid writes one int on our stack.
-        let r = unsafe { libc::waitpid(-1, &mut st, flags) };
-        if r == command {
-            *status = Some(st);
-        }
-        if r < 0 && errno() == libc::EINTR {
-            continue;
-        }
-        if r <= 0 || flags == 0 {
-            return r;
-        }
-    }
-}
-
-/// SIGKILLs every child listed in /proc/thread-self/children (see
-/// [`kill_listed`]).
-fn kill_children() {
-    kill_listed(c"/proc/thread-self/children".as_ptr());
-}
-
-/// SIGKILLs every pid listed (whitespace-separated) in the file at
-/// `path`, parsing with a stack buffer (async-signal-safe); returns how
-/// many were listed.
-fn kill_listed(path: *const libc::c_char) -> usize {
-    let mut listed = 0;
-    // SAFETY: open/read/close/kill on a stack buffer and a NUL-terminated
-    // path the caller keeps alive.
-    unsafe {
-        let fd = libc::open(path, libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return 0;
-        }
-        let mut buf = [0u8; 512];
-        let mut pid: libc::pid_t = 0;
-        loop {
-            let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
-            if n <= 0 {
-                break;
-            }
-            for &b in buf.iter().take(n as usize) {
-                if b.is_ascii_digit() {
-                    pid = pid
-                        .saturating_mul(10)
-                        .saturating_add(libc::pid_t::from(b - b'0'));
-                } else {
-                    if pid > 0 {
-                        libc::kill(pid, libc::SIGKILL);
-                        listed += 1;
-                    }
-                    pid = 0;
-                }
-            }
-        }
-        if pid > 0 {
-            libc::kill(pid, libc::SIGKILL);
-            listed += 1;
-        }
-        libc::close(fd);
-    }
-    listed
 }
 
 /// What the watchdog needs, prepared by vibesys: plain data that stays
