@@ -51,10 +51,9 @@
 # docker: build cache, COPY re-runs).
 # "one file grown": vibesys only, a file early in the archive grown by
 # 256 KiB, so that its layer takes more pages and everything after it
-# moves: right after the previous build (its pages still dirty in the page
-# cache: the edit writes the rest of the archive over) and after `sync`
-# (as after the kernel's writeback, ~30 s later: the edit shifts the rest
-# in place with fallocate).
+# moves (the edit writes the rest of the archive over): right after the
+# previous build (its pages still dirty in the page cache) and after
+# `sync` (as after the kernel's writeback, ~30 s later).
 #
 # Needs: a static vibesys (built if missing: scripts/build-static.sh), umoci, skopeo, docker,
 # /usr/bin/time (Debian: time), rustc (for the content); for the closure
