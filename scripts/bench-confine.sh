@@ -58,8 +58,11 @@
 # `vibesys --version` shows the cost of vibesys's own size.
 # VIBESYS=/path/to/vibesys measures that binary instead of building one.
 # BASELINE=/path/to/vibesys adds that binary's bwrap and Landlock launches
-# (e.g. the build before a change) to the same run: the launch cost before
-# and after.
+# and its `--version` (e.g. the build before a change) to the same run: the
+# launch cost before and after. Several binaries, separated by spaces, are
+# each added under their file name (BASELINE="/x/same /x/no-relr": rows
+# same-bwrap, no-relr-bwrap, ...; a copy of the measured binary under
+# another name gives the noise of an A/A comparison in the same run).
 # Both are copied into a scratch directory first and run from there: a
 # binary fresh from the linker in target/ started ~0.3 ms slower than a cp
 # of the same file (measured 2026-12-02), which would skew an A/B.
@@ -103,9 +106,20 @@ mkdir "$scratch/bin" "$scratch/project"
 chmod 755 "$scratch" "$scratch/bin"   # the unprivileged round runs the copy too
 cp "$built" "$scratch/bin/vibesys"
 vibesys=$scratch/bin/vibesys
+# BASELINE: one path is named `baseline` (as before); several, by their file names.
+baselines=()
 if [ -n "${BASELINE:-}" ]; then
-  cp "$BASELINE" "$scratch/bin/baseline"
-  baseline=$scratch/bin/baseline
+  read -r -a bpaths <<<"$BASELINE"
+  for b in "${bpaths[@]}"; do
+    name=baseline
+    [ "${#bpaths[@]}" -gt 1 ] && name=$(basename "$b")
+    case "$name" in vibesys | static-hello | *[!A-Za-z0-9_.-]*)
+      echo "bench-confine: baseline $b: its file name must differ from vibesys and static-hello and be [A-Za-z0-9_.-]" >&2; exit 1 ;;
+    esac
+    [ -e "$scratch/bin/$name" ] && { echo "bench-confine: two baselines named $name" >&2; exit 1; }
+    cp "$b" "$scratch/bin/$name"
+    baselines+=("$name")
+  done
 fi
 static_hello=
 if rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-musl; then
@@ -203,10 +217,11 @@ cmds=(lean-bwrap "$lean_line" raw-bwrap "$raw"
   lean-landlock "$lean_landlock" raw-landlock "$raw_landlock"
   guarded-landlock "$guarded_landlock"
   guarded-bwrap "$landlock_lean --guarded $cg_parent - - $raw")
-if [ -n "${BASELINE:-}" ]; then
-  cmds+=(baseline-bwrap "$baseline exec --confine bwrap -- /bin/true")
-  cmds+=(baseline-landlock "$baseline exec --confine landlock -- /bin/true")
-fi
+for name in "${baselines[@]}"; do
+  cmds+=("$name-bwrap" "$scratch/bin/$name exec --confine bwrap -- /bin/true")
+  cmds+=("$name-landlock" "$scratch/bin/$name exec --confine landlock -- /bin/true")
+  cmds+=("$name-version" "$scratch/bin/$name --version")
+done
 [ -n "$static_hello" ] && cmds+=(static-hello "$static_hello")
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   # The same launch as an unprivileged user (its own project copy).
@@ -221,9 +236,10 @@ fi
 echo "bench-confine: $runs interleaved rounds, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 echo "bench-confine: the C launchers (lean-, raw-, guarded-) are built $landlock_link" >&2
 results=$("$interleave" "$runs" 20 "${cmds[@]}")
-python3 - "$results" <<'PY'
+python3 - "$results" "${baselines[@]}" <<'PY'
 import sys
 rows = [l.split("\t") for l in sys.argv[1].splitlines()]
+baselines = sys.argv[2:]
 med = {r[0]: float(r[1]) for r in rows}
 print(f"{'command':<18} {'median':>8} {'p10':>8} {'p90':>8} {'min':>8}  (ms)")
 for r in rows:
@@ -241,10 +257,10 @@ print(f"landlock: vibesys - vibesys --version (its own start-up) = {med['vibesys
 print(f"landlock: lean hand-written launcher - plain exec = {med['lean-landlock'] - med['plain-true']:.3f} ms; with vibesys's rules = {med['raw-landlock'] - med['plain-true']:.3f} ms")
 print(f"landlock: vibesys / lean hand-written launcher = {med['vibesys-landlock'] / med['lean-landlock']:.3f}x (vibesys - lean = {med['vibesys-landlock'] - med['lean-landlock']:.3f} ms)")
 print(f"landlock: vibesys's guarantees in C (guarded launcher) - plain exec = {med['guarded-landlock'] - med['plain-true']:.3f} ms; vibesys - guarded = {med['vibesys-landlock'] - med['guarded-landlock']:.3f} ms (policy, host resources, vibesys's own start-up)")
-if "baseline-bwrap" in med:
-    print(f"bwrap: vibesys / baseline = {med['vibesys-bwrap'] / med['baseline-bwrap']:.3f}x")
-if "baseline-landlock" in med:
-    print(f"landlock: vibesys / baseline = {med['vibesys-landlock'] / med['baseline-landlock']:.3f}x")
+for b in baselines:
+    for what in ("bwrap", "landlock", "version"):
+        ours, theirs = med[f"vibesys-{what}"], med[f"{b}-{what}"]
+        print(f"{what}: vibesys / {b} = {ours / theirs:.3f}x ({ours - theirs:+.3f} ms)")
 if "setpriv-landlock" in med:
     print(f"landlock as an unprivileged user: vibesys - plain exec = {med['setpriv-landlock'] - med['setpriv-true']:.3f} ms (ratio {med['setpriv-landlock'] / med['setpriv-true']:.2f}x)")
 PY

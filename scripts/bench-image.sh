@@ -7,6 +7,12 @@
 #   scripts/bench-image.sh            # RUNS=3 by default
 #   RUNS=5 DOCKER_RUNS=3 BENCH_DIR=/var/tmp/b scripts/bench-image.sh
 #   CLOSURE=0 scripts/bench-image.sh  # without the Nix closure case
+#   PEERS=0 scripts/bench-image.sh    # without umoci + skopeo and docker build
+#   BASELINE="/x/same /x/no-edit" scripts/bench-image.sh
+#       # the archive cases (cold, one file changed, grown) also by each of
+#       # these binaries, named by their file names, in the same rounds (the
+#       # order of the binaries shuffled per round); a copy of the measured
+#       # binary under another name gives the noise of an A/A comparison
 #
 # Peers:
 #   umoci:  umoci init + new + insert (gzip layer, umoci's only choice) and
@@ -45,10 +51,9 @@
 # docker: build cache, COPY re-runs).
 # "one file grown": vibesys only, a file early in the archive grown by
 # 256 KiB, so that its layer takes more pages and everything after it
-# moves: right after the previous build (its pages still dirty in the page
-# cache: the edit writes the rest of the archive over) and after `sync`
-# (as after the kernel's writeback, ~30 s later: the edit shifts the rest
-# in place with fallocate).
+# moves (the edit writes the rest of the archive over): right after the
+# previous build (its pages still dirty in the page cache) and after
+# `sync` (as after the kernel's writeback, ~30 s later).
 #
 # Needs: a static vibesys (built if missing: scripts/build-static.sh), umoci, skopeo, docker,
 # /usr/bin/time (Debian: time), rustc (for the content); for the closure
@@ -71,7 +76,16 @@ if [[ -z $VIBESYS ]]; then
     VIBESYS=$(CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT_DIR/target} "$ROOT_DIR/scripts/build-static.sh")
 fi
 CLOSURE=${CLOSURE:-1}
-tools=(umoci skopeo docker /usr/bin/time rustc)
+PEERS=${PEERS:-1}
+read -r -a BASELINES <<<"${BASELINE:-}"
+for b in "${BASELINES[@]}"; do
+    [[ -x $b ]] || { echo "bench-image: baseline $b is not an executable" >&2; exit 1; }
+    case "$(basename "$b")" in vibesys | cp-archive | *[!A-Za-z0-9_-]*)
+        echo "bench-image: baseline $b: its file name must not be vibesys and be [A-Za-z0-9_-]" >&2; exit 1 ;;
+    esac
+done
+tools=(/usr/bin/time rustc)
+[[ $PEERS == 0 ]] || tools+=(umoci skopeo docker)
 [[ $CLOSURE == 0 ]] || tools+=(nix-store nix-instantiate)
 for tool in "${tools[@]}"; do
     command -v "$tool" >/dev/null || { echo "bench-image: $tool not found: install it (or CLOSURE=0 without Nix)" >&2; exit 1; }
@@ -209,22 +223,36 @@ maxcol() { awk '{if ($2>m) m=$2} END {print m}'; }
 rm -f "$WORK"/*.txt "$WORK"/*.raw
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)" >&2
 
-for i in $(seq "$RUNS"); do
-    echo "run $i/$RUNS" >&2
-    # vibesys cold, then one file changed (warm cache).
-    rm -rf "$WORK/cache" "$WORK/v.tar"
+# archive_cases NAME BIN: BIN's archive cases (cold, one file changed,
+# a file grown right after the last build and after sync), as NAME-cold ...
+archive_cases() {
+    local name=$1 bin=$2 out=$WORK/$1.tar cache=$WORK/cache-$1
+    rm -rf "$cache" "$out"
     sync; warm "$CTX/root"
-    case_begin; case_step "$VIBESYS" image build "$WORK/spec.toml" --out "$WORK/v.tar" --root "$CTX/root" --cache "$WORK/cache"; case_end vibesys-cold
+    case_begin; case_step "$bin" image build "$WORK/spec.toml" --out "$out" --root "$CTX/root" --cache "$cache"; case_end "$name-cold"
     change_one_file
-    case_begin; case_step "$VIBESYS" image build "$WORK/spec.toml" --out "$WORK/v.tar" --root "$CTX/root" --cache "$WORK/cache"; case_end vibesys-inc
-    # What writing the archive whole costs (a rebuild used to).
-    case_begin; case_step cp "$WORK/v.tar" "$WORK/cp.tar"; case_end cp-archive
-    rm -f "$WORK/cp.tar"
+    case_begin; case_step "$bin" image build "$WORK/spec.toml" --out "$out" --root "$CTX/root" --cache "$cache"; case_end "$name-inc"
+    if [[ $name == vibesys ]]; then
+        # What writing the archive whole costs (a rebuild used to).
+        case_begin; case_step cp "$out" "$WORK/cp.tar"; case_end cp-archive
+        rm -f "$WORK/cp.tar"
+    fi
     grow_one_file
-    case_begin; case_step "$VIBESYS" image build "$WORK/spec.toml" --out "$WORK/v.tar" --root "$CTX/root" --cache "$WORK/cache"; case_end vibesys-grow
+    case_begin; case_step "$bin" image build "$WORK/spec.toml" --out "$out" --root "$CTX/root" --cache "$cache"; case_end "$name-grow"
     sync
     grow_one_file
-    case_begin; case_step "$VIBESYS" image build "$WORK/spec.toml" --out "$WORK/v.tar" --root "$CTX/root" --cache "$WORK/cache"; case_end vibesys-grow-synced
+    case_begin; case_step "$bin" image build "$WORK/spec.toml" --out "$out" --root "$CTX/root" --cache "$cache"; case_end "$name-grow-synced"
+}
+
+for i in $(seq "$RUNS"); do
+    echo "run $i/$RUNS" >&2
+    # vibesys (and each baseline, in a fresh random order) cold, then one
+    # file changed (warm cache), then a file grown.
+    order=(vibesys "${BASELINES[@]}")
+    for b in $(printf '%s\n' "${!order[@]}" | shuf); do
+        if [[ $b == 0 ]]; then archive_cases vibesys "$VIBESYS"
+        else archive_cases "$(basename "${order[b]}")" "${order[b]}"; fi
+    done
 
     # vibesys to an OCI layout directory: unchanged layers are hard links
     # to the cache, so a rebuild writes only what changed.
@@ -248,6 +276,7 @@ for i in $(seq "$RUNS"); do
         done
     fi
 
+    [[ $PEERS != 0 ]] || continue
     # umoci + skopeo cold, then one file changed (insert again).
     rm -rf "$WORK/layout" "$WORK/u.tar"
     sync; warm "$CTX/root"
@@ -271,6 +300,7 @@ done
 # `sync`, and that writing slowed the next vibesys cold build (1.79 s with
 # the docker cases between the rounds, 1.27 s with them last, the other
 # cases the same; 2026-12-03, docs/images.md).
+[[ $PEERS != 0 ]] || DOCKER_RUNS=0
 for i in $(seq "$DOCKER_RUNS"); do
     echo "docker run $i/$DOCKER_RUNS" >&2
     docker rmi -f "$TAG:cold" "$TAG:inc" >/dev/null 2>&1 || true
@@ -302,7 +332,7 @@ t0=$EPOCHREALTIME
 dd if=/dev/zero of="$WORK/.floor-dd" bs=1M count=512 conv=fdatasync status=none
 WRITE_MBS=$(echo "512 * 1.048576 / ($EPOCHREALTIME - $t0)" | bc -l)
 rm -f "$WORK/.floor-dd"
-ARCHIVE_MB=$(echo "$(stat -c %s "$WORK/v.tar") / 1000000" | bc -l)
+ARCHIVE_MB=$(echo "$(stat -c %s "$WORK/vibesys.tar") / 1000000" | bc -l)
 CORES=$(nproc)
 floor_hash=$(echo "$ARCHIVE_MB / ($HASH_MBS * $CORES)" | bc -l)
 floor_write=$(echo "$ARCHIVE_MB / $WRITE_MBS" | bc -l)
@@ -311,18 +341,25 @@ med_floor=$(echo "if ($floor_hash > $floor_write) $floor_hash else $floor_write"
 # --- report ------------------------------------------------------------------
 cases=(vibesys-cold vibesys-inc cp-archive vibesys-grow vibesys-grow-synced vibesys-oci-cold vibesys-oci-inc)
 [[ $CLOSURE == 0 ]] || cases+=(closure-oci-cold closure-oci-inc closure-archive-cold closure-archive-inc)
+for b in "${BASELINES[@]}"; do
+    n=$(basename "$b")
+    cases+=("$n-cold" "$n-inc" "$n-grow" "$n-grow-synced")
+done
 cases+=(umoci-cold umoci-inc docker-cold docker-inc)
-printf '\n%-20s %10s %6s %14s\n' case median_s runs peak_rss_MiB
+printf '\n%-20s %10s %8s %8s %6s %14s\n' case median_s min_s max_s runs peak_rss_MiB
 for c in "${cases[@]}"; do
     [[ -s $WORK/$c.txt ]] || continue
     m=$(cut -d' ' -f1 "$WORK/$c.txt" | median)
+    lo=$(cut -d' ' -f1 "$WORK/$c.txt" | sort -n | head -n1)
+    hi=$(cut -d' ' -f1 "$WORK/$c.txt" | sort -n | tail -n1)
     r=$(maxcol < "$WORK/$c.txt")
-    printf '%-20s %10.3f %6d %14.1f\n' "$c" "$m" "$(wc -l < "$WORK/$c.txt")" "$(echo "$r/1024" | bc -l)"
+    printf '%-20s %10.3f %8.3f %8.3f %6d %14.1f\n' "$c" "$m" "$lo" "$hi" "$(wc -l < "$WORK/$c.txt")" "$(echo "$r/1024" | bc -l)"
     eval "med_${c//-/_}=$m"
 done
 echo
 # ratio A B / pct A B: median A over median B (variable name suffixes).
 ratio() { local a=med_$1 b=med_$2; [[ -n ${!a:-} && -n ${!b:-} ]] && echo "$(echo "scale=2; ${!a} / ${!b}" | bc -l)x" || echo n/a; }
+ratio3() { local a=med_$1 b=med_$2; [[ -n ${!a:-} && -n ${!b:-} ]] && echo "$(echo "scale=3; ${!a} / ${!b}" | bc -l)x" || echo n/a; }
 pct() { local a=med_$1 b=med_$2; [[ -n ${!a:-} && -n ${!b:-} ]] && echo "$(echo "scale=1; 100 * ${!a} / ${!b}" | bc -l)%" || echo n/a; }
 printf 'floor of a cold build (%.0f MB archive): %.3f s = max(hash %.3f s: %s at %.0f MB/s per core x %d cores; write %.3f s at %.0f MB/s)\n' \
     "$ARCHIVE_MB" "$med_floor" "$floor_hash" "$hash_tool" "$HASH_MBS" "$CORES" "$floor_write" "$WRITE_MBS"
@@ -337,6 +374,11 @@ if [[ $CLOSURE != 0 ]]; then
     echo "  references graph, archive:            $(pct closure_archive_inc closure_archive_cold)"
 fi
 echo "  cp of the archive (writing it whole):  $(pct cp_archive vibesys_cold)"
+for b in "${BASELINES[@]}"; do
+    n=$(basename "$b") v=${n//-/_}
+    echo "vibesys / $n (the same rounds):"
+    echo "  cold: $(ratio3 vibesys_cold "${v}_cold"); one file changed: $(ratio3 vibesys_inc "${v}_inc"); grown: $(ratio3 vibesys_grow "${v}_grow"); grown after sync: $(ratio3 vibesys_grow_synced "${v}_grow_synced")"
+done
 echo "peers / vibesys:"
 echo "  cold, umoci+skopeo / vibesys archive: $(ratio umoci_cold vibesys_cold)"
 echo "  cold, umoci+skopeo / vibesys OCI dir: $(ratio umoci_cold vibesys_oci_cold)"

@@ -139,10 +139,9 @@ fn every_edit_gives_the_bytes_of_a_cold_build() {
             sh(d, script);
             let before = ino(&d.join(&out));
             let log = build(d, &out, format, Some("cache"));
-            // With much dirty data in the page cache an edit writes over
-            // the data after a change of size instead of shifting it; the
-            // layers that hold are read from this very archive, so it is
-            // written anew from it instead.
+            // An edit writes over the data after a change of size; where
+            // that would move layers read from this very archive out of
+            // their order, it is written anew from it instead.
             if !log.contains("a layer it holds would move") {
                 assert!(log.contains("edited in place"), "{format}, {what}: {log}");
                 assert_eq!(ino(&d.join(&out)), before, "{format}, {what}");
@@ -335,9 +334,9 @@ fn a_new_archive_holds_its_layers_and_a_rebuild_keeps_them_from_it() {
     assert!(log.contains("written anew, its layers in place"), "{log}");
     assert_cold_bytes(d, "archive.tar", "archive", "the archive removed");
 
-    // A layer that moves (one grown by pages while the page cache holds
-    // much dirty data is written over, not shifted) is never written over
-    // the archive it is read from: the archive is written anew from it.
+    // A layer grown by pages: what follows it is written over, the layers
+    // read from the archive moved within it in order, or the archive
+    // written anew from it; either way the bytes of a cold build.
     sh(d, "head -c 300000 /dev/urandom >> root/big1/a/f");
     let log = build(d, "archive.tar", "archive", Some("cache-archive"));
     assert!(

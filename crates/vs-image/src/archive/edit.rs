@@ -10,8 +10,8 @@
 //!
 //! * the path is opened with `O_NOFOLLOW` and the descriptor `fstat`'ed:
 //!   a regular file, one link, the recorded device, inode, size, ctime and
-//!   mtime, on ext4 or XFS (the file systems whose `fallocate` shifts
-//!   data, and whose ctime the kernel keeps); anything else (a symlink, a
+//!   mtime, on ext4 or XFS (local file systems whose ctime the kernel
+//!   keeps); anything else (a symlink, a
 //!   copy, a hard link elsewhere, a truncated or rewritten file, another
 //!   file system) and the archive is written anew, as without a record;
 //! * the content is never read or trusted: the kernel sets ctime to the
@@ -34,17 +34,12 @@
 //! names a half-edited file.
 //!
 //! The edit itself: blob bodies present in both layouts, in the same
-//! order, stay where they are on disk; the ranges between them are
-//! shifted with `fallocate(FALLOC_FL_COLLAPSE_RANGE / INSERT_RANGE)`
-//! (page-aligned, since bodies are) only where their size changed; then
-//! every run of bytes that differs from the record and every new body is
-//! written. One changed layer whose size stays within the same number of
-//! pages is written over the old one, nothing shifts. A shift makes ext4
-//! write back the dirty pages after it first (the data it moves), at the
-//! disk's rate: when the page cache may hold more of them than a tenth of
-//! the bytes after the first shift (`Dirty` + `Writeback` of
-//! `/proc/meminfo`, an upper bound), everything from there on is written
-//! over instead, at the rate of a copy in memory.
+//! order and at the same offset, stay where they are on disk; from the
+//! first kept body whose offset changed, everything is written over (at
+//! the rate of a copy in memory); then every run of bytes that differs
+//! from the record and every new body is written. One changed layer whose
+//! size stays within the same number of pages is written over the old
+//! one, nothing after it moves.
 
 use std::fs::File;
 use std::os::fd::AsFd;
@@ -52,7 +47,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{AtFlags, FallocateFlags, FileType, FlockOperation, Mode, OFlags, StatxFlags};
+use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags, StatxFlags};
 use serde::{Deserialize, Serialize};
 
 use super::{ALIGN, Layout, copy_bodies};
@@ -67,10 +62,6 @@ const RECORD_VERSION: u32 = 2;
 /// `statfs` magic numbers of the file systems edited in place.
 const EXT4_SUPER_MAGIC: u64 = 0xEF53;
 const XFS_SUPER_MAGIC: u64 = 0x5846_5342;
-
-/// Shift only when the page cache holds fewer dirty bytes than this part
-/// of the bytes a shift moves (see the module documentation).
-const DIRTY_SHARE: u64 = 10;
 
 /// Who a file is, as `statx` reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -247,22 +238,17 @@ impl<'c> Place<'c> {
     /// this builder last wrote there; returns it (at the output path again)
     /// when done, `None` when the caller must write the archive anew. The
     /// output is never left half-edited.
-    ///
-    /// `dirty` bounds the bytes the page cache holds dirty ([`dirty_bound`];
-    /// `None`: unknown): it decides whether data after a change of size is
-    /// shifted or written over.
     pub(crate) fn edit(
         &self,
         new: &Layout<'_>,
-        dirty: Option<u64>,
         from: Option<&OldArchive>,
         others: &[OldArchive],
     ) -> Option<(File, Edited)> {
         let old = self.written()?;
-        let plan = Plan::new(&old, new, dirty);
+        let plan = Plan::new(&old, new);
         // A body read from this very archive that is not kept where it is
-        // moves within the file, which only an edit that writes over
-        // (no shifts) does, and only with the bodies in their old order;
+        // moves within the file, which the edit does only with the bodies
+        // in their old order;
         // else the archive is written anew, reading them from the old
         // file, which stays as it was.
         let moves = plan.moves(new, from);
@@ -356,7 +342,6 @@ impl<'c> Place<'c> {
         let edited = Edited {
             kept: plan.keep.iter().filter(|k| k.is_some()).count(),
             bodies: plan.keep.len(),
-            shifts: plan.shifts.len(),
         };
         Some((file, edited))
     }
@@ -573,8 +558,6 @@ pub(crate) struct Edited {
     pub kept: usize,
     /// Blob bodies of the new archive.
     pub bodies: usize,
-    /// Ranges inserted or collapsed.
-    pub shifts: usize,
 }
 
 /// How an edit failed.
@@ -589,30 +572,19 @@ enum Failed {
 struct Plan {
     /// For each new body, the old body it keeps in place, if any.
     keep: Vec<Option<usize>>,
-    /// `(offset, bytes)`: ranges to insert (positive) or collapse
-    /// (negative) at offset, in order, each offset after the previous
-    /// shifts.
-    shifts: Vec<(u64, i64)>,
     /// For each new literal run, whether it must be written.
     write_literal: Vec<bool>,
 }
 
 impl Plan {
-    fn new(old: &Written, new: &Layout<'_>, dirty: Option<u64>) -> Self {
+    fn new(old: &Written, new: &Layout<'_>) -> Self {
         let mut keep = kept(old, new);
-        let mut shifts = shifts(old, new, &keep);
-        if let Some(&(first, _)) = shifts.first() {
-            let moved = old.identity.size.saturating_sub(first);
-            if dirty.is_none_or(|d| d.saturating_mul(DIRTY_SHARE) >= moved) {
-                tracing::debug!(
-                    "writing over the archive from {first} rather than shifting {moved} bytes: up to {dirty:?} bytes are dirty"
-                );
-                for (k, b) in keep.iter_mut().zip(&new.bodies) {
-                    if b.at >= first {
-                        *k = None;
-                    }
+        if let Some(first) = first_move(old, new, &keep) {
+            tracing::debug!("writing over the archive from {first}");
+            for (k, b) in keep.iter_mut().zip(&new.bodies) {
+                if b.at >= first {
+                    *k = None;
                 }
-                shifts = Vec::new();
             }
         }
         let n = new.bodies.len();
@@ -639,7 +611,6 @@ impl Plan {
             .collect();
         Self {
             keep,
-            shifts,
             write_literal,
         }
     }
@@ -663,7 +634,7 @@ impl Plan {
             })
             .collect();
         let in_order = moves.windows(2).all(|w| w[0].1 < w[1].1);
-        (moves.is_empty() || (self.shifts.is_empty() && in_order)).then_some(moves)
+        (moves.is_empty() || in_order).then_some(moves)
     }
 
     /// Edits `file` (at `path`) into `new`; bodies read from `from`, the
@@ -676,27 +647,6 @@ impl Plan {
         new: &Layout<'_>,
         from: Option<&OldArchive>,
     ) -> Result<(), Failed> {
-        for (n, &(at, bytes)) in self.shifts.iter().enumerate() {
-            let (flags, len) = if bytes > 0 {
-                (FallocateFlags::INSERT_RANGE, bytes.unsigned_abs())
-            } else {
-                (FallocateFlags::COLLAPSE_RANGE, bytes.unsigned_abs())
-            };
-            if let Err(e) = rustix::fs::fallocate(file, flags, at, len) {
-                let err = Error::io("shift the data of", path, e.into());
-                let unsupported = matches!(
-                    e,
-                    rustix::io::Errno::OPNOTSUPP
-                        | rustix::io::Errno::NOSYS
-                        | rustix::io::Errno::INVAL
-                );
-                return Err(if n == 0 && unsupported {
-                    Failed::Untouched(err)
-                } else {
-                    Failed::Touched(err)
-                });
-            }
-        }
         let touched = |e| Failed::Touched(Error::io("write", path, e));
         // Moves: the bodies keep their order, so moving those that go left
         // first to last, then those that go right last to first, never
@@ -794,40 +744,14 @@ fn kept(old: &Written, new: &Layout<'_>) -> Vec<Option<usize>> {
     keep
 }
 
-/// The shifts that move every kept body to its new offset, in order.
-fn shifts(old: &Written, new: &Layout<'_>, keep: &[Option<usize>]) -> Vec<(u64, i64)> {
-    let mut out = Vec::new();
-    let mut shift = 0i64;
-    for (b, k) in new.bodies.iter().zip(keep) {
-        let Some(i) = *k else { continue };
-        let now = old.bodies[i].at.cast_signed() + shift;
-        let by = b.at.cast_signed() - now;
-        if by != 0 {
-            // The bytes between the last kept body and this one are all
-            // written anew: the range opens or closes right before this
-            // one, so the fewest bytes move.
-            let at = if by > 0 {
-                now.cast_unsigned()
-            } else {
-                (now + by).cast_unsigned()
-            };
-            out.push((at, by));
-            shift += by;
-        }
-    }
-    out
-}
-
-/// An upper bound of the bytes the page cache holds dirty or under
-/// writeback (`/proc/meminfo`); `None` when unknown.
-pub(crate) fn dirty_bound() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let field = |name: &str| -> Option<u64> {
-        let line = info.lines().find(|l| l.starts_with(name))?;
-        let kib = line[name.len()..].trim().trim_end_matches("kB").trim();
-        kib.parse::<u64>().ok().map(|k| k * 1024)
-    };
-    Some(field("Dirty:")? + field("Writeback:")?)
+/// Where the first kept body whose offset changed starts, in the old or
+/// the new layout, whichever is earlier: from there on, the edit writes
+/// everything over.
+fn first_move(old: &Written, new: &Layout<'_>, keep: &[Option<usize>]) -> Option<u64> {
+    new.bodies.iter().zip(keep).find_map(|(b, k)| {
+        let at = old.bodies.get((*k)?)?.at;
+        (at != b.at).then_some(at.min(b.at))
+    })
 }
 
 /// Removes what an edit interrupted by a crash left next to `out`: a

@@ -456,13 +456,12 @@ pub(crate) fn write(
     }
     // A new archive whose layers did not land where planned (two layers
     // were one blob) is read from like a blob file.
-    match put(out, &layout, cache, edit::dirty_bound(), &sources)? {
+    match put(out, &layout, cache, &sources)? {
         Put::Edited(e) => tracing::debug!(
-            "{} edited in place: {} of {} blob bodies kept where they were, {} ranges shifted",
+            "{} edited in place: {} of {} blob bodies kept where they were",
             out.display(),
             e.kept,
-            e.bodies,
-            e.shifts
+            e.bodies
         ),
         Put::New => tracing::debug!("{} written anew", out.display()),
     }
@@ -519,21 +518,19 @@ pub(crate) enum Put {
     New,
 }
 
-/// Puts the archive laid out in `layout` at `out` (see [`write()`]); `dirty`
-/// bounds the bytes the page cache holds dirty (see [`edit`]); `old`: the
-/// archive there whose layers `layout` reads (an edit must keep them in
-/// place).
+/// Puts the archive laid out in `layout` at `out` (see [`write()`]);
+/// `sources.own`: the archive there whose layers `layout` reads (an edit
+/// must keep them in place).
 fn put(
     out: &Path,
     layout: &Layout<'_>,
     cache: Option<&Cache>,
-    dirty: Option<u64>,
     sources: &Sources<'_>,
 ) -> Result<Put, Error> {
     edit::sweep(out);
     let place = cache.and_then(|c| edit::Place::of(out, c));
     if let Some(place) = &place
-        && let Some((file, edited)) = place.edit(layout, dirty, sources.own, sources.others)
+        && let Some((file, edited)) = place.edit(layout, sources.own, sources.others)
     {
         place.record(&file, &edit::LayoutRecord::of(layout));
         return Ok(Put::Edited(edited));

@@ -1,7 +1,6 @@
 //! The archive layout (aligned blob data, readable by a tar reader) and
 //! the in-place edit: for every edit pattern and format, an edited archive
-//! has the bytes of a new one, whether the data after a change of size is
-//! shifted or written over.
+//! has the bytes of a new one.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Read;
@@ -48,9 +47,8 @@ fn put_image(
     format: OutputFormat,
     layers: &[Vec<u8>],
     cache: Option<&Cache>,
-    dirty: Option<u64>,
 ) -> Put {
-    put_image_from(dir, out, format, layers, cache, dirty, false)
+    put_image_from(dir, out, format, layers, cache, false)
 }
 
 /// [`put_image`]; `own`: the layers the archive at `out` holds (per its
@@ -62,7 +60,6 @@ fn put_image_from(
     format: OutputFormat,
     layers: &[Vec<u8>],
     cache: Option<&Cache>,
-    dirty: Option<u64>,
     own: bool,
 ) -> Put {
     let store = dir.join("blobs");
@@ -116,7 +113,7 @@ fn put_image_from(
     };
     let members = members(format, &blobs, &sources, &docs, out).unwrap();
     let layout = lay_out(&members, 1).unwrap();
-    put(out, &layout, cache, dirty, &sources).unwrap()
+    put(out, &layout, cache, &sources).unwrap()
 }
 
 /// Fails the test where an edit in place cannot happen.
@@ -163,7 +160,7 @@ fn blob_data_starts_at_page_boundaries_and_reads_back() {
         .collect();
     for format in FORMATS {
         let out = t.path().join(format!("{}.tar", format.as_str()));
-        put_image(t.path(), &out, format, &layers, None, None);
+        put_image(t.path(), &out, format, &layers, None);
         let archive = std::fs::read(&out).unwrap();
         let members = read_members(&archive);
         let mut blobs = 0;
@@ -196,7 +193,7 @@ fn blob_data_starts_at_page_boundaries_and_reads_back() {
         assert!(first_layer < last_layer, "{names:?}");
         // Same inputs, same bytes.
         let again = t.path().join("again.tar");
-        put_image(t.path(), &again, format, &layers, None, None);
+        put_image(t.path(), &again, format, &layers, None);
         assert!(std::fs::read(&again).unwrap() == archive, "{format:?}");
     }
 }
@@ -252,17 +249,15 @@ fn edits() -> Vec<(&'static str, Vec<Vec<u8>>)> {
     ]
 }
 
-/// Runs every edit of [`edits`] in place with the data after a change of
-/// size shifted (`dirty` 0) or written over (`dirty` unknown): each edited
-/// archive is the same file, with the bytes of a new one.
-fn edits_give_new_bytes(dirty: Option<u64>, own: bool) {
+/// Runs every edit of [`edits`] in place: each edited archive is the same
+/// file, with the bytes of a new one.
+fn edits_give_new_bytes(own: bool) {
     let t = editable_dir();
     let d = t.path();
     let cache = Cache::open(&d.join("cache")).unwrap();
     for format in FORMATS {
         let out = d.join(format!("{}.tar", format.as_str()));
         let new = d.join("new.tar");
-        let mut shifted = 0;
         let mut anew = 0;
         let mut current = Vec::new();
         for (what, layers) in edits() {
@@ -270,38 +265,29 @@ fn edits_give_new_bytes(dirty: Option<u64>, own: bool) {
                 current = layers;
             }
             let before = std::fs::metadata(&out).ok().map(|m| m.ino());
-            let put = put_image_from(d, &out, format, &current, Some(&cache), dirty, own);
-            put_image(d, &new, format, &current, None, None);
+            let put = put_image_from(d, &out, format, &current, Some(&cache), own);
+            put_image(d, &new, format, &current, None);
             assert!(
                 std::fs::read(&out).unwrap() == std::fs::read(&new).unwrap(),
                 "{format:?}, {what}: the edited archive differs from a new one"
             );
             match (before, put) {
                 (None, Put::New) => {}
-                // Layers read from the archive itself that a shift would
-                // have to move as well, or that change order: written
-                // anew from it.
-                (Some(_), Put::New) if own && (dirty == Some(0) || what.contains("swapped")) => {
+                // Layers read from the archive itself that change order:
+                // written anew from it.
+                (Some(_), Put::New) if own && what.contains("swapped") => {
                     anew += 1;
                 }
                 (Some(ino), Put::Edited(e)) => {
                     assert_eq!(std::fs::metadata(&out).unwrap().ino(), ino, "{what}");
-                    shifted += e.shifts;
-                    if dirty.is_none() {
-                        assert_eq!(e.shifts, 0, "{format:?}, {what}");
-                    }
                     if what == "nothing changed" || what == "one byte of a layer changed" {
-                        assert_eq!(e.shifts, 0, "{format:?}, {what}");
                         assert!(e.kept + 2 >= e.bodies, "{format:?}, {what}: {e:?}");
                     }
                 }
                 (before, put) => panic!("{format:?}, {what}: {before:?} {put:?}"),
             }
         }
-        if dirty == Some(0) && !own {
-            assert!(shifted > 5, "{format:?}: only {shifted} shifts");
-        }
-        if own && dirty.is_none() {
+        if own {
             assert!(anew <= 1, "{format:?}: {anew} edits written anew");
         }
         assert!(
@@ -316,21 +302,14 @@ fn edits_give_new_bytes(dirty: Option<u64>, own: bool) {
 }
 
 #[test]
-fn edits_shifting_the_data_give_the_bytes_of_a_new_archive() {
-    edits_give_new_bytes(Some(0), false);
-}
-
-#[test]
 fn edits_with_layers_from_the_archive_itself_give_the_bytes_of_a_new_archive() {
-    // Written over: the layers move within the file, in place.
-    edits_give_new_bytes(None, true);
-    // Shifted where they can be kept, else written anew from the file.
-    edits_give_new_bytes(Some(0), true);
+    // The layers move within the file, in place.
+    edits_give_new_bytes(true);
 }
 
 #[test]
 fn edits_writing_over_the_data_give_the_bytes_of_a_new_archive() {
-    edits_give_new_bytes(None, false);
+    edits_give_new_bytes(false);
 }
 
 #[test]
@@ -342,7 +321,7 @@ fn a_changed_file_or_a_link_is_written_anew() {
     let layers = vec![bytes(1, 100_000), bytes(2, 200_000)];
     let mut changed = layers.clone();
     changed[1][7] ^= 1;
-    let put = |l: &[Vec<u8>]| put_image(d, &out, OutputFormat::Archive, l, Some(&cache), Some(0));
+    let put = |l: &[Vec<u8>]| put_image(d, &out, OutputFormat::Archive, l, Some(&cache));
     assert!(matches!(put(&layers), Put::New));
     assert!(matches!(put(&changed), Put::Edited(_)));
     let tampers: [(&str, &dyn Fn()); 6] = [
@@ -390,7 +369,7 @@ fn a_changed_file_or_a_link_is_written_anew() {
             ino,
             "{what}"
         );
-        put_image(d, &new, OutputFormat::Archive, other, None, None);
+        put_image(d, &new, OutputFormat::Archive, other, None);
         assert!(
             std::fs::read(&out).unwrap() == std::fs::read(&new).unwrap(),
             "{what}: differs from a new archive"
@@ -408,14 +387,7 @@ fn an_edit_that_fails_leaves_no_half_edited_output() {
     let cache = Cache::open(&d.join("cache")).unwrap();
     let out = d.join("a.tar");
     let layers = vec![bytes(1, 100_000), bytes(2, 200_000), bytes(3, 50_000)];
-    put_image(
-        d,
-        &out,
-        OutputFormat::Archive,
-        &layers,
-        Some(&cache),
-        Some(0),
-    );
+    put_image(d, &out, OutputFormat::Archive, &layers, Some(&cache));
     // A new layer whose blob vanishes once laid out: the edit fails while
     // copying it, after the other bytes were written.
     let store = d.join("blobs");
@@ -442,7 +414,7 @@ fn an_edit_that_fails_leaves_no_half_edited_output() {
     let members = members(OutputFormat::Archive, &blobs, &sources, &docs, &out).unwrap();
     let layout = lay_out(&members, 1).unwrap();
     std::fs::remove_file(&vanishing).unwrap();
-    let fail = put(&out, &layout, Some(&cache), Some(0), &sources);
+    let fail = put(&out, &layout, Some(&cache), &sources);
     let err = fail.unwrap_err().to_string();
     assert!(err.contains(vanishing.to_str().unwrap()), "{err}");
     // The edit failed, and so did writing the archive anew: no output, no
@@ -481,14 +453,7 @@ fn blobs_read_from_an_archive_that_changes_meanwhile_are_refused() {
     let cache = Cache::open(&d.join("cache")).unwrap();
     let layers = vec![bytes(1, 300_000), bytes(2, 70_000)];
     let first = d.join("first.tar");
-    put_image(
-        d,
-        &first,
-        OutputFormat::Archive,
-        &layers,
-        Some(&cache),
-        None,
-    );
+    put_image(d, &first, OutputFormat::Archive, &layers, Some(&cache));
     let second = d.join("second.tar");
     let others = edit::recorded_archives(&cache, &second);
     assert_eq!(others.len(), 1, "the first archive is recorded");
