@@ -220,27 +220,30 @@ impl DockerSandbox {
         }
         drop(output);
         let (exit_code, signal) = if timed_out || cancelled {
-            let info = docker
-                .inspect_exec(&exec.id)
-                .await
-                .map_err(|e| runner_engine("docker exec inspect", e))?;
+            let info = match docker.inspect_exec(&exec.id).await {
+                Ok(info) => info,
+                Err(e) => return Err(self.exec_failed("docker exec inspect", e).await),
+            };
             let pid = info.pid.and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
             let (init, lifeline) = (self.init_pid, self.lifeline_pid);
             procs::kill_tree(pid, init, lifeline);
             (128 + libc::SIGKILL, Some(libc::SIGKILL))
         } else {
-            let mut info = docker
-                .inspect_exec(&exec.id)
-                .await
-                .map_err(|e| runner_engine("docker exec inspect", e))?;
+            // An exec of a container that ended is gone with it (404 "No
+            // such exec instance"): why the container ended is the error,
+            // as for a failed start.
+            let mut info = match docker.inspect_exec(&exec.id).await {
+                Ok(info) => info,
+                Err(e) => return Err(self.exec_failed("docker exec inspect", e).await),
+            };
             // The stream can end a moment before the Engine records the exit.
             let until = Instant::now() + Duration::from_secs(5);
             while info.running == Some(true) && Instant::now() < until {
                 tokio::time::sleep(Duration::from_millis(5)).await;
-                info = docker
-                    .inspect_exec(&exec.id)
-                    .await
-                    .map_err(|e| runner_engine("docker exec inspect", e))?;
+                info = match docker.inspect_exec(&exec.id).await {
+                    Ok(info) => info,
+                    Err(e) => return Err(self.exec_failed("docker exec inspect", e).await),
+                };
             }
             let code = info
                 .exit_code

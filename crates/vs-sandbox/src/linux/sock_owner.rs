@@ -5,7 +5,11 @@
 //! 1. `ioctl(SIOCGSKNS)` on the accepted socket gives its network
 //!    namespace (needs `CAP_NET_ADMIN` over that namespace's user
 //!    namespace: root has it over every one, a user over the ones it
-//!    created, which a sandbox's are);
+//!    created, which a sandbox's are). Without it (a Docker operator who
+//!    is not root: a container's namespace is the Engine's), the
+//!    namespace is the one whose TCP table lists the accepted socket
+//!    itself (its inode), looked up once per namespace among the
+//!    processes whose `/proc/PID/ns/net` can be read;
 //! 2. the processes in it are those whose `/proc/PID/ns/net` is that
 //!    namespace (same device and inode);
 //! 3. the namespace's TCP table (`/proc/PID/net/tcp` or `tcp6` of one
@@ -55,8 +59,7 @@ pub fn owner(
     peer: SocketAddr,
     deadline: Instant,
 ) -> Option<Owner> {
-    let netns = socket_netns(sock)?;
-    let ns = (netns.dev(), netns.ino());
+    let ns = socket_netns(sock, local, deadline)?;
     let in_ns = processes_in(ns, deadline);
     let inode = in_ns
         .iter()
@@ -76,17 +79,45 @@ pub fn owner(
     None
 }
 
-/// The network namespace of `sock`, as its `stat`.
-fn socket_netns(sock: &OwnedFd) -> Option<std::fs::Metadata> {
+/// The (device, inode) of the network namespace of `sock`, accepted on
+/// `local`.
+fn socket_netns(sock: &OwnedFd, local: SocketAddr, deadline: Instant) -> Option<(u64, u64)> {
     // SAFETY: SIOCGSKNS takes no argument and returns a new descriptor
     // (or -1), which is owned here.
     let fd = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCGSKNS as _) };
-    if fd < 0 {
-        return None;
+    if fd >= 0 {
+        // SAFETY: `fd` is a new descriptor owned by nothing else.
+        let ns = unsafe { OwnedFd::from_raw_fd(fd) };
+        let m = std::fs::File::from(ns).metadata().ok()?;
+        return Some((m.dev(), m.ino()));
     }
-    // SAFETY: `fd` is a new descriptor owned by nothing else.
-    let ns = unsafe { OwnedFd::from_raw_fd(fd) };
-    std::fs::File::from(ns).metadata().ok()
+    netns_listing(sock, local, deadline)
+}
+
+/// Not allowed to open `sock`'s namespace: find it by the socket itself,
+/// which its namespace's TCP table lists under its inode.
+fn netns_listing(sock: &OwnedFd, local: SocketAddr, deadline: Instant) -> Option<(u64, u64)> {
+    let own = std::fs::File::from(sock.try_clone().ok()?).metadata().ok()?.ino();
+    let dir = std::fs::read_dir("/proc").ok()?;
+    let mut seen = std::collections::HashSet::new();
+    for entry in dir.flatten().take(MAX_PROCESSES) {
+        if Instant::now() > deadline {
+            return None;
+        }
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Some(ns) = netns_of(pid) else { continue };
+        if seen.insert(ns) && table_row(pid, local, deadline, |_, _, inode| inode == own).is_some()
+        {
+            return Some(ns);
+        }
+    }
+    None
 }
 
 /// The (device, inode) of the network namespace of `pid`.
@@ -125,7 +156,22 @@ fn processes_in(ns: (u64, u64), deadline: Instant) -> Vec<u32> {
 /// `local`) in the TCP table of `pid`'s network namespace; `None` when
 /// absent or closed (inode 0).
 fn client_inode(pid: u32, local: SocketAddr, peer: SocketAddr, deadline: Instant) -> Option<u64> {
-    let table = match peer.ip() {
+    table_row(pid, peer, deadline, |from, to, _| {
+        from == peer && to == local
+    })
+    .filter(|i| *i != 0)
+}
+
+/// The inode of the first row of `pid`'s namespace's TCP table (`tcp` or
+/// `tcp6`, as `family`'s address is) for which `wanted(local address,
+/// remote address, inode)` holds.
+fn table_row(
+    pid: u32,
+    family: SocketAddr,
+    deadline: Instant,
+    wanted: impl Fn(SocketAddr, SocketAddr, u64) -> bool,
+) -> Option<u64> {
+    let table = match family.ip() {
         IpAddr::V4(_) => "tcp",
         IpAddr::V6(_) => "tcp6",
     };
@@ -144,8 +190,13 @@ fn client_inode(pid: u32, local: SocketAddr, peer: SocketAddr, deadline: Instant
         if f.len() < 10 {
             continue;
         }
-        if parse_address(f[1]) == Some(peer) && parse_address(f[2]) == Some(local) {
-            return f[9].parse::<u64>().ok().filter(|i| *i != 0);
+        let (Some(from), Some(to), Ok(inode)) =
+            (parse_address(f[1]), parse_address(f[2]), f[9].parse::<u64>())
+        else {
+            continue;
+        };
+        if wanted(from, to, inode) {
+            return Some(inode);
         }
     }
     None
@@ -239,5 +290,22 @@ mod tests {
         let mine = std::fs::read(format!("/proc/{}/cmdline", std::process::id())).unwrap();
         assert!(mine.starts_with(&found.cmdline), "{found:?}");
         drop(client);
+    }
+
+    /// The fallback for a caller who may not open the socket's namespace
+    /// (a Docker operator who is not root): the namespace whose TCP table
+    /// lists the accepted socket, here this process's own.
+    #[test]
+    fn the_namespace_is_found_by_the_socket_itself() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        let local = accepted.local_addr().unwrap();
+        let sock = OwnedFd::from(accepted);
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        assert_eq!(
+            netns_listing(&sock, local, deadline),
+            netns_of(std::process::id())
+        );
     }
 }
