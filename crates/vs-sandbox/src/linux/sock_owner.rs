@@ -97,7 +97,10 @@ fn socket_netns(sock: &OwnedFd, local: SocketAddr, deadline: Instant) -> Option<
 /// Not allowed to open `sock`'s namespace: find it by the socket itself,
 /// which its namespace's TCP table lists under its inode.
 fn netns_listing(sock: &OwnedFd, local: SocketAddr, deadline: Instant) -> Option<(u64, u64)> {
-    let own = std::fs::File::from(sock.try_clone().ok()?).metadata().ok()?.ino();
+    let own = std::fs::File::from(sock.try_clone().ok()?)
+        .metadata()
+        .ok()?
+        .ino();
     let dir = std::fs::read_dir("/proc").ok()?;
     let mut seen = std::collections::HashSet::new();
     for entry in dir.flatten().take(MAX_PROCESSES) {
@@ -190,9 +193,11 @@ fn table_row(
         if f.len() < 10 {
             continue;
         }
-        let (Some(from), Some(to), Ok(inode)) =
-            (parse_address(f[1]), parse_address(f[2]), f[9].parse::<u64>())
-        else {
+        let (Some(from), Some(to), Ok(inode)) = (
+            parse_address(f[1]),
+            parse_address(f[2]),
+            f[9].parse::<u64>(),
+        ) else {
             continue;
         };
         if wanted(from, to, inode) {
@@ -252,7 +257,6 @@ fn cmdline(pid: u32) -> Option<Vec<u8>> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
