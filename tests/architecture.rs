@@ -14,7 +14,6 @@
 //!   files' items included);
 //! - every crate with macOS code is type-checked for macOS by
 //!   `scripts/check-macos.sh` (CI has no macOS).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -1,6 +1,5 @@
 //! `vibesys build` in the default docker run environment, on the real
 //! Engine with an editor image built by vs-image (nothing pulled).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "docker_support/mod.rs"]
 mod docker_support;

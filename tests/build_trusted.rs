@@ -1,7 +1,6 @@
 //! `vibesys build`: the trusted candidate build with real git and real
 //! bubblewrap. Outputs are verified by path, type and sha256; the build
 //! cannot see the run record; without confinement nothing runs.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

@@ -1,7 +1,6 @@
 //! Candidate isolation: each candidate works in its own git worktree, and
 //! an agent confined to one cannot see or change another (nor the run's
 //! hidden state), with the real git and the real bwrap.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,5 +1,4 @@
 //! Snapshots of what users read: `--help` texts and error messages.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -2,7 +2,6 @@
 //! protocol the Docker backend speaks to it, hostile input on its stdin,
 //! and that the end of stdin kills what still runs. (In a container it is
 //! the same code; `docker_sandbox.rs` tests it there.)
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,6 +1,5 @@
 //! End-to-end: `vibesys exec --confine bwrap` with the real bubblewrap, as
 //! root and as an unprivileged user.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -3,7 +3,6 @@
 //! terminal injection, no reachable Unix sockets outside the project,
 //! `--no-network` that holds for TCP, MPTCP and UDP, nothing left behind,
 //! and a bounded number of processes.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,7 +1,6 @@
 //! End-to-end: `vibesys exec --confine landlock` with the real kernel
 //! Landlock, as root and as an unprivileged user, including its
 //! documented gaps.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,7 +1,6 @@
 //! `Confinement::wrap` end to end: the argv it returns, run as is, starts
 //! the command confined through the hidden helpers (`internal-launch` for
 //! bwrap, `internal-landlock` for Landlock).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -13,7 +13,6 @@
 //! The roots and the wheel are cached between runs (scripts/images.sh,
 //! VIBESYS_SOURCES_CACHE): the first run on a machine debootstraps two
 //! roots and downloads the wheel (a few minutes), later runs only build.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
 mod run_support;

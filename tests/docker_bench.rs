@@ -3,7 +3,7 @@
 //! server and through the Engine's exec API, against `docker exec <ctr>
 //! true` on the same container, interleaved in the same run. Prints one
 //! JSON line.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+#![allow(clippy::print_stdout)]
 
 mod docker_support;
 

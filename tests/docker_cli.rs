@@ -1,7 +1,6 @@
 //! The Docker run environment through the binary: `image load` (stream,
 //! pin check, no-op), `exec --confine docker` (status, policy, refusals),
 //! `kill -9` of vibesys during `exec`, `policy show` and `doctor`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
 

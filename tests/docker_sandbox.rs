@@ -5,7 +5,6 @@
 //! cleanup by run id. `execute` is tested both ways: through the
 //! in-container command server (a static vibesys, built once by
 //! `scripts/build-static.sh`) and through the Engine's exec API.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
 

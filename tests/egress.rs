@@ -8,7 +8,6 @@
 //! provider's host admitted by the session itself. As root and as an
 //! unprivileged user. Bad patterns exit 125. Seatbelt's door (the proxy
 //! on the host loopback) is planned as text and its proxy run here.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -8,7 +8,6 @@
 //! by the proxy outside the container. As root and as an unprivileged
 //! operator in the `docker` group (the proxy, its socket and the container
 //! then all belong to that user).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
 

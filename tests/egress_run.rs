@@ -3,7 +3,6 @@
 //! is refused another; the candidate's record lists the refusal with the
 //! command that asked (`run status --json`) and the table counts it. Real
 //! bwrap, Landlock and git, as root and as an unprivileged user.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
 mod run_support;

@@ -3,7 +3,6 @@
 //! `/proc` knobs, set-id files, binds raced by a swapper, protected paths
 //! moved away with their parents, `/etc` secrets, hard links, and hostile
 //! `vibesys.toml` files. Each attack must fail and leave the host as it was.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -2,7 +2,6 @@
 //! as root and as an unprivileged uid in the container: global `/proc`
 //! knobs, set-id files, protected paths moved away with their parents,
 //! and binds raced by a swapper during the container's start.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
 

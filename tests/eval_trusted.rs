@@ -6,7 +6,6 @@
 //! reach nothing outside it, see no run state and cannot change the
 //! verdict); the commit phase is bounded; `[task] protected` is read-only
 //! in `exec` and checked around `vibesys build`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
 mod run_support;

@@ -1,6 +1,5 @@
 //! Every way confinement can be refused stops with exit 125, a message
 //! naming the cause, and the command not run.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

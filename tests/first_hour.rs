@@ -7,7 +7,6 @@
 //! `run-env show` calls the default environment available; `vibesys
 //! build` shows what the build printed; a candidate stopped by Ctrl-C
 //! shows the time it ran.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
 mod run_support;

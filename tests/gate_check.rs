@@ -1,5 +1,4 @@
 //! `vibesys gate baseline` / `gate check` against real files.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

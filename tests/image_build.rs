@@ -2,7 +2,6 @@
 //! directory, file mtimes, umask and TMPDIR; golden digests; the layer
 //! cache; references-graph input with a sandbox-like environment; refusal
 //! of special files and escaping links.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod image_support;
 

@@ -5,7 +5,6 @@
 //! lie in the Nix store directory and look as Nix leaves them; everything
 //! else is keyed by the metadata of all its files. The last test adds real
 //! store paths with Nix (`nix-store --add`, needs nix-bin and root).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod image_support;
 

@@ -13,7 +13,6 @@
 //! no copy): the cache records them without a blob of their own, and a
 //! rebuild keeps them from the archive — or, when the archive is gone or
 //! no longer what the builder left, writes them again.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod image_support;
 

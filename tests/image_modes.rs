@@ -2,7 +2,6 @@
 //! (images are installed on shared file systems at HPC sites): archives,
 //! OCI layouts, their blobs and the lock get `0666/0777 & !umask`, never the
 //! 0600/0700 of the temporary files they were written as.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod image_support;
 

@@ -2,7 +2,6 @@
 //! oci-archive:, docker-archive:), umoci (unpacked rootfs: files, modes,
 //! symlinks, hardlinks), Docker 20.10 (`docker load`, image ID and layers
 //! equal to the lock, `docker run`) and unsquashfs.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod image_support;
 

@@ -5,7 +5,6 @@
 //! basic auth (bcrypt from `htpasswd -B`). skopeo and the Docker Engine
 //! check what was pushed; `image verify` and `docker load` what was
 //! pulled.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "image_support/mod.rs"]
 mod image_support;

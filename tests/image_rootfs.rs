@@ -3,7 +3,6 @@
 //! content lacks them, deterministic, `mount_points = false` opts out);
 //! device nodes, fifos and sockets under the root's `/dev` (skipped with one
 //! log line) and anywhere else (refused, naming the path).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod image_support;
 

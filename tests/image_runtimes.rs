@@ -14,7 +14,6 @@
 //!   as root `ch-run` also mounts the squashfs itself (SquashFUSE). Before
 //!   images carried their mount points, every one of these failed with
 //!   `can't bind: destination not found`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -2,7 +2,6 @@
 //! manifest pointing at a missing blob, layer entries that escape the root,
 //! and an image that no longer matches its pin. Each error names the blob,
 //! entry or digests involved.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod image_support;
 

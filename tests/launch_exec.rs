@@ -3,7 +3,6 @@
 //! The launcher starts the command from a process that shares vibesys's
 //! memory (no fork of vibesys) and searches `PATH` itself: the command
 //! must start exactly as `execvp` from a clean child would start it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

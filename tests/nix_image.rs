@@ -12,7 +12,7 @@
 //!
 //! `VIBESYS_STATIC_BIN` names a prebuilt static vibesys to use instead of
 //! building one with `scripts/build-static.sh`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+#![allow(clippy::print_stdout)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -6,7 +6,6 @@
 //! and arguments alike, environment included; as root and as the test user.
 //! Docker: the mounts the Engine reports for `exec --confine docker`'s
 //! container equal the plan's. A fresh run state is planned, not created.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
 

@@ -7,7 +7,6 @@
 //! runs, and no marker the agent planted appears, while the operator's
 //! own hooks still run. As root and as an unprivileged user, under bwrap
 //! and Landlock.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -13,7 +13,6 @@
 //! The CLI in Docker is tested in tests/real_cli_docker.rs (through the
 //! allow-list's door, as root and as a `docker` group operator) and
 //! tests/debian_images.rs, where the agent image is built and loaded.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
 mod run_support;

@@ -9,7 +9,6 @@
 //! never Docker's bridge or any private-range address. What the CLI
 //! writes in the project and in its state belongs to the operator, and
 //! nothing of a hidden path reaches the endpoint.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
 mod run_support;

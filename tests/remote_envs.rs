@@ -7,7 +7,6 @@
 //! that records their argv and then executes the real client) and their
 //! refusals without credentials become clear errors; the editor container
 //! of these environments has no devices (Engine API).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
 

@@ -10,7 +10,6 @@
 //! `/dev` of bwrap and Docker, so its presence inside proves the bind.
 //! This machine has no GPU: the NVIDIA device requests are tested as exact
 //! lowerings only (vs-sandbox's docker plan and sandbox unit tests).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
 mod run_support;

@@ -9,7 +9,6 @@
 //! `execute` goes through the in-container command server when
 //! `VIBESYS_STATIC_BIN` names a static vibesys (CI), else through the
 //! Engine's exec API (a dynamically linked test binary cannot serve).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
 mod run_support;

@@ -1,6 +1,5 @@
 //! Run-environment selection: `--run-environment`, `--modal`, the retired
 //! `--docker` and `local`, and environments this build cannot run in.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

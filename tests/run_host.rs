@@ -1,7 +1,6 @@
 //! `vibesys run` in the host run environment, end to end with the real
 //! bubblewrap and git: two candidates (one honest, one cheating), candidate
 //! isolation, bad input, `kill -9` then `run resume`, Ctrl-C.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
 mod run_support;

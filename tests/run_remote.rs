@@ -7,7 +7,6 @@
 //! candidate fails naming the missing login, the run finishes (exit 0)
 //! with its record intact. A missing client or a task without `[measure]`
 //! is refused before anything is recorded.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
 mod run_support;

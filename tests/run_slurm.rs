@@ -6,7 +6,6 @@
 //! Slurm jobs sent over the broker's framework socket with the candidate's
 //! worktree as working directory. The honest candidate passes, the
 //! cheater fails; no broker, job or container is left.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
 mod run_support;

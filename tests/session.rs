@@ -1,7 +1,6 @@
 //! `vibesys session`: real stand-in executables named codex, claude and
 //! gemini on PATH record the argv and environment they were given, from
 //! inside the confined process.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,7 +1,6 @@
 //! `vibesys session --confine docker`: the same launcher in the run's
 //! container (the default run environment), on the real Engine with an
 //! image vs-image built; only allow-listed names cross into it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
 

@@ -4,7 +4,6 @@
 //! --root` from a debootstrap root and loaded with `vibesys image load`.
 //! The broker runs on the controller (the login node); the workspace is
 //! mounted at its own path on every node.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -6,7 +6,6 @@
 //! compute node; the framework socket is absent; the agent socket refuses
 //! gates; the container has no devices (asked of the Engine). When the
 //! session ends, also on error, no broker, job or container is left.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker_support;
 mod slurm_support;

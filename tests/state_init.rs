@@ -1,5 +1,4 @@
 //! `vibesys state init` / `state show` against real directories and real git.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -5,7 +5,6 @@
 //! candidate's commit; a build that touches an evaluator-owned (protected)
 //! path fails naming it; a candidate worktree is never taken for the
 //! project.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

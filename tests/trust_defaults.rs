@@ -3,7 +3,6 @@
 //! rewrite its policy, the task, the run state or what git executes, git
 //! still works inside, and the environment carries no credentials. Every
 //! refused operator value and widening names the cause.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

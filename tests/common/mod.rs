@@ -4,7 +4,7 @@
 //! the confinement tests (real bwrap, real Landlock, run as root and as an
 //! unprivileged user the harness creates). The `docker_support`,
 //! `image_support`, `run_support` and `slurm_support` helpers build on it.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code)]
 
 pub mod engine_images;
 pub mod loopback_http;

@@ -1,7 +1,7 @@
 //! The real Claude Code CLI of the pinned wheel and the scripted model
 //! endpoint (scripts/model-endpoint.py) on loopback, for the tests that
 //! drive the real CLI (real_cli, provider_state, egress).
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -3,7 +3,7 @@
 //! its digests are its own), pins it in a private lock, loads it with
 //! `vibesys image load`, and removes it (and any container of it) when
 //! done. Nothing is pulled: the Engine has no registry here.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,6 +1,6 @@
 //! Helpers shared by the `image_*` end-to-end tests: run the real binary,
 //! require real tools (a missing tool fails the test, naming the package).
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! (read-only and gated), golden output (gated), a hidden secret, and a
 //! scripted stand-in agent: candidate 1 is honest, candidate 2 cheats.
 //! A test including it also declares `mod docker_support;`.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

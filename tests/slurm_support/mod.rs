@@ -2,7 +2,7 @@
 //! once per test process (`scripts/slurm-up.sh`, idempotent; CI's
 //! `scripts/test.sh` has started it already and stops it after the
 //! suite), and what a run may leave in it (queued jobs, brokers).
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code)]
 
 use std::process::Command;
 use std::sync::OnceLock;

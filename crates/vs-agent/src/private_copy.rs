@@ -206,7 +206,6 @@ fn read_user_file(path: &Path) -> Result<Vec<u8>, AgentError> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

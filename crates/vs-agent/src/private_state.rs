@@ -651,7 +651,6 @@ fn append(dir: &OwnedFd, name: &str, tail: &[u8]) -> std::io::Result<u64> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

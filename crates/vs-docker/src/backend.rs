@@ -61,7 +61,6 @@ impl ContainerSandbox for DockerSandbox {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::plan::ImagePin;
 

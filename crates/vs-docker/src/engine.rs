@@ -349,7 +349,6 @@ pub(crate) async fn check_pinned(docker: &Docker, pin: &ImagePin) -> Result<Stri
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::{Ping, parse_ping_version, ping};
     use std::io::{Read, Write};

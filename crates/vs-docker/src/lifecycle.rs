@@ -416,7 +416,6 @@ pub(super) async fn container_ended(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::{DeviceAccess, DockerOptions, GpuSelection, ImagePin};
     use vs_sandbox::{ProjectPathPolicy, Workspace};

@@ -646,7 +646,6 @@ pub fn docker_report(policy: &ResolvedPolicy, options: &DockerOptions) -> Enforc
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use vs_sandbox::{ProjectPathPolicy, Workspace};
 

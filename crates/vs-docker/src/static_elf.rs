@@ -88,7 +88,6 @@ fn has_interp(b: &[u8]) -> Option<bool> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

@@ -191,7 +191,6 @@ pub(crate) fn link_or_copy(src: &Path, dest: &Path) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     /// A record is a regular file within its bound, never what a symlink

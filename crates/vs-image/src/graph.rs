@@ -166,7 +166,6 @@ fn check_store_path(p: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     const G: &str = "/nix/store/aaa-app\n/nix/store/d-app.drv\n2\n/nix/store/bbb-lib\n/nix/store/ccc-libc\n\

@@ -661,7 +661,6 @@ pub(crate) fn scan_paths(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

@@ -561,7 +561,6 @@ impl<W: Write> Write for Enc<W> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

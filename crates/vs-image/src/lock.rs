@@ -252,7 +252,6 @@ pub fn relative_to(target: &Path, base: &Path) -> Result<String, Error> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     fn d(c: char) -> Digest {

@@ -205,7 +205,6 @@ pub(crate) fn group(seen: &Seen) -> Option<Group> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     fn paths(g: &Option<Group>) -> Vec<String> {

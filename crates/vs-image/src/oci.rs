@@ -463,7 +463,6 @@ pub(crate) fn write_blob(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

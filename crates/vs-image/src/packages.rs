@@ -192,7 +192,6 @@ pub(crate) fn describe_changes(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

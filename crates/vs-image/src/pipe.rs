@@ -105,7 +105,6 @@ pub(crate) fn write_through<W: Write + Send, T>(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     fn produce(w: &mut dyn Write) -> Result<usize, Error> {

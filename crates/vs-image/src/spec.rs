@@ -349,7 +349,6 @@ pub(crate) fn normalize_abs(p: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

@@ -259,7 +259,6 @@ fn num_field_into(dst: &mut [u8], val: u64) {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

@@ -88,7 +88,6 @@ impl<'de> serde::Deserialize<'de> for Digest {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

@@ -181,7 +181,6 @@ impl LockedImage {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     fn d(c: char) -> Digest {

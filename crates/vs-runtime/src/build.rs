@@ -798,7 +798,6 @@ impl TrustedBuild {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     fn parse(text: &str) -> Result<BuildSpec> {

@@ -249,7 +249,6 @@ pub fn agent_env_list<'a>(names: impl IntoIterator<Item = &'a str>) -> EnvAllowL
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
 

@@ -189,7 +189,6 @@ pub(crate) fn random_bytes(buf: &mut [u8]) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

@@ -674,7 +674,6 @@ pub(crate) fn configured_paths(root: &Path, section: &str, key: &str) -> Result<
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

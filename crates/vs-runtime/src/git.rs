@@ -561,7 +561,6 @@ pub(crate) fn inside_repository(dir: &Path) -> bool {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

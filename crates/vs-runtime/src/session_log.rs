@@ -56,7 +56,6 @@ impl SessionEgressLog {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

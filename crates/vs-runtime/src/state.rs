@@ -604,7 +604,6 @@ fn paths_in_history(project: &Path, keep: impl Fn(&str) -> bool) -> Result<BTree
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

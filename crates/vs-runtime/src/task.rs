@@ -390,7 +390,6 @@ fn protected_key(p: &str) -> std::result::Result<String, &'static str> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     const GOOD: &str = r#"

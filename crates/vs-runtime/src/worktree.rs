@@ -325,7 +325,6 @@ mod tests {
     }
 
     /// A fresh repository (the real git).
-    #[allow(clippy::unwrap_used)]
     fn git_repo() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         let status = std::process::Command::new("git")
@@ -341,7 +340,6 @@ mod tests {
     /// stall the run) ends in an error naming the file, not in a hang; once
     /// released, the lock is taken again.
     #[test]
-    #[allow(clippy::unwrap_used)]
     fn a_lock_held_elsewhere_ends_in_an_error_that_names_it() {
         let dir = git_repo();
         let lock = dir.path().join(".git").join(LOCK_FILE);
@@ -362,7 +360,6 @@ mod tests {
     /// A lock file replaced by a symlink is refused, and nothing is created
     /// or locked where it points.
     #[test]
-    #[allow(clippy::unwrap_used)]
     fn a_symlinked_lock_file_is_refused() {
         let dir = git_repo();
         let target = dir.path().join("elsewhere");

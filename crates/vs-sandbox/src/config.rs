@@ -295,7 +295,6 @@ pub fn check_device_node(path: &Path) -> Result<(), String> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -118,7 +118,6 @@ pub fn allow_unconfined(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

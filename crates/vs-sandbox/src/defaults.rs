@@ -238,7 +238,6 @@ impl Defaults {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn ws() -> (tempfile::TempDir, Workspace) {

@@ -135,7 +135,6 @@ pub fn dir_names(path: &Path) -> std::io::Result<Vec<std::ffi::OsString>> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -539,7 +539,6 @@ fn parse_attach(it: &mut impl Iterator<Item = OsString>) -> Result<Helper, Strin
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::policy::PathKind;
 

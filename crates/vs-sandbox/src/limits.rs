@@ -145,7 +145,6 @@ impl ProcessLimit {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

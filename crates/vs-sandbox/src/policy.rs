@@ -697,7 +697,6 @@ pub fn metadata_paths(workspace: &Workspace) -> Vec<PathBuf> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

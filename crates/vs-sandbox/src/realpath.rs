@@ -155,7 +155,6 @@ impl RealPaths {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -274,7 +274,6 @@ fn platform_default() -> Option<Backend> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use ConfineMode::{Auto, Bwrap, Docker, Landlock, Off};
 

@@ -708,7 +708,6 @@ fn install_root(executable: &Path, home: Option<&OsStr>) -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -262,7 +262,6 @@ impl Confinement for SeatbeltSandbox {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::policy::{ProjectPathPolicy, Workspace};
 

@@ -477,7 +477,6 @@ impl Confinement for AnySandbox {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::confinement::PathEnforcement;
     use crate::policy::Access;

@@ -230,7 +230,6 @@ pub fn docker_seccomp_profile() -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

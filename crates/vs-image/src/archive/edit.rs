@@ -787,7 +787,6 @@ pub(crate) fn sweep(out: &Path) {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

@@ -1,7 +1,6 @@
 //! The archive layout (aligned blob data, readable by a tar reader) and
 //! the in-place edit: for every edit pattern and format, an edited archive
 //! has the bytes of a new one.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;

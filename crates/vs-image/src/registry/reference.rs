@@ -133,7 +133,6 @@ impl fmt::Display for ImageRef {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -121,7 +121,6 @@ pub fn allocated_gpu_devices(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

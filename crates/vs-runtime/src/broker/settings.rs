@@ -290,7 +290,6 @@ fn parse(text: &str, path: &Path) -> Result<RawFile, BrokerError> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     fn decide(toml: &str, flags: &BrokerFlags) -> Result<JobNetwork, BrokerError> {

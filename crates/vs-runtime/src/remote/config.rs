@@ -612,7 +612,6 @@ fn read_config(project: &Path) -> crate::Result<(String, PathBuf)> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     fn err(text: &str) -> String {

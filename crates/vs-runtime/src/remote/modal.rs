@@ -308,7 +308,6 @@ pub fn parse_result(bytes: &[u8]) -> Result<EvalResult, RemoteError> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     /// A result written before remote builds existed still parses.

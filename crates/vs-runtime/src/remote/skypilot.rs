@@ -346,7 +346,6 @@ pub fn parse_output(text: &str, nonce: &str) -> Result<EvalResult, RemoteError> 
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

@@ -315,7 +315,6 @@ pub fn choose_environment(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn nvidia_host() -> HostAccelerators {

@@ -40,7 +40,6 @@ pub fn evaluation_route(environment: RunEnvironment) -> Result<EvaluationRoute> 
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -165,7 +165,6 @@ fn is_bidi_format(c: char) -> bool {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -714,7 +714,6 @@ async fn socks5_request(
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

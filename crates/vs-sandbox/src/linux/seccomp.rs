@@ -430,7 +430,6 @@ fn resolve(ops: &[Op]) -> Result<Vec<libc::sock_filter>, SandboxError> {
 const MAX_INSTRUCTIONS: usize = 4096;
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     //! The assembled programs against seccompiler's compilation of the
     //! same rules (the program vibesys installed before it assembled its

@@ -96,7 +96,6 @@ fn check(path: &Path) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;

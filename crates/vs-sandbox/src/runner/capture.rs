@@ -263,7 +263,6 @@ impl TryFrom<CapturedOutputJson> for CapturedOutput {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     fn capture(cap: usize, chunks: &[&[u8]]) -> CapturedOutput {
