@@ -703,57 +703,30 @@ mod tests {
             (Helper::DOCKER_ATTACH, &["--user", "0:0", "--", "x"][..]),
             (Helper::COMMAND_SERVER, &["extra"][..]),
             (Helper::HOST_JOB, &["--project", "/p", "--", "x"][..]),
-            (
-                Helper::HOST_JOB,
-                &[
-                    "--project",
-                    "/p",
-                    "--workspace",
-                    "/p",
-                    "--cwd",
-                    "/p",
-                    "--gpu-devices",
-                    "x",
-                    "--no-network",
-                    "--allow-host=pypi.org",
-                    "--",
-                    "x",
-                ][..],
-            ),
-            (
-                Helper::HOST_JOB,
-                &[
-                    "--project",
-                    "/p",
-                    "--workspace",
-                    "/p",
-                    "--cwd",
-                    "/p",
-                    "--gpu-devices",
-                    "x",
-                    "--env",
-                    "NOVALUE",
-                    "--",
-                    "x",
-                ][..],
-            ),
-            (
-                Helper::HOST_JOB,
-                &[
-                    "--project",
-                    "/p",
-                    "--workspace",
-                    "/p",
-                    "--cwd",
-                    "/p",
-                    "--gpu-devices",
-                    "x",
-                    "--",
-                ][..],
-            ),
         ] {
             let err = parse(sub, args).unwrap_err();
             assert_eq!(err.subcommand, sub, "{err}");
+        }
+        // An agent job: both network flags, a variable without a value, no
+        // command.
+        let job = [
+            "--project",
+            "/p",
+            "--workspace",
+            "/p",
+            "--cwd",
+            "/p",
+            "--gpu-devices",
+            "x",
+        ];
+        for tail in [
+            &["--no-network", "--allow-host=pypi.org", "--", "x"][..],
+            &["--env", "NOVALUE", "--", "x"][..],
+            &["--"][..],
+        ] {
+            let args: Vec<&str> = job.iter().chain(tail).copied().collect();
+            let err = parse(Helper::HOST_JOB, &args).unwrap_err();
+            assert_eq!(err.subcommand, Helper::HOST_JOB, "{err}");
         }
     }
 }

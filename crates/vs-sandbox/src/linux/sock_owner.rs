@@ -101,26 +101,25 @@ fn netns_listing(sock: &OwnedFd, local: SocketAddr, deadline: Instant) -> Option
         .metadata()
         .ok()?
         .ino();
-    let dir = std::fs::read_dir("/proc").ok()?;
     let mut seen = std::collections::HashSet::new();
-    for entry in dir.flatten().take(MAX_PROCESSES) {
-        if Instant::now() > deadline {
-            return None;
-        }
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Some(ns) = netns_of(pid) else { continue };
-        if seen.insert(ns) && table_row(pid, local, deadline, |_, _, inode| inode == own).is_some()
-        {
-            return Some(ns);
-        }
-    }
-    None
+    namespaced_pids(deadline)
+        .find(|(pid, ns)| {
+            seen.insert(*ns)
+                && table_row(*pid, local, deadline, |_, _, inode| inode == own).is_some()
+        })
+        .map(|(_, ns)| ns)
+}
+
+/// Every process (thread-group leader) whose network namespace can be
+/// read, with that namespace, until `deadline`.
+fn namespaced_pids(deadline: Instant) -> impl Iterator<Item = (u32, (u64, u64))> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .take_while(move |_| Instant::now() <= deadline)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| Some((pid, netns_of(pid)?)))
 }
 
 /// The (device, inode) of the network namespace of `pid`.
@@ -132,25 +131,11 @@ fn netns_of(pid: u32) -> Option<(u64, u64)> {
 /// The processes (thread-group leaders) in network namespace `ns`, in
 /// pid order, at most [`MAX_PROCESSES`].
 fn processes_in(ns: (u64, u64), deadline: Instant) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut pids: Vec<u32> = Vec::new();
-    for entry in dir.flatten() {
-        if Instant::now() > deadline || pids.len() >= MAX_PROCESSES {
-            break;
-        }
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if netns_of(pid) == Some(ns) {
-            pids.push(pid);
-        }
-    }
+    let mut pids: Vec<u32> = namespaced_pids(deadline)
+        .filter(|(_, of)| *of == ns)
+        .map(|(pid, _)| pid)
+        .take(MAX_PROCESSES)
+        .collect();
     pids.sort_unstable();
     pids
 }
@@ -279,21 +264,32 @@ mod tests {
         assert_eq!(parse_address("0100007G:0C38"), None);
     }
 
-    /// In this process's own namespace: a connection to a listener here
-    /// is traced to this process and its command line.
-    #[test]
-    fn a_connection_is_traced_to_its_process() {
+    /// A loopback connection in this process's own namespace: the client,
+    /// the accepted socket, its local and peer addresses, a deadline.
+    fn connection() -> (
+        std::net::TcpStream,
+        OwnedFd,
+        SocketAddr,
+        SocketAddr,
+        Instant,
+    ) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (accepted, peer) = listener.accept().unwrap();
         let local = accepted.local_addr().unwrap();
-        let sock = OwnedFd::from(accepted);
         let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        (client, OwnedFd::from(accepted), local, peer, deadline)
+    }
+
+    /// In this process's own namespace: a connection to a listener here
+    /// is traced to this process and its command line.
+    #[test]
+    fn a_connection_is_traced_to_its_process() {
+        let (_client, sock, local, peer, deadline) = connection();
         let found = owner(&sock, local, peer, deadline).unwrap();
         assert_eq!(found.pid, std::process::id());
         let mine = std::fs::read(format!("/proc/{}/cmdline", std::process::id())).unwrap();
         assert!(mine.starts_with(&found.cmdline), "{found:?}");
-        drop(client);
     }
 
     /// The fallback for a caller who may not open the socket's namespace
@@ -301,12 +297,7 @@ mod tests {
     /// lists the accepted socket, here this process's own.
     #[test]
     fn the_namespace_is_found_by_the_socket_itself() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (accepted, _) = listener.accept().unwrap();
-        let local = accepted.local_addr().unwrap();
-        let sock = OwnedFd::from(accepted);
-        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        let (_client, sock, local, _, deadline) = connection();
         assert_eq!(
             netns_listing(&sock, local, deadline),
             netns_of(std::process::id())
