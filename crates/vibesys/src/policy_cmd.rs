@@ -27,7 +27,8 @@ enum PolicyCommand {
     Show(ShowArgs),
 }
 
-/// Backends `policy show` can print.
+/// Backends `policy show` can print (clap's names for
+/// `vs_sandbox::Backend`, in the order they are printed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Backend {
     Bwrap,
@@ -87,16 +88,11 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
     let wants = |b: Backend| args.backend.is_none_or(|x| x == b);
     let mut backends = serde_json::Map::new();
     let mut text = String::new();
-    for backend in [
-        Backend::Bwrap,
-        Backend::Landlock,
-        Backend::Seatbelt,
-        Backend::Docker,
-    ] {
+    for &backend in Backend::value_variants() {
         if !wants(backend) {
             continue;
         }
-        let name = backend_name(backend);
+        let name = to_backend(backend).name();
         text.push_str(&format!("== {name} ==\n"));
         let mut req = request();
         // The door this backend would get (a placeholder: no proxy runs).
@@ -215,15 +211,6 @@ fn network_json(project: &crate::project::ProjectPolicy) -> serde_json::Value {
         "allow_hosts": project.allow_hosts,
         "provider_hosts": project.provider_hosts,
     })
-}
-
-fn backend_name(b: Backend) -> &'static str {
-    match b {
-        Backend::Bwrap => "bwrap",
-        Backend::Landlock => "landlock",
-        Backend::Seatbelt => "seatbelt",
-        Backend::Docker => "docker",
-    }
 }
 
 fn to_backend(b: Backend) -> vs_sandbox::Backend {
