@@ -12,7 +12,12 @@
 //! re-hashes every blob. [`Lock`] is `images/images.lock`; [`Pin::check`]
 //! (vs-pin's, re-exported here with the other pin types) is the one check
 //! that decides whether a found image (in an engine, or read from an
-//! archive) matches its pin.
+//! archive) matches its pin; [`pin_images`], [`verify_images`] and
+//! [`check_archive`] are the operations over it.
+//!
+//! The reports render for people through `Display` (the CLI's text
+//! output) and for programs through serde (its `--json`); [`progress`]
+//! holds the CLI's progress bars.
 
 mod archive;
 mod build;
@@ -31,10 +36,13 @@ mod oci;
 mod options;
 mod packages;
 mod perm;
+mod pinning;
 mod pipe;
+pub mod progress;
 mod read;
 pub mod registry;
 mod report;
+mod settings;
 mod spec;
 mod squashfs;
 mod store;
@@ -48,8 +56,13 @@ pub use graph::{ReferencesGraph, StorePathInfo};
 pub use lock::{Lock, relative_to};
 pub use mounts::{MOUNT_POINTS, MountPoint};
 pub use options::{BuildOptions, Compression, OutputFormat, Progress, Source};
+pub use pinning::{
+    CheckedArchive, PinRecord, PinReport, PinningError, VerifyReport, check_archive, pin_images,
+    verify_images,
+};
 pub use read::{InspectReport, LayerReport, SbomSummary, inspect};
 pub use report::{BuildReport, BuiltLayer};
+pub use settings::{SettingsError, default_cache_dir, source_date_epoch};
 pub use spec::{ExtraFile, FileKind, HostSource, ImageConfig, ImageSpec, NixSource};
 /// The pin types live in vs-pin (pure Rust, so vs-sandbox builds for macOS
 /// without this crate's C code); re-exported so callers name them here too.

@@ -66,6 +66,23 @@ pub struct PullReport {
     pub lock_image: Option<String>,
 }
 
+impl std::fmt::Display for PullReport {
+    /// One line: what was pulled, as which image, to where, and how much.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "pulled {} ({}:{}) -> {} ({}, {} blobs, {})",
+            self.reference,
+            self.name,
+            self.tag,
+            self.out.display(),
+            self.format.as_str(),
+            self.blobs,
+            crate::report::human_size(self.bytes)
+        )
+    }
+}
+
 /// Pulls `opts.source` into `opts.out` (see the module documentation).
 pub fn pull(opts: &PullOptions, progress: &dyn TransferProgress) -> Result<PullReport, Error> {
     if opts.out.as_os_str().is_empty() {

@@ -81,6 +81,30 @@ pub struct PushReport {
     pub lock_image: Option<String>,
 }
 
+impl PushReport {
+    /// The one-line summary of a push of `image` (the CLI prints it on
+    /// stderr, the reference alone on stdout): blobs uploaded, present and
+    /// mounted, and the entry of `lock` that records the push.
+    pub fn summary(&self, image: &Path, lock: Option<&Path>) -> String {
+        let count = |act| self.blobs.iter().filter(|b| b.action == act).count();
+        format!(
+            "pushed {}: {} blobs uploaded ({}), {} present, {} mounted{}",
+            image.display(),
+            count(BlobAction::Uploaded),
+            crate::report::human_size(self.uploaded_bytes),
+            count(BlobAction::Present),
+            count(BlobAction::Mounted),
+            match &self.lock_image {
+                Some(n) => format!(
+                    "; {} records it for {n}",
+                    lock.unwrap_or(Path::new("")).display()
+                ),
+                None => String::new(),
+            }
+        )
+    }
+}
+
 /// Blobs up to this size are read into memory and sent in one request.
 const SMALL: u64 = 8 << 20;
 /// The read size of a streamed upload.
