@@ -51,6 +51,29 @@ pub struct LoadReport {
     pub bytes: u64,
 }
 
+impl std::fmt::Display for LoadReport {
+    /// One line: loaded (or already there) as which ID, and the bytes sent.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.id_kind {
+            IdKind::Config => "config",
+            IdKind::Manifest => "manifest",
+        };
+        if self.loaded {
+            writeln!(
+                f,
+                "loaded {} as {} ({kind} digest), {} bytes streamed",
+                self.image, self.id, self.bytes
+            )
+        } else {
+            writeln!(
+                f,
+                "already loaded: {} as {} ({kind} digest)",
+                self.image, self.id
+            )
+        }
+    }
+}
+
 /// Loads the archive at `path`, an image the caller checked against
 /// `pin` (see the module docs), and tags it `pin.name:tag`.
 pub fn load(path: &Path, pin: &ImagePin, tag: &str) -> Result<LoadReport, SandboxError> {
