@@ -1,18 +1,20 @@
 //! `vibesys image ...`: build, inspect, pin, verify (vs-image).
 //!
 //! Thin: arguments are resolved into [`vs_image::BuildOptions`] (or a path
-//! and a lock) before any work starts; the library does the work; this
-//! module prints. `--json` outputs are stable: their keys are the serde
-//! field names of `BuildReport`, `InspectReport` and the pin/verify records
-//! below, documented in docs/images.md.
+//! and a lock) before any work starts; the library does the work and
+//! renders its reports (`Display`); this module prints. `--json` outputs
+//! are stable: their keys are the serde field names of `BuildReport`,
+//! `InspectReport`, `PinRecord` and the registry reports, documented in
+//! docs/images.md.
 
-use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
-use vs_image::{BuildOptions, Compression, ImageSpec, InspectReport, Lock, OutputFormat, Source};
+use vs_image::progress::{BuildBar, TransferBars};
+use vs_image::{BuildOptions, Compression, ImageSpec, OutputFormat, Source};
 
 /// Arguments of `vibesys image`.
 #[derive(Debug, Args)]
@@ -258,89 +260,14 @@ pub fn run(args: ImageArgs) -> anyhow::Result<u8> {
     }
 }
 
-fn out() -> std::io::StdoutLock<'static> {
-    std::io::stdout().lock()
-}
-
-fn print_json<T: Serialize>(v: &T) -> anyhow::Result<()> {
-    let mut o = out();
-    serde_json::to_writer_pretty(&mut o, v)?;
-    writeln!(o)?;
-    Ok(())
-}
-
-/// `SOURCE_DATE_EPOCH`, default 1.
-fn source_date_epoch() -> anyhow::Result<u64> {
-    match std::env::var("SOURCE_DATE_EPOCH") {
-        Err(_) => Ok(1),
-        Ok(v) if v.is_empty() => Ok(1),
-        Ok(v) => v
-            .parse()
-            .with_context(|| format!("SOURCE_DATE_EPOCH={v:?} is not a non-negative integer")),
-    }
-}
-
-/// The cache directory: explicit, else XDG, else ~/.cache; none if unknown.
-fn default_cache() -> Option<PathBuf> {
-    let nonempty = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    // Never create a home directory: the Nix sandbox sets HOME to a path
-    // that does not exist (/homeless-shelter).
-    nonempty("XDG_CACHE_HOME")
-        .filter(|p| p.is_absolute() && p.is_dir())
-        .or_else(|| {
-            nonempty("HOME")
-                .filter(|h| h.is_absolute() && h.is_dir())
-                .map(|h| h.join(".cache"))
-        })
-        .map(|p| p.join("vibesys").join("images"))
-}
-
-fn absolute(p: &Path) -> anyhow::Result<String> {
-    let abs = std::path::absolute(p).with_context(|| format!("cannot resolve {}", p.display()))?;
-    let s = abs
-        .to_str()
-        .with_context(|| format!("{} is not valid UTF-8", abs.display()))?;
-    // Drop a trailing slash; keep the path otherwise as given (no symlink resolution).
-    let s = s.trim_end_matches('/');
-    Ok(if s.is_empty() {
-        "/".to_owned()
-    } else {
-        s.to_owned()
-    })
-}
-
-struct Bar(indicatif::ProgressBar);
-
-impl vs_image::Progress for Bar {
-    fn begin(&self, layers: usize, bytes: u64) {
-        self.0.set_length(bytes);
-        self.0.set_message(format!("{layers} layers"));
-    }
-    fn layer_done(&self, bytes: u64, _cached: bool) {
-        self.0.inc(bytes);
-    }
+/// Prints `value` as pretty JSON.
+fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
+    crate::output::print_json(&serde_json::to_value(value)?)
 }
 
 fn build(a: BuildArgs) -> anyhow::Result<u8> {
     let spec = ImageSpec::load(&a.spec)?;
-    let source = if let Some(r) = &a.root {
-        Source::Root(r.clone())
-    } else if let Some(g) = &a.references_graph {
-        Source::ReferencesGraph(g.clone())
-    } else if !a.paths.is_empty() {
-        Source::Paths(
-            a.paths
-                .iter()
-                .map(|p| absolute(p))
-                .collect::<anyhow::Result<_>>()?,
-        )
-    } else {
-        Source::Spec
-    };
+    let source = Source::select(a.root, a.references_graph, &a.paths)?;
     let format = match a.format {
         FormatArg::Archive => OutputFormat::Archive,
         FormatArg::Oci => OutputFormat::Oci,
@@ -356,353 +283,68 @@ fn build(a: BuildArgs) -> anyhow::Result<u8> {
     if a.out.as_os_str().is_empty() {
         bail!("--out is empty");
     }
+    let env = std::env::var_os;
     let opts = BuildOptions {
         spec,
-        out: a.out.clone(),
+        out: a.out,
         format,
         source,
         compression,
-        source_date_epoch: source_date_epoch()?,
-        cache: if a.no_cache {
-            None
-        } else {
-            a.cache.clone().or_else(default_cache)
+        source_date_epoch: vs_image::source_date_epoch(
+            std::env::var("SOURCE_DATE_EPOCH").ok().as_deref(),
+        )?,
+        cache: match a.cache {
+            _ if a.no_cache => None,
+            Some(dir) => Some(dir),
+            None => vs_image::default_cache_dir(
+                env("XDG_CACHE_HOME").as_deref(),
+                env("HOME").as_deref(),
+            ),
         },
     };
-    let report = if std::io::stderr().is_terminal() {
-        let pb = indicatif::ProgressBar::new(0);
-        pb.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} {elapsed}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        let bar = Bar(pb);
-        let r = vs_image::build(&opts, &bar);
-        bar.0.finish_and_clear();
-        r?
-    } else {
-        vs_image::build(&opts, &())?
-    };
-    if a.json {
-        print_json(&report)?;
-        return Ok(0);
-    }
-    let mut o = out();
-    writeln!(
-        o,
-        "built {}:{} ({}) -> {}",
-        report.name,
-        report.tag,
-        report.format.as_str(),
-        report.out.display()
-    )?;
-    if let Some(d) = &report.manifest_digest {
-        writeln!(o, "  manifest  {d}")?;
-    }
-    if let Some(d) = &report.config_digest {
-        writeln!(o, "  config    {d}  (image ID)")?;
-    }
-    if !report.layers.is_empty() {
-        let cached = report.layers.iter().filter(|l| l.cached).count();
-        let size: u64 = report.layers.iter().map(|l| l.size).sum();
-        writeln!(
-            o,
-            "  layers    {} ({cached} from cache), {}",
-            report.layers.len(),
-            human(size)
-        )?;
-    }
-    if let Some(d) = &report.archive_digest {
-        writeln!(o, "  file      {d}")?;
-    }
-    Ok(0)
+    let report = vs_image::build(&opts, &BuildBar::on_stderr())?;
+    show(a.json, &report, &report)
 }
 
-fn human(n: u64) -> String {
-    if n >= 1 << 20 {
-        format!("{:.1} MiB", n as f64 / f64::from(1 << 20))
+/// Prints `data` as JSON, or `text` for people.
+fn show(json: bool, data: &impl Serialize, text: &impl std::fmt::Display) -> anyhow::Result<u8> {
+    if json {
+        print_json(data)?;
     } else {
-        format!("{n} B")
+        crate::output::print_text(&text.to_string())?;
     }
+    Ok(0)
 }
 
 fn inspect(a: InspectArgs) -> anyhow::Result<u8> {
-    let r = vs_image::inspect(&a.path, a.verify)?;
-    if a.json {
-        print_json(&r)?;
-        return Ok(0);
-    }
-    let mut o = out();
-    let name = format!(
-        "{}:{}",
-        r.name.as_deref().unwrap_or("<unnamed>"),
-        r.tag.as_deref().unwrap_or("latest")
-    );
-    writeln!(o, "{name}  ({}, {})", r.format, r.platform)?;
-    if let Some(d) = &r.manifest_digest {
-        writeln!(o, "manifest  {d}")?;
-    }
-    writeln!(o, "config    {}  (image ID)", r.config_digest)?;
-    for key in ["Entrypoint", "Cmd", "User", "WorkingDir"] {
-        if let Some(v) = r.config.get(key) {
-            writeln!(o, "{:<9} {v}", key.to_lowercase())?;
-        }
-    }
-    writeln!(
-        o,
-        "layers    {} ({})",
-        r.layers.len(),
-        human(r.total_layer_size)
-    )?;
-    for (i, l) in r.layers.iter().enumerate() {
-        writeln!(
-            o,
-            "  {:>3}  {}  {:>10}  diff_id {}",
-            i + 1,
-            l.digest,
-            human(l.size),
-            l.diff_id
-        )?;
-    }
-    match &r.sbom {
-        Some(s) => writeln!(
-            o,
-            "sbom      {} ({}, {} packages)",
-            s.digest, s.spdx_version, s.packages
-        )?,
-        None => writeln!(o, "sbom      none")?,
-    }
-    if let Some(d) = &r.archive_digest {
-        writeln!(o, "file      {d}")?;
-    }
-    if r.verified {
-        writeln!(
-            o,
-            "verified: every blob re-hashed, every layer entry checked"
-        )?;
-    }
-    Ok(0)
-}
-
-#[derive(Serialize)]
-struct PinRecord {
-    path: PathBuf,
-    name: String,
-    format: String,
-    manifest_digest: Option<vs_image::Digest>,
-    config_digest: vs_image::Digest,
-    archive_digest: Option<vs_image::Digest>,
-}
-
-fn lock_dir(lock: &Path) -> PathBuf {
-    match lock.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-        _ => PathBuf::from("."),
-    }
+    let report = vs_image::inspect(&a.path, a.verify)?;
+    show(a.json, &report, &report)
 }
 
 fn pin(a: PinArgs) -> anyhow::Result<u8> {
-    let mut lock = Lock::load_or_default(&a.lock)?;
-    let dir = lock_dir(&a.lock);
-    let mut records = Vec::new();
-    for p in &a.paths {
-        let r = vs_image::inspect(p, true)?;
-        let rel = if p.is_dir() {
-            None
-        } else {
-            Some(vs_image::relative_to(p, &dir)?)
-        };
-        lock.pin(&r, rel)?;
-        records.push(record(&r));
-    }
-    lock.save(&a.lock)?;
-    if a.json {
-        print_json(&records)?;
-    } else {
-        let mut o = out();
-        for r in &records {
-            writeln!(
-                o,
-                "pinned {} ({}) {} in {}",
-                r.name,
-                r.format,
-                r.config_digest,
-                a.lock.display()
-            )?;
-        }
-    }
-    Ok(0)
-}
-
-fn record(r: &InspectReport) -> PinRecord {
-    PinRecord {
-        path: r.path.clone(),
-        name: r.name.clone().unwrap_or_default(),
-        format: r.format.clone(),
-        manifest_digest: r.manifest_digest.clone(),
-        config_digest: r.config_digest.clone(),
-        archive_digest: r.archive_digest.clone(),
-    }
+    let report = vs_image::pin_images(&a.lock, &a.paths)?;
+    show(a.json, &report.records, &report)
 }
 
 fn verify(a: VerifyArgs) -> anyhow::Result<u8> {
-    let lock = Lock::load(&a.lock)?;
-    let dir = lock_dir(&a.lock);
-    let paths: Vec<PathBuf> = if a.paths.is_empty() {
-        lock.images
-            .values()
-            .flat_map(|i| i.archives.values().map(|x| dir.join(&x.path)))
-            .collect()
-    } else {
-        a.paths.clone()
-    };
-    let mut records = Vec::new();
-    for p in &paths {
-        let r = vs_image::inspect(p, true).with_context(|| format!("verifying {}", p.display()))?;
-        lock.check_report(&r, &a.lock)?;
-        records.push(record(&r));
-    }
-    if a.json {
-        print_json(&records)?;
-    } else {
-        let mut o = out();
-        for r in &records {
-            writeln!(
-                o,
-                "ok {} ({}) {} matches {}",
-                r.name,
-                r.format,
-                r.path.display(),
-                a.lock.display()
-            )?;
-        }
-        if records.is_empty() {
-            writeln!(
-                o,
-                "{}: {} images pinned, no archives recorded to check",
-                a.lock.display(),
-                lock.images.len()
-            )?;
-        }
-    }
-    Ok(0)
-}
-
-/// Blobs below this size get no progress bar.
-const BAR_MIN: u64 = 32 << 20;
-
-/// Progress bars for large blobs on a terminal's stderr; nothing when
-/// stderr is piped.
-struct Transfer {
-    bars: Option<indicatif::MultiProgress>,
-    current: std::sync::Mutex<Option<indicatif::ProgressBar>>,
-    verb: &'static str,
-    /// Set by SIGINT/SIGTERM when the transfer stops cleanly on them.
-    stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
-}
-
-impl Transfer {
-    fn new(verb: &'static str) -> Self {
-        Self {
-            bars: std::io::stderr()
-                .is_terminal()
-                .then(indicatif::MultiProgress::new),
-            current: std::sync::Mutex::new(None),
-            verb,
-            stop: None,
-        }
-    }
-
-    /// A transfer that SIGINT or SIGTERM stops at its next chunk (the pull
-    /// then removes what it wrote); a second signal ends the process at
-    /// once.
-    fn stopped_by_signals(mut self) -> anyhow::Result<Self> {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            signal_hook::flag::register_conditional_shutdown(
-                sig,
-                130,
-                std::sync::Arc::clone(&stop),
-            )
-            .context("cannot install the SIGINT/SIGTERM handler")?;
-            signal_hook::flag::register(sig, std::sync::Arc::clone(&stop))
-                .context("cannot install the SIGINT/SIGTERM handler")?;
-        }
-        self.stop = Some(stop);
-        Ok(self)
-    }
-}
-
-impl vs_image::registry::TransferProgress for Transfer {
-    fn start(&self, digest: &vs_image::Digest, size: u64) {
-        let Some(m) = &self.bars else { return };
-        if size < BAR_MIN {
-            return;
-        }
-        let pb = m.add(indicatif::ProgressBar::new(size));
-        pb.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        pb.set_message(format!("{} {}", self.verb, &digest.hex()[..12]));
-        if let Ok(mut c) = self.current.lock() {
-            *c = Some(pb);
-        }
-    }
-    fn advance(&self, _digest: &vs_image::Digest, n: u64) {
-        if let Ok(c) = self.current.lock()
-            && let Some(pb) = c.as_ref()
-        {
-            pb.inc(n);
-        }
-    }
-    fn finish(&self, _digest: &vs_image::Digest) {
-        if let Ok(mut c) = self.current.lock()
-            && let Some(pb) = c.take()
-        {
-            pb.finish_and_clear();
-        }
-    }
-    fn cancelled(&self) -> bool {
-        self.stop
-            .as_ref()
-            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
-    }
+    let report = vs_image::verify_images(&a.lock, &a.paths)?;
+    show(a.json, &report.records, &report)
 }
 
 fn push(a: PushArgs) -> anyhow::Result<u8> {
     let opts = vs_image::registry::PushOptions {
-        image: a.image.clone(),
+        image: a.image,
         target: a.reference.parse()?,
-        lock: a.lock.clone(),
+        lock: a.lock,
         registry: a.registry.options(),
     };
-    let r = vs_image::registry::push(&opts, &Transfer::new("push"))?;
+    let r = vs_image::registry::push(&opts, &TransferBars::on_stderr("push"))?;
     if a.json {
         print_json(&r)?;
-        return Ok(0);
+    } else {
+        eprintln!("{}", r.summary(&opts.image, opts.lock.as_deref()));
+        crate::output::print_text(&format!("{}\n", r.reference))?;
     }
-    let count = |act| r.blobs.iter().filter(|b| b.action == act).count();
-    use vs_image::registry::BlobAction;
-    eprintln!(
-        "pushed {}: {} blobs uploaded ({}), {} present, {} mounted{}",
-        a.image.display(),
-        count(BlobAction::Uploaded),
-        human(r.uploaded_bytes),
-        count(BlobAction::Present),
-        count(BlobAction::Mounted),
-        match &r.lock_image {
-            Some(n) => format!(
-                "; {} records it for {n}",
-                a.lock.as_deref().unwrap_or(Path::new("")).display()
-            ),
-            None => String::new(),
-        }
-    );
-    writeln!(out(), "{}", r.reference)?;
     Ok(0)
 }
 
@@ -716,34 +358,19 @@ fn pull(a: PullArgs) -> anyhow::Result<u8> {
     };
     let opts = vs_image::registry::PullOptions {
         source: a.reference.parse()?,
-        out: a.out.clone(),
+        out: a.out,
         format,
-        lock: a.lock.clone(),
+        lock: a.lock,
         registry: a.registry.options(),
     };
-    let r = match vs_image::registry::pull(&opts, &Transfer::new("pull").stopped_by_signals()?) {
-        Ok(r) => r,
+    let bars = TransferBars::on_stderr("pull").stopped_by_signals()?;
+    match vs_image::registry::pull(&opts, &bars) {
+        Ok(report) => show(a.json, &report, &report),
         // Interrupted, as a run is: 130.
         Err(e @ vs_image::Error::Interrupted { .. }) => {
             let _ = writeln!(std::io::stderr(), "vibesys: {e}");
-            return Ok(130);
+            Ok(130)
         }
-        Err(e) => return Err(e.into()),
-    };
-    if a.json {
-        print_json(&r)?;
-        return Ok(0);
+        Err(e) => Err(e.into()),
     }
-    writeln!(
-        out(),
-        "pulled {} ({}:{}) -> {} ({}, {} blobs, {})",
-        r.reference,
-        r.name,
-        r.tag,
-        r.out.display(),
-        r.format.as_str(),
-        r.blobs,
-        human(r.bytes)
-    )?;
-    Ok(0)
 }
