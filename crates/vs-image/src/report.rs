@@ -151,3 +151,43 @@ impl fmt::Display for InspectReport {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_in_mib_from_one_mib() {
+        assert_eq!(human_size(1023), "1023 B");
+        assert_eq!(human_size(3 << 19), "1.5 MiB");
+    }
+
+    #[test]
+    fn a_build_report_reads_as_the_cli_prints_it() {
+        let d = Digest::of(b"");
+        let layer = |cached| BuiltLayer {
+            digest: d.clone(),
+            diff_id: d.clone(),
+            size: 1 << 20,
+            cached,
+            groups: Vec::new(),
+        };
+        let r = BuildReport {
+            name: "tiny".to_owned(),
+            tag: "t1".to_owned(),
+            format: OutputFormat::Archive,
+            out: PathBuf::from("a.tar"),
+            manifest_digest: Some(d.clone()),
+            config_digest: None,
+            sbom_digest: None,
+            layers: vec![layer(true), layer(false)],
+            archive_digest: None,
+        };
+        assert_eq!(
+            r.to_string(),
+            format!(
+                "built tiny:t1 (archive) -> a.tar\n  manifest  {d}\n  layers    2 (1 from cache), 2.0 MiB\n"
+            )
+        );
+    }
+}
