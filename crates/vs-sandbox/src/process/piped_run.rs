@@ -408,7 +408,7 @@ impl Supervisor {
     /// Waits for the supervisor to exit and reads how the run ended.
     pub(crate) fn finish(mut self) -> Ended {
         let status = self.wait();
-        Report::parse(&self.report_bytes).ended(status)
+        read_report(&self.report_bytes, status)
     }
 
     /// Blocks until the supervisor exits; returns its wait status.
@@ -453,66 +453,44 @@ impl Drop for Supervisor {
     }
 }
 
-/// What the report pipe said.
-#[derive(Default)]
-struct Report {
-    exited: Option<i32>,
-    signaled: Option<i32>,
-    exec_failed: Option<i32>,
-    chdir_failed: Option<i32>,
-    setup_failed: Option<i32>,
-    fork_failed: Option<i32>,
-}
-
-impl Report {
-    fn parse(bytes: &[u8]) -> Self {
-        let mut r = Self::default();
-        for msg in bytes.chunks_exact(8) {
-            let (t, v) = msg.split_at(4);
-            let (Ok(t), Ok(v)) = (<[u8; 4]>::try_from(t), <[u8; 4]>::try_from(v)) else {
-                continue;
-            };
-            let value = i32::from_ne_bytes(v);
-            let slot = match u32::from_ne_bytes(t) {
-                TAG_EXITED => &mut r.exited,
-                TAG_SIGNALED => &mut r.signaled,
-                TAG_EXEC_FAILED => &mut r.exec_failed,
-                TAG_CHDIR_FAILED => &mut r.chdir_failed,
-                TAG_SETUP_FAILED => &mut r.setup_failed,
-                TAG_FORK_FAILED => &mut r.fork_failed,
-                _ => continue,
-            };
-            *slot = Some(value);
+/// How the run ended, from the report pipe's messages; `supervisor_status`
+/// is the supervisor's own wait status (`None`: reaped elsewhere). A
+/// failure to start the command outranks any exit status.
+fn read_report(bytes: &[u8], supervisor_status: Option<c_int>) -> Ended {
+    // The value of each tag (1 to 6) last sent.
+    let mut said: [Option<i32>; 7] = [None; 7];
+    for msg in bytes.chunks_exact(8) {
+        let (t, v) = msg.split_at(4);
+        let (Ok(t), Ok(v)) = (<[u8; 4]>::try_from(t), <[u8; 4]>::try_from(v)) else {
+            continue;
+        };
+        if let Some(slot) = said.get_mut(u32::from_ne_bytes(t) as usize) {
+            *slot = Some(i32::from_ne_bytes(v));
         }
-        r
     }
-
-    /// How the run ended; `supervisor_status` is the supervisor's own
-    /// wait status (`None`: reaped elsewhere).
-    fn ended(&self, supervisor_status: Option<c_int>) -> Ended {
-        let os = io::Error::from_raw_os_error;
-        if let Some(e) = self.exec_failed {
-            return Ended::ExecFailed(os(e));
-        }
-        if let Some(e) = self.chdir_failed {
-            return Ended::ChdirFailed(os(e));
-        }
-        if let Some(e) = self.setup_failed {
-            return Ended::SetupFailed(os(e));
-        }
-        if let Some(e) = self.fork_failed {
-            return Ended::ForkFailed(os(e));
-        }
-        match (self.exited, self.signaled) {
-            (Some(code), _) => Ended::Ran(Exit::Code(code)),
-            (None, Some(sig)) => Ended::Ran(Exit::Signal(sig)),
-            (None, None) => {
-                Ended::SupervisorLost(match supervisor_status.and_then(Exit::from_wait_status) {
-                    Some(Exit::Signal(sig)) => format!("killed by signal {sig}"),
-                    Some(Exit::Code(code)) => format!("exit status {code}"),
-                    None => "reaped elsewhere".to_owned(),
-                })
-            }
+    let tag = |t: u32| said.get(t as usize).copied().flatten();
+    let os = io::Error::from_raw_os_error;
+    if let Some(e) = tag(TAG_EXEC_FAILED) {
+        return Ended::ExecFailed(os(e));
+    }
+    if let Some(e) = tag(TAG_CHDIR_FAILED) {
+        return Ended::ChdirFailed(os(e));
+    }
+    if let Some(e) = tag(TAG_SETUP_FAILED) {
+        return Ended::SetupFailed(os(e));
+    }
+    if let Some(e) = tag(TAG_FORK_FAILED) {
+        return Ended::ForkFailed(os(e));
+    }
+    match (tag(TAG_EXITED), tag(TAG_SIGNALED)) {
+        (Some(code), _) => Ended::Ran(Exit::Code(code)),
+        (None, Some(sig)) => Ended::Ran(Exit::Signal(sig)),
+        (None, None) => {
+            Ended::SupervisorLost(match supervisor_status.and_then(Exit::from_wait_status) {
+                Some(Exit::Signal(sig)) => format!("killed by signal {sig}"),
+                Some(Exit::Code(code)) => format!("exit status {code}"),
+                None => "reaped elsewhere".to_owned(),
+            })
         }
     }
 }
