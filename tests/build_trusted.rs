@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 
 mod common;
 use common::{git, require_tool as require};
-use vs_runtime::{RunId, RuntimeError, StateLayout, TrustedBuild};
+use vs_runtime::{BuildError, RunId, RuntimeError, StateLayout, TrustedBuild};
 
 /// sha256 of "hello\n".
 const HELLO_SHA256: &str = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
@@ -180,7 +180,7 @@ fn an_output_changed_after_verification_is_detected_by_load_output() {
     fs::write(&artifact, b"evil!\n").unwrap();
     let err = trusted.load_output("target/bin/app").unwrap_err();
     assert!(
-        matches!(&err, RuntimeError::ArtifactChanged { expected, .. } if expected == HELLO_SHA256),
+        matches!(&err, RuntimeError::Build(BuildError::ArtifactChanged { expected, .. }) if expected == HELLO_SHA256),
         "{err}"
     );
     assert!(
@@ -202,7 +202,10 @@ fn an_output_changed_after_verification_is_detected_by_load_output() {
     assert!(trusted.load_output("target/bin/app").is_err());
     // An undeclared name is refused.
     let err = trusted.load_output("target/bin/other").unwrap_err();
-    assert!(matches!(err, RuntimeError::UnknownOutput { .. }), "{err}");
+    assert!(
+        matches!(err, RuntimeError::Build(BuildError::UnknownOutput { .. })),
+        "{err}"
+    );
 }
 
 fn assert_rejected(script: &str, output: &str, needle: &str) {

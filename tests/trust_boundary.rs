@@ -509,7 +509,10 @@ fn a_record_that_git_tracks_is_refused() {
         vs_runtime::TrustedBuild::load(&layout, &vs_runtime::RunId::new("r1").unwrap(), &commit)
             .unwrap_err();
     assert!(
-        matches!(err, vs_runtime::RuntimeError::RecordTrackedByGit { .. }),
+        matches!(
+            err,
+            vs_runtime::RuntimeError::State(vs_runtime::StateError::RecordTrackedByGit { .. })
+        ),
         "{err}"
     );
 }

@@ -10,7 +10,8 @@ use vs_docker::DockerOptions;
 use vs_runtime::broker::child::{self, BrokerChild, BrokerStart};
 use vs_runtime::build_confine::{BuildConfinement, BuildRequest, run_build};
 use vs_runtime::{
-    BuildRecord, BuildSpec, RunEnvironment, RunId, RuntimeError, StateLayout, open_run_environment,
+    BuildError, BuildRecord, BuildSpec, RunEnvironment, RunId, RuntimeError, StateLayout,
+    open_run_environment,
 };
 use vs_sandbox::ConfineMode;
 use vs_sandbox::config::PolicyConfig;
@@ -242,10 +243,12 @@ fn report(
             Ok(0)
         }
         Err(
-            e @ (RuntimeError::BuildFailed { .. }
-            | RuntimeError::BuildTimedOut { .. }
-            | RuntimeError::OutputRejected { .. }
-            | RuntimeError::ProtectedPathsChanged { .. }),
+            e @ RuntimeError::Build(
+                BuildError::BuildFailed { .. }
+                | BuildError::BuildTimedOut { .. }
+                | BuildError::OutputRejected { .. }
+                | BuildError::ProtectedPathsChanged { .. },
+            ),
         ) => {
             eprintln!("vibesys: error: build of {commit} rejected: {e}");
             if args.json {

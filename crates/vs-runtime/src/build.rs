@@ -24,6 +24,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use vs_sandbox::Confinement;
 
+use crate::BuildError;
 use crate::error::{Result, RuntimeError};
 use crate::fsutil::{
     CopyError, copy_hashed, ensure_dir_chain, existing_dir_chain, kind_name, random_bytes,
@@ -77,7 +78,7 @@ impl BuildSpec {
     pub fn load(layout: &StateLayout) -> Result<Self> {
         let path = layout.project().join(CONFIG_FILE);
         let Some(bytes) = read_bounded(&path, SMALL_FILE_LIMIT)? else {
-            return Err(RuntimeError::BuildNotConfigured { path });
+            return Err(BuildError::BuildNotConfigured { path }.into());
         };
         let text = String::from_utf8(bytes).map_err(|_| RuntimeError::InvalidConfig {
             path: path.clone(),
@@ -94,9 +95,10 @@ impl BuildSpec {
         };
         let table: toml::Table = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
         let Some(build) = table.get("build") else {
-            return Err(RuntimeError::BuildNotConfigured {
+            return Err(BuildError::BuildNotConfigured {
                 path: path.to_path_buf(),
-            });
+            }
+            .into());
         };
         if !build.is_table() {
             return Err(invalid("[build] must be a table".to_owned()));
@@ -278,13 +280,14 @@ impl BuildCheckout {
         let root = fs::canonicalize(self.path())
             .map_err(|e| RuntimeError::io("resolve", self.path(), e))?;
         if workspace != root {
-            return Err(RuntimeError::Confinement {
+            return Err(BuildError::Confinement {
                 source: vs_sandbox::SandboxError::InvalidCommand(format!(
                     "the confinement's workspace {} is not the build checkout {}",
                     workspace.display(),
                     root.display()
                 )),
-            });
+            }
+            .into());
         }
         let record_path = TrustedBuild::record_path(&self.layout, &self.run, self.commit());
         match fs::remove_file(&record_path) {
@@ -296,7 +299,7 @@ impl BuildCheckout {
         let argv: Vec<OsString> = spec.argv.iter().map(OsString::from).collect();
         let wrapped = confinement
             .wrap(&argv)
-            .map_err(|source| RuntimeError::Confinement { source })?;
+            .map_err(|source| BuildError::Confinement { source })?;
         // Evaluator-owned paths, as the checkout has them before the build.
         let protect = ProtectedSet::for_build(&self.layout, &self.run)?;
         let before = match &protect {
@@ -310,7 +313,7 @@ impl BuildCheckout {
             // build adds; changing or removing a protected path never is.
             differences.retain(|d| !(d.change == gate::Change::Added && spec.makes(&d.path)));
             if !differences.is_empty() {
-                return Err(RuntimeError::ProtectedPathsChanged { differences });
+                return Err(BuildError::ProtectedPathsChanged { differences }.into());
             }
         }
         let exit_code = 0;
@@ -379,9 +382,9 @@ fn run_with_limit(
     }
     let result = LocalShellRunner::default()
         .run(&spec)
-        .map_err(|e| RuntimeError::Confinement { source: e.into() })?;
+        .map_err(|e| BuildError::Confinement { source: e.into() })?;
     if let (true, Some(secs)) = (result.timed_out, timeout_secs) {
-        return Err(RuntimeError::BuildTimedOut { secs });
+        return Err(BuildError::BuildTimedOut { secs }.into());
     }
     let mut log = result.stdout.text_lossy();
     log.push_str(&result.stderr.text_lossy());
@@ -395,10 +398,11 @@ fn run_with_limit(
     if result.success() {
         return Ok(log);
     }
-    Err(RuntimeError::BuildFailed {
+    Err(BuildError::BuildFailed {
         exit_code: result.exit_code,
         log,
-    })
+    }
+    .into())
 }
 
 /// One verified output in a build record.
@@ -539,9 +543,11 @@ fn open_beneath(root: &Path, rel: &str) -> std::result::Result<File, String> {
 /// copied, to `artifacts/<sha256>` (mode 0444, or 0555 when the output
 /// had an execute bit; atomic).
 fn verify_and_copy(root: &Path, name: &str, artifacts: &Path, run: &RunId) -> Result<BuildOutput> {
-    let reject = |reason: String| RuntimeError::OutputRejected {
-        path: name.to_owned(),
-        reason,
+    let reject = |reason: String| {
+        RuntimeError::from(BuildError::OutputRejected {
+            path: name.to_owned(),
+            reason,
+        })
     };
     let mut src = open_beneath(root, name).map_err(reject)?;
     let executable = src
@@ -637,16 +643,19 @@ impl TrustedBuild {
             None => None,
         };
         let Some(bytes) = bytes else {
-            return Err(RuntimeError::BuildRecordMissing {
+            return Err(BuildError::BuildRecordMissing {
                 run: run.to_string(),
                 commit: commit.to_owned(),
                 path,
-            });
+            }
+            .into());
         };
         layout.require_untracked(&path)?;
-        let invalid = |reason: String| RuntimeError::InvalidBuildRecord {
-            path: path.clone(),
-            reason,
+        let invalid = |reason: String| {
+            RuntimeError::from(BuildError::InvalidBuildRecord {
+                path: path.clone(),
+                reason,
+            })
         };
         let record: BuildRecord =
             serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
@@ -727,7 +736,7 @@ impl TrustedBuild {
             .outputs
             .iter()
             .find(|o| o.path == name)
-            .ok_or_else(|| RuntimeError::UnknownOutput {
+            .ok_or_else(|| BuildError::UnknownOutput {
                 name: name.chars().take(MAX_OUTPUT_PATH).collect(),
                 commit: self.record.commit.clone(),
             })?;
@@ -737,11 +746,13 @@ impl TrustedBuild {
             .existing_run_dir(&self.record.run_id)?
             .and_then(|d| existing_dir_chain(&d, Path::new("artifacts")).transpose())
             .transpose()?;
-        let changed = |found: String| RuntimeError::ArtifactChanged {
-            name: out.path.clone(),
-            path: path.clone(),
-            expected: out.sha256.clone(),
-            found,
+        let changed = |found: String| {
+            RuntimeError::from(BuildError::ArtifactChanged {
+                name: out.path.clone(),
+                path: path.clone(),
+                expected: out.sha256.clone(),
+                found,
+            })
         };
         if dir.is_none() {
             return Err(changed(
@@ -818,7 +829,10 @@ mod tests {
     #[test]
     fn rejects_bad_tables() {
         let missing = parse("[sandbox]\nhidden = []\n").unwrap_err();
-        assert!(matches!(missing, RuntimeError::BuildNotConfigured { .. }));
+        assert!(matches!(
+            missing,
+            RuntimeError::Build(BuildError::BuildNotConfigured { .. })
+        ));
         for (text, needle) in [
             (
                 "[build]\nargv=[\"x\"]\noutputs=[\"a\"]\nargs=[]\n",

@@ -243,7 +243,7 @@ pub struct BuildRequest<'a> {
 /// project, a fresh checkout of `commit`, the build confined there, its
 /// outputs verified and recorded outside every workspace. Returns the
 /// commit checked out and the outcome (a rejected build is an `Err` of
-/// [`RuntimeError::BuildFailed`], `BuildTimedOut`, `OutputRejected` or
+/// [`BuildError::BuildFailed`](crate::BuildError::BuildFailed), `BuildTimedOut`, `OutputRejected` or
 /// `ProtectedPathsChanged`).
 pub fn run_build(request: BuildRequest<'_>) -> (Option<String>, Result<TrustedBuild>) {
     let mut commit = None;

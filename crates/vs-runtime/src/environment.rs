@@ -12,7 +12,8 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use crate::error::{Result, RuntimeError};
+use crate::EnvironmentError;
+use crate::error::Result;
 use crate::id::RunId;
 use crate::state::StateLayout;
 
@@ -75,26 +76,26 @@ impl RunEnvironment {
     /// `slurm`: see [`SLURM_GPU_ALIAS`]). `local` is rejected naming its
     /// replacement (`--run-environment host`); other unknown names are
     /// rejected listing the valid ones.
-    pub fn parse(value: &str) -> Result<Self> {
+    pub fn parse(value: &str) -> Result<Self, EnvironmentError> {
         match value {
             "docker" => Ok(Self::Docker),
             "host" => Ok(Self::Host),
             "slurm" | SLURM_GPU_ALIAS => Ok(Self::Slurm),
             "modal" => Ok(Self::Modal),
             "skypilot" => Ok(Self::Skypilot),
-            "local" => Err(RuntimeError::RetiredRunEnvironment {
+            "local" => Err(EnvironmentError::RetiredRunEnvironment {
                 given: "--run-environment local".to_owned(),
                 replacement: "--run-environment host".to_owned(),
             }),
-            other => Err(RuntimeError::UnknownRunEnvironment {
+            other => Err(EnvironmentError::UnknownRunEnvironment {
                 value: other.chars().take(64).collect(),
             }),
         }
     }
 
     /// The error for the retired `--docker` flag.
-    pub fn retired_docker_flag() -> RuntimeError {
-        RuntimeError::RetiredRunEnvironment {
+    pub fn retired_docker_flag() -> EnvironmentError {
+        EnvironmentError::RetiredRunEnvironment {
             given: "--docker".to_owned(),
             replacement: "--run-environment docker".to_owned(),
         }
@@ -194,8 +195,8 @@ impl<'de> serde::Deserialize<'de> for RunEnvironment {
 }
 
 impl FromStr for RunEnvironment {
-    type Err = RuntimeError;
-    fn from_str(s: &str) -> Result<Self> {
+    type Err = EnvironmentError;
+    fn from_str(s: &str) -> Result<Self, EnvironmentError> {
         Self::parse(s)
     }
 }
@@ -250,12 +251,14 @@ pub struct OpenedEnvironment {
 
 impl OpenedEnvironment {
     /// Refuses an environment this build cannot run anything in.
-    pub fn require_available(&self) -> Result<()> {
+    pub fn require_available(&self) -> Result<(), EnvironmentError> {
         match &self.description.availability {
-            Availability::NotAvailable { reason } => Err(RuntimeError::RunEnvironmentUnavailable {
-                name: self.environment.name(),
-                reason: reason.clone(),
-            }),
+            Availability::NotAvailable { reason } => {
+                Err(EnvironmentError::RunEnvironmentUnavailable {
+                    name: self.environment.name(),
+                    reason: reason.clone(),
+                })
+            }
             Availability::Available => Ok(()),
         }
     }

@@ -25,6 +25,7 @@ use std::path::{Component, Path, PathBuf};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::GateError;
 use crate::error::{Result, RuntimeError};
 use crate::fsutil::{kind_name, open_nofollow, read_bounded, write_atomic};
 use crate::id::RunId;
@@ -125,20 +126,21 @@ impl ProtectedSet {
     /// is, so a protected symlink is recorded as a symlink.
     pub fn resolve(layout: &StateLayout, requested: &[PathBuf]) -> Result<Self> {
         if requested.is_empty() {
-            return Err(RuntimeError::NothingProtected);
+            return Err(GateError::NothingProtected.into());
         }
         let project = layout.project();
         let mut roots = Vec::with_capacity(requested.len());
         for p in requested {
             if p.as_os_str().is_empty() {
-                return Err(RuntimeError::EmptyProtectedPath);
+                return Err(GateError::EmptyProtectedPath.into());
             }
             let abs = if p.is_absolute() {
                 p.clone()
             } else {
                 project.join(p)
             };
-            let missing = || RuntimeError::ProtectedPathMissing { path: p.clone() };
+            let missing =
+                || RuntimeError::from(GateError::ProtectedPathMissing { path: p.clone() });
             let full = match (abs.file_name(), abs.parent()) {
                 (Some(name), Some(parent)) if !abs.ends_with("..") => {
                     let parent = fs::canonicalize(parent).map_err(|_| missing())?;
@@ -148,7 +150,7 @@ impl ProtectedSet {
             };
             let rel = full
                 .strip_prefix(project)
-                .map_err(|_| RuntimeError::OutsideProject {
+                .map_err(|_| GateError::OutsideProject {
                     path: p.clone(),
                     project: project.to_path_buf(),
                 })?;
@@ -186,11 +188,11 @@ impl ProtectedSet {
         listed.extend(Self::task_protected(layout)?);
         for p in listed {
             if p.as_os_str().is_empty() {
-                return Err(RuntimeError::EmptyProtectedPath);
+                return Err(GateError::EmptyProtectedPath.into());
             }
             let rel = if p.is_absolute() {
                 p.strip_prefix(project)
-                    .map_err(|_| RuntimeError::OutsideProject {
+                    .map_err(|_| GateError::OutsideProject {
                         path: p.clone(),
                         project: project.to_path_buf(),
                     })?
@@ -202,10 +204,11 @@ impl ProtectedSet {
                 .components()
                 .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
             {
-                return Err(RuntimeError::OutsideProject {
+                return Err(GateError::OutsideProject {
                     path: p.clone(),
                     project: project.to_path_buf(),
-                });
+                }
+                .into());
             }
             roots.push(rel_to_key(&rel)?);
         }
@@ -259,15 +262,16 @@ fn rel_to_key(rel: &Path) -> Result<String> {
     for c in rel.components() {
         match c {
             Component::Normal(s) => {
-                parts.push(s.to_str().ok_or_else(|| RuntimeError::NonUtf8Path {
+                parts.push(s.to_str().ok_or_else(|| GateError::NonUtf8Path {
                     path: rel.to_path_buf(),
                 })?)
             }
             Component::CurDir => {}
             _ => {
-                return Err(RuntimeError::NonUtf8Path {
+                return Err(GateError::NonUtf8Path {
                     path: rel.to_path_buf(),
-                });
+                }
+                .into());
             }
         }
     }
@@ -342,15 +346,18 @@ impl GateBaseline {
             None => None,
         };
         let Some(bytes) = bytes else {
-            return Err(RuntimeError::BaselineMissing {
+            return Err(GateError::BaselineMissing {
                 run: run.to_string(),
                 path,
-            });
+            }
+            .into());
         };
         layout.require_untracked(&path)?;
-        let invalid = |reason: String| RuntimeError::InvalidBaseline {
-            path: path.clone(),
-            reason,
+        let invalid = |reason: String| {
+            RuntimeError::from(GateError::InvalidBaseline {
+                path: path.clone(),
+                reason,
+            })
         };
         // The version first, read alone: an older schema is refused by
         // its number, not misread (or reported as a stray field).
@@ -360,11 +367,12 @@ impl GateBaseline {
             None => return Err(invalid("it has no schema_version".to_owned())),
             Some(BASELINE_SCHEMA_VERSION) => {}
             Some(found) => {
-                return Err(RuntimeError::BaselineVersion {
+                return Err(GateError::BaselineVersion {
                     path,
                     found,
                     expected: BASELINE_SCHEMA_VERSION,
-                });
+                }
+                .into());
             }
         }
         let b: Self = serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
@@ -509,7 +517,7 @@ fn scan(
                     Some(t) => GateEntry::Symlink {
                         target: t.to_owned(),
                     },
-                    None if strict => return Err(RuntimeError::NonUtf8Path { path: target }),
+                    None if strict => return Err(GateError::NonUtf8Path { path: target }.into()),
                     None => GateEntry::Unrepresentable,
                 };
                 entries.insert(key, entry);
@@ -521,7 +529,7 @@ fn scan(
                     let name = child.file_name();
                     let Some(name) = name.to_str() else {
                         if strict {
-                            return Err(RuntimeError::NonUtf8Path { path: child.path() });
+                            return Err(GateError::NonUtf8Path { path: child.path() }.into());
                         }
                         let lossy = join_key(&key, &child.file_name().to_string_lossy());
                         entries.insert(lossy, GateEntry::Unrepresentable);

@@ -44,6 +44,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use crate::error::{Result, RuntimeError};
+use crate::{GitError, RunError};
 
 /// Most of git's stderr quoted in an error.
 const STDERR_LIMIT: usize = 4096;
@@ -256,10 +257,11 @@ pub fn repository_overrides(dir: &Path) -> Result<RepositoryConfig> {
         }
     })?;
     if too_many {
-        return Err(RuntimeError::GitConfigTooLarge {
+        return Err(GitError::ConfigTooLarge {
             dir: dir.to_path_buf(),
             limit: CONFIG_ENTRY_LIMIT,
-        });
+        }
+        .into());
     }
     let mut overrides: Vec<(String, String)> = Vec::new();
     let mut external = None;
@@ -268,9 +270,10 @@ pub fn repository_overrides(dir: &Path) -> Result<RepositoryConfig> {
     // GIT_CONFIG_COUNT (before 2.31) would silently run without them.
     let in_force = entries.iter().filter(|e| e.scope == "command").count();
     if in_force < FIXED_OVERRIDES.len() {
-        return Err(RuntimeError::GitOverridesIgnored {
+        return Err(GitError::OverridesIgnored {
             dir: dir.to_path_buf(),
-        });
+        }
+        .into());
     }
     for entry in entries {
         // Command-line scope is vibesys's own overrides.
@@ -292,12 +295,13 @@ pub fn repository_overrides(dir: &Path) -> Result<RepositoryConfig> {
                 });
             }
             Some(ConfigRule::Refuse(reason)) => {
-                return Err(RuntimeError::GitConfigRefused {
+                return Err(GitError::ConfigRefused {
                     dir: dir.to_path_buf(),
                     key: entry.key,
                     origin: entry.origin,
                     reason: reason.to_owned(),
-                });
+                }
+                .into());
             }
         }
     }
@@ -340,12 +344,13 @@ fn command(dir: &Path, args: &[&OsStr]) -> Result<Command> {
         return Ok(cmd);
     }
     if let Some(ext) = external_diff.filter(|_| !NO_EXTERNAL_DIFF.contains(&sub)) {
-        return Err(RuntimeError::GitConfigRefused {
+        return Err(GitError::ConfigRefused {
             dir: dir.to_path_buf(),
             key: ext.key,
             origin: ext.origin,
             reason: format!("it names an external diff program, which `git {sub}` may run"),
-        });
+        }
+        .into());
     }
     cmd.args(args);
     Ok(cmd)
@@ -358,12 +363,12 @@ fn describe(args: &[&OsStr]) -> String {
         .join(" ")
 }
 
-fn spawn_error(e: std::io::Error) -> RuntimeError {
-    RuntimeError::GitUnavailable { source: e }
+fn spawn_error(e: std::io::Error) -> GitError {
+    GitError::Unavailable { source: e }
 }
 
 /// Runs the hardened git in `dir`; returns stdout when it exits 0,
-/// otherwise a [`RuntimeError::Git`] with its stderr. For commands with
+/// otherwise a [`GitError::Failed`] with its stderr. For commands with
 /// small output (stdout is held whole).
 pub fn run(dir: &Path, args: &[&OsStr]) -> Result<Vec<u8>> {
     let out = command(dir, args)?
@@ -374,13 +379,13 @@ pub fn run(dir: &Path, args: &[&OsStr]) -> Result<Vec<u8>> {
     if out.status.success() {
         Ok(out.stdout)
     } else {
-        Err(failure(dir, args, &out.status, &out.stderr))
+        Err(failure(dir, args, &out.status, &out.stderr).into())
     }
 }
 
 /// Like [`run`], stopped at `deadline`: git runs in a process group of
 /// its own, killed whole (`SIGKILL`) when the deadline passes, and the
-/// call then fails with [`RuntimeError::CommitTimedOut`] naming `secs`.
+/// call then fails with [`RunError::CommitTimedOut`](crate::RunError::CommitTimedOut) naming `secs`.
 /// Its output is drained on threads; at most 1 MiB of stdout is kept.
 pub fn run_until(
     dir: &Path,
@@ -430,7 +435,7 @@ pub fn run_until(
             }
             let _ = child.kill();
             let _ = child.wait();
-            return Err(RuntimeError::CommitTimedOut { secs });
+            return Err(RunError::CommitTimedOut { secs }.into());
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     };
@@ -439,7 +444,7 @@ pub fn run_until(
     if status.success() {
         Ok(stdout)
     } else {
-        Err(failure(dir, args, &status, &stderr))
+        Err(failure(dir, args, &status, &stderr).into())
     }
 }
 
@@ -448,14 +453,14 @@ fn failure(
     args: &[&OsStr],
     status: &std::process::ExitStatus,
     stderr: &[u8],
-) -> RuntimeError {
+) -> GitError {
     let mut s = String::from_utf8_lossy(&stderr[..stderr.len().min(STDERR_LIMIT)])
         .trim()
         .to_owned();
     if stderr.len() > STDERR_LIMIT {
         s.push_str(" ...");
     }
-    RuntimeError::Git {
+    GitError::Failed {
         dir: dir.to_path_buf(),
         args: describe(args),
         status: status.to_string(),
@@ -529,7 +534,7 @@ fn stream_records(
     let status = child.wait().map_err(spawn_error)?;
     let stderr = stderr_thread.join().unwrap_or_default();
     if !status.success() {
-        return Err(failure(dir, args, &status, &stderr));
+        return Err(failure(dir, args, &status, &stderr).into());
     }
     if let Some(e) = read_err {
         return Err(RuntimeError::io("read git output in", dir, e));

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
+use crate::StateError;
 use crate::error::{Result, RuntimeError};
 use crate::fsutil::{
     ensure_dir_chain, existing_dir_chain, random_bytes, read_bounded, write_atomic,
@@ -197,19 +198,21 @@ impl StateLayout {
     /// deeper inside a candidate, with its own repository, is its own
     /// project: vibesys can be developed in a candidate.)
     pub fn open(project: &Path) -> Result<Self> {
-        let canon = fs::canonicalize(project).map_err(|_| RuntimeError::ProjectNotADirectory {
+        let canon = fs::canonicalize(project).map_err(|_| StateError::ProjectNotADirectory {
             path: project.to_path_buf(),
         })?;
         if !canon.is_dir() {
-            return Err(RuntimeError::ProjectNotADirectory {
+            return Err(StateError::ProjectNotADirectory {
                 path: project.to_path_buf(),
-            });
+            }
+            .into());
         }
         if let Some(owner) = run_state_owner(&canon) {
-            return Err(RuntimeError::ProjectInsideRunState {
+            return Err(StateError::ProjectInsideRunState {
                 path: canon.clone(),
                 project: owner,
-            });
+            }
+            .into());
         }
         Ok(Self {
             project: canon,
@@ -386,10 +389,11 @@ impl StateLayout {
             },
         )?;
         match tracked {
-            Some(tracked) => Err(RuntimeError::RecordTrackedByGit {
+            Some(tracked) => Err(StateError::RecordTrackedByGit {
                 path: path.to_path_buf(),
                 tracked,
-            }),
+            }
+            .into()),
             None => {
                 if let Some(dir) = run_dir {
                     known().push(dir);
@@ -420,13 +424,13 @@ impl StateLayout {
             return Ok(None);
         };
         let record: ProjectRecord =
-            serde_json::from_slice(&bytes).map_err(|e| RuntimeError::InvalidProjectRecord {
+            serde_json::from_slice(&bytes).map_err(|e| StateError::InvalidProjectRecord {
                 path: path.clone(),
                 reason: e.to_string(),
             })?;
         record
             .validate()
-            .map_err(|reason| RuntimeError::InvalidProjectRecord {
+            .map_err(|reason| StateError::InvalidProjectRecord {
                 path: path.clone(),
                 reason,
             })?;
@@ -435,10 +439,11 @@ impl StateLayout {
 
     /// Fails unless `state init` has run.
     pub fn require_initialized(&self) -> Result<ProjectRecord> {
-        self.read_project()?
-            .ok_or_else(|| RuntimeError::StateNotInitialized {
+        self.read_project()?.ok_or_else(|| {
+            RuntimeError::from(StateError::StateNotInitialized {
                 project: self.project.clone(),
             })
+        })
     }
 
     /// `vibesys state init`: refuses when private files can be recovered
@@ -447,9 +452,10 @@ impl StateLayout {
     pub fn init(&self) -> Result<InitOutcome> {
         let private = private_files_in_history(&self.project)?;
         if !private.is_empty() {
-            return Err(RuntimeError::PrivateFilesInHistory {
+            return Err(StateError::PrivateFilesInHistory {
                 paths: private.into_iter().collect(),
-            });
+            }
+            .into());
         }
         for entry in STATE_ENTRIES
             .iter()

@@ -12,7 +12,8 @@ use std::path::{Component, Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::error::{Result, RuntimeError};
+use crate::RunError;
+use crate::error::Result;
 use crate::fsutil::read_bounded;
 use crate::gate::CONFIG_FILE;
 use crate::state::StateLayout;
@@ -167,25 +168,26 @@ impl TaskSpec {
     pub fn load(layout: &StateLayout) -> Result<Self> {
         let path = layout.project().join(CONFIG_FILE);
         let Some(bytes) = read_bounded(&path, CONFIG_LIMIT)? else {
-            return Err(RuntimeError::TaskNotConfigured {
+            return Err(RunError::TaskNotConfigured {
                 path,
                 section: "task",
-            });
+            }
+            .into());
         };
-        let text = String::from_utf8(bytes).map_err(|_| RuntimeError::InvalidTask {
+        let text = String::from_utf8(bytes).map_err(|_| RunError::InvalidTask {
             path: path.clone(),
             reason: "not UTF-8".to_owned(),
         })?;
-        Self::parse(&text, &path)
+        Ok(Self::parse(&text, &path)?)
     }
 
     /// Parses the text of a `vibesys.toml`; `path` names it in messages.
-    pub fn parse(text: &str, path: &Path) -> Result<Self> {
-        let invalid = |reason: String| RuntimeError::InvalidTask {
+    pub fn parse(text: &str, path: &Path) -> Result<Self, RunError> {
+        let invalid = |reason: String| RunError::InvalidTask {
             path: path.to_path_buf(),
             reason,
         };
-        let missing = |section: &'static str| RuntimeError::TaskNotConfigured {
+        let missing = |section: &'static str| RunError::TaskNotConfigured {
             path: path.to_path_buf(),
             section,
         };
@@ -197,7 +199,7 @@ impl TaskSpec {
                 KNOWN_TABLES.join(", ")
             )));
         }
-        let section = |name: &'static str| -> Result<Option<toml::Value>> {
+        let section = |name: &'static str| -> Result<Option<toml::Value>, RunError> {
             match table.get(name) {
                 None => Ok(None),
                 Some(v) if v.is_table() => Ok(Some(v.clone())),

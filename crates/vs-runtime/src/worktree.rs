@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::WorktreeError;
 use crate::error::{Result, RuntimeError};
 use crate::fsutil::ensure_dir_chain;
 use crate::git;
@@ -111,7 +112,7 @@ impl CandidateWorktree {
         let parent = ensure_dir_chain(&project, &StateLayout::candidates_rel(run))?;
         let path = parent.join(candidate.as_str());
         if path.symlink_metadata().is_ok() {
-            return Err(RuntimeError::WorktreeExists { path });
+            return Err(WorktreeError::Exists { path }.into());
         }
         let admin = admin_lock(&project)?;
         git::run(
@@ -249,10 +250,11 @@ fn admin_lock_within(project: &Path, wait: Duration) -> Result<AdminLock> {
             Err(e) => return Err(RuntimeError::io("lock", &path, e.into())),
         }
         if start.elapsed() >= wait {
-            return Err(RuntimeError::WorktreeLockBusy {
+            return Err(WorktreeError::LockBusy {
                 path,
                 seconds: wait.as_secs(),
-            });
+            }
+            .into());
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -349,7 +351,7 @@ mod tests {
             .err()
             .unwrap();
         assert!(
-            matches!(&err, RuntimeError::WorktreeLockBusy { path, .. } if path.ends_with(LOCK_FILE)),
+            matches!(&err, RuntimeError::Worktree(WorktreeError::LockBusy { path, .. }) if path.ends_with(LOCK_FILE)),
             "{err}"
         );
         assert!(err.to_string().contains("vibesys-worktrees.lock"), "{err}");

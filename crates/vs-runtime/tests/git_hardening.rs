@@ -9,7 +9,9 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use vs_runtime::{CandidateId, CandidateWorktree, RunId, RuntimeError, StateLayout, git};
+use vs_runtime::{
+    CandidateId, CandidateWorktree, GitError, RunId, RuntimeError, StateError, StateLayout, git,
+};
 
 mod common;
 use common::git as plain_git;
@@ -183,7 +185,7 @@ fn planted_commands_never_run_through_the_framework() {
     // and does not take --no-ext-diff is refused, naming the key.
     let err = hardened(root, &["stash", "show"]).unwrap_err();
     assert!(
-        matches!(&err, RuntimeError::GitConfigRefused { key, .. } if key == "diff.external"),
+        matches!(&err, RuntimeError::Git(GitError::ConfigRefused { key, .. }) if key == "diff.external"),
         "{err}"
     );
     assert_eq!(p.markers(), Vec::<String>::new(), "a planted command ran");
@@ -202,7 +204,7 @@ fn an_include_is_refused_naming_it_and_nothing_runs() {
     plain_git(root, &["config", "include.path", "../inc.cfg"]);
     let err = hardened(root, &["status"]).unwrap_err();
     assert!(
-        matches!(&err, RuntimeError::GitConfigRefused { key, .. } if key == "include.path"),
+        matches!(&err, RuntimeError::Git(GitError::ConfigRefused { key, .. }) if key == "include.path"),
         "{err}"
     );
     let text = err.to_string();
@@ -224,7 +226,7 @@ fn an_include_is_refused_naming_it_and_nothing_runs() {
     let layout = StateLayout::open(root).unwrap();
     let err = layout.init().unwrap_err();
     assert!(
-        matches!(err, RuntimeError::GitConfigRefused { .. }),
+        matches!(err, RuntimeError::Git(GitError::ConfigRefused { .. })),
         "{err}"
     );
     assert_eq!(p.markers(), Vec::<String>::new(), "a planted command ran");
@@ -283,7 +285,7 @@ fn a_directory_inside_the_run_state_is_not_a_project() {
         fs::create_dir_all(&inside).unwrap();
         let err = StateLayout::open(&inside).unwrap_err();
         assert!(
-            matches!(&err, RuntimeError::ProjectInsideRunState { project, .. } if project == layout.project()),
+            matches!(&err, RuntimeError::State(StateError::ProjectInsideRunState { project, .. }) if project == layout.project()),
             "{}: {err}",
             inside.display()
         );

@@ -3,7 +3,10 @@
 
 use std::fs;
 
-use vs_runtime::{CandidateId, CandidateWorktree, RunId, RuntimeError, StateLayout};
+use vs_runtime::{
+    CandidateId, CandidateWorktree, GitError, RunId, RuntimeError, StateError, StateLayout,
+    WorktreeError,
+};
 
 mod common;
 use common::git;
@@ -80,7 +83,10 @@ fn a_candidate_id_is_used_once() {
     let c = CandidateId::new("c").unwrap();
     let first = CandidateWorktree::create(&layout, &run, &c, "HEAD").unwrap();
     let err = CandidateWorktree::create(&layout, &run, &c, "HEAD").unwrap_err();
-    assert!(matches!(err, RuntimeError::WorktreeExists { .. }), "{err}");
+    assert!(
+        matches!(err, RuntimeError::Worktree(WorktreeError::Exists { .. })),
+        "{err}"
+    );
     first.remove().unwrap();
 }
 
@@ -94,7 +100,10 @@ fn worktrees_need_initialized_state_and_a_sane_revision() {
     let c = CandidateId::new("c").unwrap();
     let err = CandidateWorktree::create(&layout, &run, &c, "HEAD").unwrap_err();
     assert!(
-        matches!(err, RuntimeError::StateNotInitialized { .. }),
+        matches!(
+            err,
+            RuntimeError::State(StateError::StateNotInitialized { .. })
+        ),
         "{err}"
     );
 
@@ -107,7 +116,10 @@ fn worktrees_need_initialized_state_and_a_sane_revision() {
         );
     }
     let err = CandidateWorktree::create(&layout, &run, &c, "no-such-branch").unwrap_err();
-    assert!(matches!(err, RuntimeError::Git { .. }), "{err}");
+    assert!(
+        matches!(err, RuntimeError::Git(GitError::Failed { .. })),
+        "{err}"
+    );
 }
 
 #[test]
@@ -162,7 +174,10 @@ fn a_recorded_commit_is_checked_out_as_it_is_and_anything_else_is_refused() {
         &"0".repeat(40),
     )
     .unwrap_err();
-    assert!(matches!(err, RuntimeError::Git { .. }), "{err}");
+    assert!(
+        matches!(err, RuntimeError::Git(GitError::Failed { .. })),
+        "{err}"
+    );
     assert!(
         !dir.path()
             .join(StateLayout::candidates_rel(&run))
@@ -191,7 +206,7 @@ fn a_run_directory_is_asked_about_whole_and_once_per_layout() {
         .require_untracked(&run_dir.join("run.json"))
         .unwrap_err();
     match err {
-        RuntimeError::RecordTrackedByGit { tracked, .. } => {
+        RuntimeError::State(StateError::RecordTrackedByGit { tracked, .. }) => {
             assert_eq!(tracked, ".vibesys/state/runs/r1/other.json");
         }
         other => panic!("{other}"),

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::error::RemoteError;
+use crate::BuildError;
 
 /// Most argv elements and longest element of a trusted command.
 const MAX_ARGV: usize = 1024;
@@ -550,7 +551,7 @@ pub fn load_build(
     let (text, path) = read_config(project)?;
     let spec = match crate::build::BuildSpec::parse(&text, &path) {
         Ok(s) => s,
-        Err(crate::error::RuntimeError::BuildNotConfigured { .. }) => {
+        Err(crate::error::RuntimeError::Build(BuildError::BuildNotConfigured { .. })) => {
             let key = match service {
                 super::Service::Skypilot => "skypilot.build",
                 super::Service::Modal => "modal.build",

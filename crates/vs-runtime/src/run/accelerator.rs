@@ -24,8 +24,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::RunError;
 use crate::environment::RunEnvironment;
-use crate::error::{Result, RuntimeError};
+use crate::error::Result;
 
 /// What the host offers (probed by [`HostAccelerators::probe`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -117,12 +118,13 @@ fn cuda_ids(cuda_visible: Option<&str>) -> Option<Vec<String>> {
 
 fn check_device(p: &Path) -> Result<()> {
     if !p.starts_with("/dev/") || p.components().any(|c| c.as_os_str() == "..") {
-        return Err(RuntimeError::InvalidRunRequest {
+        return Err(RunError::InvalidRunRequest {
             reason: format!(
                 "[sandbox] devices entry {} must be a path below /dev/",
                 p.display()
             ),
-        });
+        }
+        .into());
     }
     Ok(())
 }
@@ -175,11 +177,11 @@ pub fn plan(
             {
                 for id in &ids {
                     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
-                        return Err(RuntimeError::InvalidRunRequest {
+                        return Err(RunError::InvalidRunRequest {
                             reason: format!(
                                 "CUDA_VISIBLE_DEVICES entry {id:?} names no device node (host confinement binds /dev/nvidiaN by index; list UUID-selected devices in [sandbox] devices)"
                             ),
-                        });
+                        }.into());
                     }
                     device_nodes.push(PathBuf::from(format!("/dev/nvidia{id}")));
                 }

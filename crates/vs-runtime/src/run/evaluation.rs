@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 
+use crate::BuildError;
 use crate::build::{BuildOutput, TrustedBuild};
 use crate::error::{Result, RuntimeError};
 use crate::fsutil::{CopyError, copy_hashed, ensure_dir_chain, random_bytes};
@@ -221,9 +222,11 @@ fn fresh_home(layout: &StateLayout, run: &RunId, n: u32) -> Result<PathBuf> {
 /// [`TrustedBuild::open_output`] checked, hashed again as they are
 /// copied.
 fn place_output(root: &Path, build: &TrustedBuild, out: &BuildOutput) -> Result<()> {
-    let reject = |reason: String| RuntimeError::OutputRejected {
-        path: out.path.clone(),
-        reason: format!("cannot place it in the evaluation's checkout: {reason}"),
+    let reject = |reason: String| {
+        RuntimeError::from(BuildError::OutputRejected {
+            path: out.path.clone(),
+            reason: format!("cannot place it in the evaluation's checkout: {reason}"),
+        })
     };
     let (artifact, mut src) = build.open_output(&out.path)?;
     let parts: Vec<&str> = out.path.split('/').collect();
@@ -259,12 +262,13 @@ fn place_output(root: &Path, build: &TrustedBuild, out: &BuildOutput) -> Result<
         Err(CopyError::Write(e)) => return Err(reject(format!("cannot write it: {e}"))),
     };
     if found != out.sha256 || size != out.size {
-        return Err(RuntimeError::ArtifactChanged {
+        return Err(BuildError::ArtifactChanged {
             name: out.path.clone(),
             path: artifact,
             expected: out.sha256.clone(),
             found,
-        });
+        }
+        .into());
     }
     // The umask must not take the execute bit the build gave it.
     dst.set_permissions(fs::Permissions::from_mode(mode))

@@ -35,6 +35,7 @@
 
 pub mod accelerator;
 pub mod dispatch;
+mod error;
 pub mod evaluation;
 pub mod record;
 mod remote_eval;
@@ -53,6 +54,7 @@ use std::time::{Duration, Instant};
 use vs_sandbox::runner::CancellationToken;
 use vs_sandbox::{CommandResult, CommandRunner, CommandSpec, Confinement};
 
+use crate::BuildError;
 use crate::build::{BuildCheckout, BuildSpec, TrustedBuild};
 use crate::environment::RunEnvironment;
 use crate::error::{Result, RuntimeError};
@@ -64,6 +66,7 @@ use crate::task::{CommitLimits, EvalCommand, MeasureSpec, TaskSpec};
 use crate::worktree::CandidateWorktree;
 use crate::{git, time};
 
+pub use error::RunError;
 pub use evaluation::{EvalCheckout, EvalPlace};
 pub use record::{
     CandidateRecord, CandidateState, ImageRecord, PhaseRecord, PhaseStatus, RunRecord, RunState,
@@ -236,25 +239,28 @@ pub fn fresh_run_id() -> Result<RunId> {
 pub fn prepare_run(layout: &StateLayout, request: StartRequest) -> Result<(RunStore, RunRecord)> {
     let route = dispatch::evaluation_route(request.environment)?;
     if request.candidates == 0 || request.candidates > MAX_CANDIDATES {
-        return Err(RuntimeError::InvalidRunRequest {
+        return Err(RunError::InvalidRunRequest {
             reason: format!(
                 "--candidates must be between 1 and {MAX_CANDIDATES} (got {})",
                 request.candidates
             ),
-        });
+        }
+        .into());
     }
     if request.jobs == 0 || request.jobs > MAX_CANDIDATES {
-        return Err(RuntimeError::InvalidRunRequest {
+        return Err(RunError::InvalidRunRequest {
             reason: format!(
                 "--jobs must be between 1 and {MAX_CANDIDATES} (got {})",
                 request.jobs
             ),
-        });
+        }
+        .into());
     }
     if request.agent_argv.is_empty() {
-        return Err(RuntimeError::InvalidRunRequest {
+        return Err(RunError::InvalidRunRequest {
             reason: "the agent command is empty".to_owned(),
-        });
+        }
+        .into());
     }
     layout.require_initialized()?;
     let task = TaskSpec::load(layout)?;
@@ -265,7 +271,7 @@ pub fn prepare_run(layout: &StateLayout, request: StartRequest) -> Result<(RunSt
     }
     // A [build] that is present must be valid before anything runs.
     match BuildSpec::load(layout) {
-        Ok(_) | Err(RuntimeError::BuildNotConfigured { .. }) => {}
+        Ok(_) | Err(RuntimeError::Build(BuildError::BuildNotConfigured { .. })) => {}
         Err(e) => return Err(e),
     }
     let base = git::run(
@@ -286,7 +292,7 @@ pub fn prepare_run(layout: &StateLayout, request: StartRequest) -> Result<(RunSt
     // `[sandbox] devices` is checked (character devices below /dev/, no
     // symlink) when the configuration is read.
     let sandbox_devices = vs_sandbox::config::PolicyConfig::load(layout.project())
-        .map_err(|e| RuntimeError::InvalidRunRequest {
+        .map_err(|e| RunError::InvalidRunRequest {
             reason: e.to_string(),
         })?
         .devices;
@@ -299,13 +305,13 @@ pub fn prepare_run(layout: &StateLayout, request: StartRequest) -> Result<(RunSt
         std::env::consts::OS,
     );
     if decided != request.environment {
-        return Err(RuntimeError::InvalidRunRequest {
+        return Err(RunError::InvalidRunRequest {
             reason: format!(
                 "the accelerator backend {} runs the agent in the {decided} run environment here, not in {}",
                 backend.name(),
                 request.environment
             ),
-        });
+        }.into());
     }
     let mut accelerators = accelerator::plan(
         request.environment,
@@ -352,10 +358,10 @@ pub fn prepare_run(layout: &StateLayout, request: StartRequest) -> Result<(RunSt
 
 /// `vibesys.toml` of the project is invalid: `reason` says why.
 fn invalid_config(layout: &StateLayout, reason: String) -> RuntimeError {
-    RuntimeError::InvalidTask {
+    RuntimeError::from(RunError::InvalidTask {
         path: layout.project().join(crate::gate::CONFIG_FILE),
         reason,
-    }
+    })
 }
 
 /// The value of `[vibesys] KEY` in the project's own `vibesys.toml`.
@@ -411,11 +417,12 @@ pub fn open_for_resume(layout: &StateLayout, run: &RunId) -> Result<(RunStore, R
     dispatch::evaluation_route(record.environment)?;
     let current = TaskSpec::load(layout)?;
     if current.digest != record.task.digest {
-        return Err(RuntimeError::TaskChanged {
+        return Err(RunError::TaskChanged {
             run: run.to_string(),
             recorded: record.task.digest.clone(),
             current: current.digest,
-        });
+        }
+        .into());
     }
     Ok((store, record))
 }
@@ -504,8 +511,10 @@ fn lock_run(store: &RunStore) -> Result<File> {
         .open(&path)
         .map_err(|e| RuntimeError::io("open", &path, e))?;
     rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
-        |_| RuntimeError::RunInProgress {
-            run: store.run_id().to_string(),
+        |_| {
+            RuntimeError::from(RunError::RunInProgress {
+                run: store.run_id().to_string(),
+            })
         },
     )?;
     Ok(file)
@@ -900,9 +909,10 @@ fn commit_candidate(
     let exclude = format!(":(exclude){STATE_DIR}");
     check_commit_size(worktree, &exclude, &limits)?;
     if Instant::now() >= deadline || cancel.is_cancelled() {
-        return Err(RuntimeError::CommitTimedOut {
+        return Err(RunError::CommitTimedOut {
             secs: limits.timeout_secs,
-        });
+        }
+        .into());
     }
     git::run_until(
         worktree,
@@ -979,19 +989,19 @@ fn check_commit_size(worktree: &Path, exclude: &str, limits: &CommitLimits) -> R
             };
             let name = String::from_utf8_lossy(record).chars().take(1024).collect();
             if size > limits.max_file_bytes {
-                over = Some(RuntimeError::CommitFileTooLarge {
+                over = Some(RuntimeError::from(RunError::CommitFileTooLarge {
                     path: name,
                     size,
                     limit: limits.max_file_bytes,
-                });
+                }));
                 return;
             }
             total = total.saturating_add(size);
             if total > limits.max_total_bytes {
-                over = Some(RuntimeError::CommitTotalTooLarge {
+                over = Some(RuntimeError::from(RunError::CommitTotalTooLarge {
                     path: name,
                     limit: limits.max_total_bytes,
-                });
+                }));
             }
         },
     )?;
@@ -1009,7 +1019,9 @@ fn build_candidate(
 ) -> std::result::Result<PhaseStatus, String> {
     let spec = match BuildSpec::load(layout) {
         Ok(s) => s,
-        Err(RuntimeError::BuildNotConfigured { .. }) => return Ok(PhaseStatus::Skipped),
+        Err(RuntimeError::Build(BuildError::BuildNotConfigured { .. })) => {
+            return Ok(PhaseStatus::Skipped);
+        }
         Err(e) => return Err(e.to_string()),
     };
     let checkout =

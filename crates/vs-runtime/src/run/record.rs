@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::RunError;
 use crate::environment::RunEnvironment;
 use crate::error::{Result, RuntimeError};
 use crate::fsutil::{ensure_dir_chain, read_bounded, write_atomic};
@@ -229,9 +230,10 @@ impl RunStore {
     /// Creates the record directory of a new run (refusing an existing one).
     pub fn create(layout: &StateLayout, run: &RunId) -> Result<Self> {
         if layout.existing_run_dir(run)?.is_some() {
-            return Err(RuntimeError::RunExists {
+            return Err(RunError::RunExists {
                 run: run.to_string(),
-            });
+            }
+            .into());
         }
         let dir = layout.ensure_run_dir(run)?;
         ensure_dir_chain(layout.project(), &Self::rel(run).join("candidates"))?;
@@ -247,10 +249,11 @@ impl RunStore {
     /// chain, no symlink).
     pub fn open(layout: &StateLayout, run: &RunId) -> Result<Self> {
         let Some(dir) = layout.existing_run_dir(run)? else {
-            return Err(RuntimeError::RunNotFound {
+            return Err(RunError::RunNotFound {
                 run: run.to_string(),
                 path: layout.run_dir(run),
-            });
+            }
+            .into());
         };
         ensure_dir_chain(layout.project(), &Self::rel(run).join("candidates"))?;
         ensure_dir_chain(layout.project(), &Self::rel(run).join("logs"))?;
@@ -303,25 +306,27 @@ impl RunStore {
     /// Reads and checks `run.json`.
     pub fn load_run(&self) -> Result<RunRecord> {
         let path = self.run_json();
-        let record: RunRecord = read_json(&path)?.ok_or_else(|| RuntimeError::RunNotFound {
+        let record: RunRecord = read_json(&path)?.ok_or_else(|| RunError::RunNotFound {
             run: self.run.to_string(),
             path: path.clone(),
         })?;
         self.layout.require_untracked(&path)?;
         if record.schema_version != RUN_SCHEMA_VERSION {
-            return Err(RuntimeError::InvalidRunRecord {
+            return Err(RunError::InvalidRunRecord {
                 path,
                 reason: format!(
                     "schema_version {} is not supported (expected {RUN_SCHEMA_VERSION})",
                     record.schema_version
                 ),
-            });
+            }
+            .into());
         }
         if record.run_id != self.run {
-            return Err(RuntimeError::InvalidRunRecord {
+            return Err(RunError::InvalidRunRecord {
                 path,
                 reason: format!("it belongs to run {}", record.run_id),
-            });
+            }
+            .into());
         }
         Ok(record)
     }
@@ -337,10 +342,11 @@ impl RunStore {
         let record: Option<CandidateRecord> = read_json(&path)?;
         match record {
             None => Ok(CandidateRecord::pending(n)),
-            Some(r) if r.candidate != n => Err(RuntimeError::InvalidRunRecord {
+            Some(r) if r.candidate != n => Err(RunError::InvalidRunRecord {
                 path,
                 reason: format!("it is the record of candidate {}", r.candidate),
-            }),
+            }
+            .into()),
             Some(r) => Ok(r),
         }
     }
@@ -386,12 +392,12 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>> {
     let Some(bytes) = read_bounded(path, RECORD_LIMIT)? else {
         return Ok(None);
     };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| RuntimeError::InvalidRunRecord {
+    serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+        RuntimeError::from(RunError::InvalidRunRecord {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })
+    })
 }
 
 #[cfg(test)]

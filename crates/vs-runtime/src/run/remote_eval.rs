@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use vs_sandbox::runner::CancellationToken;
 
 use super::{PhaseStatus, Phases, RunRecord, metrics_from_stdout};
+use crate::RunError;
 use crate::build::BuildCheckout;
 use crate::error::{Result, RuntimeError};
 use crate::remote::{
@@ -36,11 +37,11 @@ pub(super) fn plan(
     // dispatch. A local build's verified outputs never reach the service.
     if crate::build::BuildSpec::load(layout).is_ok() && !config.builds_on(service) {
         let (title, table) = (service.title(), service.package().0);
-        return Err(RuntimeError::InvalidRunRequest {
+        return Err(RunError::InvalidRunRequest {
             reason: format!(
                 "the task has a [build] and check and measure run on {title}: set [{table}] build = true so that the build runs there, before them, in the same checkout (a local build's outputs do not reach the service)"
             ),
-        });
+        }.into());
     }
     evaluation.build = remote::config::load_build(layout.project(), &config, service)?;
     let clients = Clients::discover();

@@ -4,6 +4,7 @@ use std::cmp::Ordering;
 
 use serde::Serialize;
 
+use crate::RunError;
 use crate::error::Result;
 use crate::id::RunId;
 use crate::run::record::{CandidateRecord, CandidateState, RunRecord, RunStore};
@@ -27,8 +28,10 @@ pub fn run_status(layout: &StateLayout, run: Option<&RunId>) -> Result<RunStatus
         None => crate::run::record::list_runs(layout)?
             .into_iter()
             .max_by(|a, b| a.as_str().cmp(b.as_str()))
-            .ok_or_else(|| crate::error::RuntimeError::NoRuns {
-                path: layout.runs_dir(),
+            .ok_or_else(|| {
+                crate::error::RuntimeError::from(RunError::NoRuns {
+                    path: layout.runs_dir(),
+                })
             })?,
     };
     let store = RunStore::open(layout, &run)?;

@@ -5,19 +5,12 @@
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 use crate::error::SandboxError;
 use crate::fd_slot::{FIRST_SLOT_FD, FdSlot};
-
-fn os_err(what: &str) -> SandboxError {
-    SandboxError::Os {
-        what: what.into(),
-        source: std::io::Error::last_os_error(),
-    }
-}
 
 /// A pipe whose read end yields `data` then EOF (data must fit the pipe
 /// buffer: the seccomp program is a few hundred bytes).
@@ -99,14 +92,10 @@ pub fn open_beneath(
 
 /// Duplicates `fd` to the lowest free number >= `min`, close-on-exec.
 fn dup_at_least(fd: &OwnedFd, min: RawFd) -> Result<OwnedFd, SandboxError> {
-    // SAFETY: fcntl on a descriptor we own; F_DUPFD_CLOEXEC returns a new
-    // descriptor that nothing else owns, which we wrap at once.
-    let new = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, min) };
-    if new < 0 {
-        return Err(os_err("duplicating a descriptor"));
-    }
-    // SAFETY: `new` is a fresh descriptor returned by fcntl above.
-    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+    crate::process::fd::dup_at_least(fd.as_fd(), min).map_err(|source| SandboxError::Os {
+        what: "duplicating a descriptor".into(),
+        source,
+    })
 }
 
 /// Descriptors to place at 3, 4, ... in a child.

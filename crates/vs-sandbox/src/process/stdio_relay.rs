@@ -21,7 +21,7 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::{Mutex, MutexGuard, mpsc};
 use std::time::{Duration, Instant};
 
@@ -52,13 +52,12 @@ pub fn is_host_file(fd: RawFd) -> bool {
 
 /// A duplicate of `fd`, close-on-exec, above the standard descriptors.
 fn dup_cloexec(fd: RawFd) -> Result<OwnedFd, SandboxError> {
-    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor nothing else owns.
-    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
-    if new < 0 {
-        return Err(os_err("saving a standard descriptor"));
-    }
-    // SAFETY: `new` is the fresh descriptor returned above.
-    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+    // SAFETY: the caller names a descriptor it keeps open for the call.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    super::fd::dup_at_least(fd, 3).map_err(|source| SandboxError::Os {
+        what: "saving a standard descriptor".into(),
+        source,
+    })
 }
 
 fn dup2(from: RawFd, to: RawFd) -> Result<(), SandboxError> {

@@ -253,17 +253,11 @@ pub struct Prepared {
 /// Moves `fd` to a number of at least 256 (close-on-exec), clear of the
 /// descriptors a launch places at 3, 4, ... before this hook runs.
 fn high(fd: OwnedFd) -> Result<OwnedFd, SandboxError> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: F_DUPFD_CLOEXEC on a descriptor we own returns a new one.
-    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 256) };
-    if n < 0 {
-        return Err(SandboxError::Os {
-            what: "moving a launcher descriptor".into(),
-            source: std::io::Error::last_os_error(),
-        });
-    }
-    // SAFETY: `n` is a fresh descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(n) })
+    use std::os::fd::AsFd;
+    super::fd::dup_at_least(fd.as_fd(), 256).map_err(|source| SandboxError::Os {
+        what: "moving a launcher descriptor".into(),
+        source,
+    })
 }
 
 fn cstr(s: &str) -> CString {
