@@ -66,7 +66,7 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
 fn check_history() -> Option<Check> {
     let args = crate::project::PolicyArgs::for_current_dir();
     let project = args.plan().ok()?;
-    let found = crate::policy_cmd::tracked_hidden(&project);
+    let found = vs_runtime::policy_show::hidden_in_history(&project);
     Some(Check {
         name: "history",
         ok: found.is_empty(),
@@ -78,7 +78,7 @@ fn check_history() -> Option<Check> {
                 found.join(" ")
             )
         },
-        fix: (!found.is_empty()).then(|| crate::policy_cmd::HISTORY_FIX.to_owned()),
+        fix: (!found.is_empty()).then(|| vs_runtime::policy_show::HISTORY_FIX.to_owned()),
     })
 }
 

@@ -21,6 +21,7 @@ pub mod gate;
 mod gate_difference;
 pub mod git;
 mod id;
+pub mod policy_show;
 pub mod remote;
 pub mod run;
 pub mod run_host;

@@ -21,6 +21,7 @@ pub mod docker_error;
 pub mod egress;
 pub mod error;
 pub mod exit_codes;
+pub mod explain;
 pub mod fd_slot;
 pub mod fsread;
 pub mod helper;
