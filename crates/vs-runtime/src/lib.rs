@@ -14,6 +14,7 @@ pub mod broker;
 pub mod build;
 pub mod build_confine;
 pub mod container;
+pub mod doctor;
 pub mod environment;
 mod error;
 mod fsutil;

@@ -18,6 +18,7 @@ pub mod container;
 pub mod controls;
 pub mod defaults;
 pub mod docker_error;
+pub mod doctor;
 pub mod egress;
 pub mod error;
 pub mod exit_codes;
