@@ -9,6 +9,7 @@ pub mod named_commands;
 pub mod private_copy;
 pub mod private_state;
 pub mod session;
+pub mod signals;
 
 pub use env::{SessionEnv, session_env_allowlist};
 pub use error::AgentError;

@@ -9,6 +9,7 @@
 //! `vibesys run`: the orchestration of a run's candidates ([`run`]), over
 //! the task schema both of these read ([`task`]).
 
+pub mod agent_session;
 mod availability;
 pub mod broker;
 pub mod build;

@@ -184,6 +184,12 @@ pub struct Resolved {
 }
 
 impl Resolved {
+    /// Whether a mechanism confines the command (confinement is not
+    /// disabled).
+    pub fn confines(self) -> bool {
+        self.mode != ConfineMode::Off
+    }
+
     /// Whether the backend is a container, whose options (the pinned
     /// image, its run id, mounts) the caller must put in the request.
     pub fn needs_container(self) -> bool {
