@@ -18,6 +18,7 @@ pub mod container;
 pub mod doctor;
 pub mod environment;
 mod error;
+pub mod exec;
 mod fsutil;
 pub mod gate;
 mod gate_difference;
