@@ -4,12 +4,11 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use anyhow::bail;
 use clap::Args;
-use vs_agent::{prepare_state_paths, session_env_allowlist};
-use vs_runtime::agent_session::{SessionLaunch, state_mounts};
+use vs_agent::{prepare_state_paths, provider_launch, session_env_allowlist};
+use vs_runtime::agent_session::{SessionLaunch, SessionPlace, session_place, state_mounts};
 use vs_runtime::broker::child::{self, BrokerStart};
-use vs_sandbox::{Purpose, Resolved, RunPlace};
+use vs_sandbox::{Purpose, Resolved};
 
 use crate::exec_cmd::ConfineArgs;
 use crate::project::{PolicyArgs, ProjectPolicy, helper_exe, host_env};
@@ -77,43 +76,15 @@ pub struct SessionArgs {
 
 /// Runs `vibesys session`.
 pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
-    let provider: agentshim::Provider = if args.provider.trim().eq_ignore_ascii_case("custom") {
-        agentshim::Provider::custom(args.args.clone())?
-    } else {
-        args.provider.parse()?
-    };
-    let launch = match (&args.prompt, &args.resume) {
-        (Some(prompt), _) => provider.one_shot(prompt)?,
-        (None, Some(id)) => {
-            let which = if id == "latest" {
-                agentshim::Resume::Latest
-            } else {
-                agentshim::Resume::Id(agentshim::SessionId::new(id)?)
-            };
-            provider.resume(&which, None)?
-        }
-        (None, None) if matches!(provider, agentshim::Provider::Custom(_)) => {
-            provider.interactive(&[])
-        }
-        (None, None) => provider.interactive(&args.args),
-    };
+    let (provider, launch) = provider_launch(
+        &args.provider,
+        &args.args,
+        args.prompt.as_deref(),
+        args.resume.as_deref(),
+    )?;
     let choice = args.confine.choice()?;
-    let environment = match args.run_environment.as_deref() {
-        Some(value) => Some(vs_runtime::RunEnvironment::parse(value)?),
-        None => None,
-    };
-    let slurm_gpu_alias =
-        args.run_environment.as_deref() == Some(vs_runtime::environment::SLURM_GPU_ALIAS);
-    let place = match environment {
-        None => RunPlace::Host,
-        Some(
-            e @ (vs_runtime::RunEnvironment::Host
-            | vs_runtime::RunEnvironment::Docker
-            | vs_runtime::RunEnvironment::Slurm),
-        ) => e.confine_place(args.run_environment.as_deref().unwrap_or_default()),
-        Some(other) => bail!("the {other} run environment does not run sessions in this build"),
-    };
-    let resolved = choice.resolve(Purpose::Agent, place, args.confine.enforcement())?;
+    let at = session_place(args.run_environment.as_deref())?;
+    let resolved = choice.resolve(Purpose::Agent, at.place, args.confine.enforcement())?;
     // The policy, whose allow-list admits the provider's own API host.
     let resolve = || -> anyhow::Result<ProjectPolicy> {
         let mut project = args.policy.resolve()?;
@@ -146,14 +117,8 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
     // of a state directory its CLI cannot run read-only (Codex: every
     // backend points the CLI at it); the directory lives until the
     // session ends, and only the kept entries go back.
-    let _session_dir = if resolved.confines() && state.needs_copies() {
-        let dir = vs_agent::SessionDir::create()?;
-        state.seed_copies(&dir, project.workspace.root())?;
-        for (k, v) in &state.env {
-            env.vars.retain(|(name, _)| name != k);
-            env.vars.push((k.clone(), v.clone()));
-        }
-        Some(dir)
+    let _session_dir = if resolved.confines() {
+        state.private_copies(&mut env, project.workspace.root())?
     } else {
         None
     };
@@ -165,8 +130,7 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
         &state,
         home.as_deref(),
         resolved,
-        environment,
-        slurm_gpu_alias,
+        at,
     );
     state.return_kept();
     result
@@ -211,8 +175,7 @@ fn run_session(
     state: &vs_agent::StateBinds,
     home: Option<&Path>,
     resolved: Resolved,
-    environment: Option<vs_runtime::RunEnvironment>,
-    slurm_gpu_alias: bool,
+    at: SessionPlace<'_>,
 ) -> anyhow::Result<u8> {
     let cwd = project
         .chdir_in(crate::project::cwd().as_deref())
@@ -236,8 +199,8 @@ fn run_session(
         )
         .map_err(|e| format!("{e:#}"))
     };
-    let code = if environment == Some(vs_runtime::RunEnvironment::Slurm) {
-        if slurm_gpu_alias {
+    let code = if at.environment == Some(vs_runtime::RunEnvironment::Slurm) {
+        if at.slurm_gpu_alias {
             child::warn_slurm_gpu_alias();
         }
         // Agent jobs get the session's own network flags; the project's
@@ -246,7 +209,7 @@ fn run_session(
             helper: &session.helper,
             project: project.workspace.root(),
             run: &crate::docker_cmd::run_id(),
-            agent_gpu: slurm_gpu_alias,
+            agent_gpu: at.slurm_gpu_alias,
             candidates: 0,
             checkout: None,
             allow_hosts: &args.policy.allow_host,

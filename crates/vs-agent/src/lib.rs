@@ -15,4 +15,4 @@ pub use env::{SessionEnv, session_env_allowlist};
 pub use error::AgentError;
 pub use private_copy::SessionDir;
 pub use private_state::PrivateStateDir;
-pub use session::{StateBinds, prepare_state_paths, session_command};
+pub use session::{StateBinds, prepare_state_paths, provider_launch, session_command};

@@ -15,7 +15,7 @@ use vs_agent::{AgentError, SessionEnv, StateBinds, session_command};
 use vs_docker::{DockerOptions, ExtraMount};
 use vs_sandbox::egress::{EgressProxy, ProxyError};
 use vs_sandbox::exit_codes::exit_code;
-use vs_sandbox::{ConfineMode, Confinement, Enforcement, Resolved, SandboxError, select};
+use vs_sandbox::{ConfineMode, Confinement, Enforcement, Resolved, RunPlace, SandboxError, select};
 
 use crate::broker::child::{self, BrokerChild, BrokerChildError, BrokerStart};
 use crate::environment::{Availability, RunEnvironment};
@@ -49,6 +49,9 @@ pub enum SessionError {
         /// Why.
         reason: String,
     },
+    /// The run environment does not run sessions.
+    #[error("the {0} run environment does not run sessions in this build")]
+    UnsupportedEnvironment(RunEnvironment),
     /// The container's options could not be made (the caller's message).
     #[error("{0}")]
     ContainerOptions(String),
@@ -78,6 +81,37 @@ pub enum SessionError {
     /// The run's broker could not be started or reached.
     #[error(transparent)]
     Broker(#[from] BrokerChildError),
+}
+
+/// Where a session runs, from `--run-environment`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionPlace<'a> {
+    /// The run environment named (none: the host, the mechanism chosen by
+    /// `--confine`).
+    pub environment: Option<RunEnvironment>,
+    /// The place the confinement is resolved for.
+    pub place: RunPlace<'a>,
+    /// Whether it was named by the deprecated `slurm-gpu` (slurm with
+    /// agent GPU jobs on).
+    pub slurm_gpu_alias: bool,
+}
+
+/// Where a session runs when `--run-environment` is `value`: the host,
+/// docker or slurm (the services run no sessions).
+pub fn session_place(value: Option<&str>) -> Result<SessionPlace<'_>, SessionError> {
+    let environment = value.map(RunEnvironment::parse).transpose()?;
+    let place = match environment {
+        None => RunPlace::Host,
+        Some(e @ (RunEnvironment::Host | RunEnvironment::Docker | RunEnvironment::Slurm)) => {
+            e.confine_place(value.unwrap_or_default())
+        }
+        Some(other) => return Err(SessionError::UnsupportedEnvironment(other)),
+    };
+    Ok(SessionPlace {
+        environment,
+        place,
+        slurm_gpu_alias: value == Some(crate::environment::SLURM_GPU_ALIAS),
+    })
 }
 
 /// Options for the container's options, made on demand: the binary's
