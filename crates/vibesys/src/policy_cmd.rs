@@ -7,7 +7,7 @@ use std::ffi::OsString;
 
 use clap::{Args, Subcommand, ValueEnum};
 use vs_runtime::policy_show::{self, ShowRequest};
-use vs_sandbox::Backend as SandboxBackend;
+use vs_sandbox::Backend;
 
 use crate::project::{PolicyArgs, cwd, helper_exe, host_env};
 
@@ -29,7 +29,7 @@ enum PolicyCommand {
 /// Backends `policy show` can print (clap's names for
 /// `vs_sandbox::Backend`, in the order they are printed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Backend {
+enum BackendArg {
     Bwrap,
     Landlock,
     Seatbelt,
@@ -42,7 +42,7 @@ struct ShowArgs {
     policy: PolicyArgs,
     /// Show only this backend (default: all).
     #[arg(long, value_enum)]
-    backend: Option<Backend>,
+    backend: Option<BackendArg>,
     /// Print JSON (stable; documented in docs/cli.md).
     #[arg(long)]
     json: bool,
@@ -83,7 +83,7 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
         cwd: cwd.as_deref(),
         helper: helper_exe()?,
         exec_env: &exec_env,
-        backends: Backend::value_variants()
+        backends: BackendArg::value_variants()
             .iter()
             .filter(|&&b| args.backend.is_none_or(|x| x == b))
             .map(|&b| b.sandbox())
@@ -101,14 +101,14 @@ fn run_show(args: ShowArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-impl Backend {
+impl BackendArg {
     /// The sandbox's backend of this name.
-    fn sandbox(self) -> SandboxBackend {
+    fn sandbox(self) -> Backend {
         match self {
-            Self::Bwrap => SandboxBackend::Bwrap,
-            Self::Landlock => SandboxBackend::Landlock,
-            Self::Seatbelt => SandboxBackend::Seatbelt,
-            Self::Docker => SandboxBackend::Docker,
+            Self::Bwrap => Backend::Bwrap,
+            Self::Landlock => Backend::Landlock,
+            Self::Seatbelt => Backend::Seatbelt,
+            Self::Docker => Backend::Docker,
         }
     }
 }
