@@ -3,18 +3,10 @@
 
 use std::path::Path;
 
-use vs_docker::{DockerOptions, EnvAllowList, ImagePin};
-use vs_image::Lock;
+use vs_docker::{DockerOptions, EnvAllowList};
 use vs_runtime::container::{self, ImageLock};
 
 use crate::project::ProjectPolicy;
-
-pub use vs_runtime::container::{STATIC_BESIDE, find_lock};
-
-/// The pin of image `name` in an already loaded lock.
-pub fn pin_from_lock(lock: &Lock, name: &str, lock_path: &Path) -> anyhow::Result<ImagePin> {
-    Ok(ImagePin::from_locked(name, lock.image(name, lock_path)?))
-}
 
 /// A run id for `vibesys exec`: `VIBESYS_RUN_ID`, else `exec-<pid>-<ns>`.
 pub fn run_id() -> String {
@@ -63,23 +55,4 @@ pub fn options_for(
         options.env = EnvAllowList::default().with(extra.split(',').map(str::trim));
     }
     Ok(options)
-}
-
-/// How framework commands would reach a run's container, as one phrase
-/// for `vibesys doctor`.
-pub fn execute_summary() -> String {
-    let exe = match crate::project::helper_exe() {
-        Ok(e) => e,
-        Err(e) => return format!("{e:#}"),
-    };
-    match container::command_server(&exe) {
-        Ok(Some(p)) => format!(
-            "framework commands go through the command server ({})",
-            p.display()
-        ),
-        Ok(None) => format!(
-            "framework commands go through the Engine's exec API (this vibesys is dynamically linked; a static one, {STATIC_BESIDE} beside it from scripts/build-static.sh --beside DIR, or VIBESYS_COMMAND_SERVER, serves them over 10x faster)"
-        ),
-        Err(e) => format!("{e:#}"),
-    }
 }

@@ -2,11 +2,9 @@
 
 use std::ffi::OsString;
 
-use anyhow::Context;
 use clap::{Args, ValueEnum};
-use vs_sandbox::controls::SANDBOX_ENV;
-use vs_sandbox::launch;
-use vs_sandbox::{ConfineMode, Enforcement, OperatorChoice, Purpose, Resolved, RunPlace, select};
+use vs_runtime::exec::ExecLaunch;
+use vs_sandbox::{ConfineMode, Enforcement, OperatorChoice, Purpose, RunPlace};
 
 use crate::project::{PolicyArgs, cwd, helper_exe, host_env};
 
@@ -94,10 +92,7 @@ impl ConfineArgs {
     /// What the operator asked for: the flag and VIBESYS_AGENT_SANDBOX
     /// (an unknown value is an error even under an explicit flag).
     pub fn choice(&self) -> anyhow::Result<OperatorChoice> {
-        Ok(OperatorChoice::read(
-            self.confine.mode(),
-            std::env::var_os(SANDBOX_ENV).as_deref(),
-        )?)
+        Ok(OperatorChoice::from_env(self.confine.mode())?)
     }
 
     /// The enforcement asked for: required unless
@@ -111,62 +106,37 @@ impl ConfineArgs {
     }
 }
 
-/// Runs `vibesys exec`: arguments → settings → [`vs_sandbox::select`] →
-/// run.
+/// Runs `vibesys exec`: arguments → settings →
+/// [`vs_runtime::exec::ExecLaunch::run`].
 pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     let resolved = args.confine.choice()?.resolve(
         Purpose::Exec,
         RunPlace::Host,
         args.confine.enforcement(),
     )?;
-    let Resolved { mode, enforcement } = resolved;
     let project = args.policy.resolve()?;
     let env = command_env(&args)?;
     let cwd = cwd();
-    let mut request =
-        project.sandbox_request(&args.command[0], &host_env(), cwd.as_deref(), helper_exe()?);
-    // The allow-list's one door: lives as long as the command.
-    let proxy = project.start_egress(mode)?;
-    request.egress = project.egress_door(proxy.as_ref());
-    if resolved.needs_container() {
-        request.docker = Some(Box::new(crate::docker_cmd::options_for(
-            &project,
-            args.confine.image.as_deref(),
-            args.policy.project.as_deref(),
-        )?));
-    }
-    let Some(sandbox) = select(request, mode, enforcement)? else {
-        anyhow::ensure!(
-            proxy.is_none(),
-            "an egress allow-list (allow_hosts, --allow-host) needs confinement, which is disabled: nothing would hold the command to it"
-        );
-        return run_unconfined(&args.command, &project, cwd.as_deref());
+    let host_env = host_env();
+    let launch = ExecLaunch {
+        project: &project,
+        command: &args.command,
+        env: env.as_deref(),
+        host_env: &host_env,
+        cwd: cwd.as_deref(),
+        helper: helper_exe()?,
     };
     // vibesys stays the parent: a failure to confine is an error (nothing
     // ran); otherwise the command's own status.
-    let code = sandbox.run(&args.command, env.as_deref())?;
-    drop(proxy);
-    Ok(u8::try_from(code).unwrap_or(crate::EXIT_VIBESYS_ERROR))
-}
-
-/// The command without confinement (disabled and not required; logged
-/// loudly by the selector), in the same directory a confined one starts.
-fn run_unconfined(
-    command: &[OsString],
-    project: &crate::project::ProjectPolicy,
-    cwd: Option<&std::path::Path>,
-) -> anyhow::Result<u8> {
-    let (program, rest) = command.split_first().context("the command is empty")?;
-    let status = std::process::Command::new(program)
-        .args(rest)
-        .current_dir(
-            project
-                .chdir_in(cwd)
-                .unwrap_or_else(|| project.workspace.root().to_path_buf()),
+    let code = launch.run(resolved, &mut || {
+        crate::docker_cmd::options_for(
+            &project,
+            args.confine.image.as_deref(),
+            args.policy.project.as_deref(),
         )
-        .status()
-        .with_context(|| format!("cannot run {program:?}"))?;
-    Ok(launch::exit_code(status) as u8)
+        .map_err(|e| format!("{e:#}"))
+    })?;
+    Ok(u8::try_from(code).unwrap_or(crate::EXIT_VIBESYS_ERROR))
 }
 
 /// The command's environment: the allow-list (plus `--env` names), or

@@ -9,9 +9,10 @@ pub mod named_commands;
 pub mod private_copy;
 pub mod private_state;
 pub mod session;
+pub mod signals;
 
 pub use env::{SessionEnv, session_env_allowlist};
 pub use error::AgentError;
 pub use private_copy::SessionDir;
 pub use private_state::PrivateStateDir;
-pub use session::{StateBinds, prepare_state_paths, session_command};
+pub use session::{StateBinds, prepare_state_paths, provider_launch, session_command};

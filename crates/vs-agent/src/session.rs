@@ -102,6 +102,27 @@ impl StateBinds {
         Ok(())
     }
 
+    /// A confined session's private copies, when it needs any: a fresh
+    /// session directory (which lives until dropped) seeded with them,
+    /// and each variable naming a copy (`CODEX_HOME`) set in `env`,
+    /// replacing the value passed through.
+    pub fn private_copies(
+        &mut self,
+        env: &mut SessionEnv,
+        workspace: &Path,
+    ) -> Result<Option<crate::SessionDir>, AgentError> {
+        if !self.needs_copies() {
+            return Ok(None);
+        }
+        let dir = crate::SessionDir::create()?;
+        self.seed_copies(&dir, workspace)?;
+        for (k, v) in &self.env {
+            env.vars.retain(|(name, _)| name != k);
+            env.vars.push((k.clone(), v.clone()));
+        }
+        Ok(Some(dir))
+    }
+
     /// Whether a session directory is needed ([`StateBinds::seed_copies`]).
     pub fn needs_copies(&self) -> bool {
         !self.private.is_empty() || !self.private_dirs.is_empty()
@@ -116,6 +137,37 @@ impl StateBinds {
             }
         }
     }
+}
+
+/// The provider `name` names (`custom`: the command `args`) and what it
+/// runs: one `prompt` non-interactively, the session `resume` names
+/// (`latest`: the most recent), or an interactive session with `args`
+/// as extra provider arguments.
+pub fn provider_launch(
+    name: &str,
+    args: &[OsString],
+    prompt: Option<&str>,
+    resume: Option<&str>,
+) -> Result<(Provider, Launch), AgentError> {
+    let provider: Provider = if name.trim().eq_ignore_ascii_case("custom") {
+        Provider::custom(args.to_vec())?
+    } else {
+        name.parse()?
+    };
+    let launch = match (prompt, resume) {
+        (Some(prompt), _) => provider.one_shot(prompt)?,
+        (None, Some(id)) => {
+            let which = if id == "latest" {
+                agentshim::Resume::Latest
+            } else {
+                agentshim::Resume::Id(agentshim::SessionId::new(id)?)
+            };
+            provider.resume(&which, None)?
+        }
+        (None, None) if matches!(provider, Provider::Custom(_)) => provider.interactive(&[]),
+        (None, None) => provider.interactive(args),
+    };
+    Ok((provider, launch))
 }
 
 /// Prepares the provider's state locations (see [`StateBinds`]).

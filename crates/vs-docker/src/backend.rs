@@ -7,6 +7,7 @@
 use std::ffi::OsString;
 
 use vs_sandbox::egress::EgressDoor;
+use vs_sandbox::explain::{ExplainError, PlanDescription};
 use vs_sandbox::{
     ContainerBackend, ContainerPlan, ContainerSandbox, EnforcementReport, ResolvedPolicy,
     SandboxError,
@@ -38,6 +39,10 @@ impl ContainerBackend for DockerOptions {
 impl ContainerPlan for PlannedContainer {
     fn report(&self) -> &EnforcementReport {
         &self.report
+    }
+
+    fn describe(&self) -> Result<PlanDescription, ExplainError> {
+        PlannedContainer::describe(self)
     }
 
     fn start(

@@ -29,6 +29,7 @@ mod load;
 #[cfg(target_os = "linux")]
 mod mount_check;
 mod plan;
+mod plan_text;
 mod procs;
 mod sandbox;
 mod server;

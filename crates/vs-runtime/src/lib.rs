@@ -9,15 +9,18 @@
 //! `vibesys run`: the orchestration of a run's candidates ([`run`]), over
 //! the task schema both of these read ([`task`]).
 
+pub mod agent_session;
 mod availability;
 pub mod broker;
 pub mod build;
 pub mod build_confine;
 mod build_error;
 pub mod container;
+pub mod doctor;
 pub mod environment;
 mod environment_error;
 mod error;
+pub mod exec;
 mod fsutil;
 pub mod gate;
 mod gate_difference;
@@ -25,6 +28,7 @@ mod gate_error;
 pub mod git;
 mod git_error;
 mod id;
+pub mod policy_show;
 pub mod remote;
 pub mod run;
 pub mod run_host;

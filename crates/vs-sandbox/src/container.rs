@@ -35,6 +35,9 @@ pub trait ContainerPlan: fmt::Debug + Any + Send + Sync {
     /// What the container enforces.
     fn report(&self) -> &EnforcementReport;
 
+    /// The plan as `vibesys policy show` prints it (text and JSON).
+    fn describe(&self) -> Result<crate::explain::PlanDescription, crate::explain::ExplainError>;
+
     /// Starts the container this plan describes for `policy` (the one it
     /// was lowered from).
     fn start(

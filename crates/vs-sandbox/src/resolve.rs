@@ -64,6 +64,12 @@ impl OperatorChoice {
         })
     }
 
+    /// As [`OperatorChoice::read`], with the variable
+    /// (`VIBESYS_AGENT_SANDBOX`) read from this process's environment.
+    pub fn from_env(flag: ConfineMode) -> Result<Self, SandboxError> {
+        Self::read(flag, std::env::var_os(SANDBOX_ENV).as_deref())
+    }
+
     /// A mode decided before (a run's host mode, recorded at its start):
     /// what it says, as if given by the flag.
     pub fn decided(mode: ConfineMode) -> Self {
@@ -184,6 +190,12 @@ pub struct Resolved {
 }
 
 impl Resolved {
+    /// Whether a mechanism confines the command (confinement is not
+    /// disabled).
+    pub fn confines(self) -> bool {
+        self.mode != ConfineMode::Off
+    }
+
     /// Whether the backend is a container, whose options (the pinned
     /// image, its run id, mounts) the caller must put in the request.
     pub fn needs_container(self) -> bool {
