@@ -3,10 +3,11 @@
 //! Each command parses its arguments (clap), resolves them into validated
 //! settings (`vs_runtime::ProjectSettings`), calls a library operation
 //! (`vs_sandbox::select` for every confined launch) and maps the result to
-//! an exit status. The hidden helpers are `vs_sandbox::helper_main`'s, run
+//! an exit status. The hidden helpers are run by `vs_runtime::helper_entry`
 //! before any parsing. `vibesys run`'s placement of candidates and its
-//! Slurm broker child are vs-runtime's (`run_host`, `broker::child`). When vibesys itself fails it prints `vibesys: error: ...`
-//! and exits 125; otherwise a confined command's own status passes through.
+//! Slurm broker child are vs-runtime's (`run_host`, `broker::child`). When
+//! vibesys itself fails it prints `vibesys: error: ...` and exits 125;
+//! otherwise a confined command's own status passes through.
 
 mod broker_cmd;
 mod build_cmd;
@@ -15,7 +16,6 @@ mod doctor_cmd;
 mod env_args;
 mod exec_cmd;
 mod gate_cmd;
-mod helper_main;
 mod image_cmd;
 mod image_load;
 mod output;
@@ -85,13 +85,10 @@ static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
 
 fn main() -> ExitCode {
     // The hidden helpers a confined command is launched through (their
-    // protocol is vs-sandbox's, their code vs-sandbox's and vs-docker's): no command-line parsing of ours on the
-    // launch path. The command server's stdout is its reply channel.
-    if let Some(status) = helper_main::helper_main(std::env::args_os(), |helper| {
-        if *helper != vs_sandbox::Helper::CommandServer {
-            init_logging();
-        }
-    }) {
+    // protocol is vs-sandbox's, their dispatch vs-runtime's): no
+    // command-line parsing of ours on the launch path.
+    if let Some(status) = vs_runtime::helper_entry::run_if_helper(std::env::args_os(), init_logging)
+    {
         return ExitCode::from(u8::try_from(status).unwrap_or(EXIT_VIBESYS_ERROR));
     }
     let cli = match parse() {

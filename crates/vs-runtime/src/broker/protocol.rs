@@ -151,6 +151,24 @@ impl Final {
             Self::Refused { .. } => EXIT_REFUSED,
         }
     }
+
+    /// What the client says on its stderr about this outcome, after
+    /// `vibesys: `: Slurm's message, or the broker's refusal.
+    pub fn client_note(&self) -> Option<String> {
+        match self {
+            Self::Exited { .. } => None,
+            Self::JobEnded { message, .. } => Some(message.clone()),
+            Self::Refused { reason } => {
+                Some(format!("error: the broker refused the request: {reason}"))
+            }
+        }
+    }
+
+    /// [`Final::exit_code`] as the client's process status (125 when it
+    /// does not fit).
+    pub fn client_status(&self) -> u8 {
+        u8::try_from(self.exit_code()).unwrap_or(EXIT_REFUSED as u8)
+    }
 }
 
 /// A protocol violation or a broken connection.
