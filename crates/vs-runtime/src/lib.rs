@@ -17,6 +17,7 @@ mod build_error;
 pub mod container;
 pub mod environment;
 mod environment_error;
+pub mod environment_report;
 mod error;
 mod error_chain;
 mod fsutil;

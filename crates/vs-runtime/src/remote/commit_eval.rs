@@ -1,0 +1,142 @@
+//! `vibesys run-env eval`: one candidate's trusted evaluation of any
+//! commit of the project, dispatched to a service without a run (the same
+//! [`dispatch`] `vibesys run` makes), in two steps so that the caller arms
+//! its interrupt handler only once the checkout exists.
+
+use std::fmt;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+use super::{Clients, RemoteError, RemoteOutcome, RemoteRequest, Service, dispatch};
+use super::{RemoteConfig, TrustedEvaluation};
+use crate::build::BuildCheckout;
+use crate::error::RuntimeError;
+use crate::id::RunId;
+use crate::state::StateLayout;
+
+/// Why a commit's evaluation could not be prepared or dispatched.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommitEvalError {
+    /// The run state, the configuration or the checkout failed.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// The service's client is missing or misplaced.
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+}
+
+/// A commit's evaluation, validated and checked out, ready to dispatch.
+pub struct CommitEval {
+    layout: StateLayout,
+    run: RunId,
+    candidate: u32,
+    service: Service,
+    evaluation: TrustedEvaluation,
+    config: RemoteConfig,
+    clients: Clients,
+    checkout: BuildCheckout,
+}
+
+impl CommitEval {
+    /// Validates the operator's configuration (before anything runs),
+    /// finds the service's client and checks out `commit` (any revision)
+    /// in a fresh worktree of `project`'s run `run`.
+    pub fn prepare(
+        project: &Path,
+        run: RunId,
+        candidate: u32,
+        commit: &str,
+        service: Service,
+    ) -> Result<Self, CommitEvalError> {
+        let layout = StateLayout::open(project)?;
+        layout.require_initialized()?;
+        let (mut evaluation, config) = super::config::load(layout.project())?;
+        evaluation.build = super::config::load_build(layout.project(), &config, service)?;
+        let clients = Clients::discover();
+        clients.require_outside(layout.project())?;
+        clients.require(service)?;
+        let checkout = BuildCheckout::create(&layout, &run, commit)?;
+        Ok(Self {
+            layout,
+            run,
+            candidate,
+            service,
+            evaluation,
+            config,
+            clients,
+            checkout,
+        })
+    }
+
+    /// Dispatches the evaluation (`cancel` stops the client, `stream`
+    /// shows its output on stderr) and removes the checkout.
+    pub fn dispatch(
+        self,
+        cancel: &AtomicBool,
+        stream: bool,
+    ) -> Result<RemoteOutcome, CommitEvalError> {
+        let request = RemoteRequest {
+            project: self.layout.project(),
+            run: &self.run,
+            candidate: self.candidate,
+            commit: self.checkout.commit(),
+            workdir: self.checkout.path(),
+            evaluation: &self.evaluation,
+            config: &self.config,
+        };
+        Ok(dispatch(
+            self.service,
+            &request,
+            &self.clients,
+            cancel,
+            stream,
+        )?)
+    }
+}
+
+impl fmt::Display for RemoteOutcome {
+    /// The outcome for people: the verdict, then build, check, metrics and
+    /// the record, one a line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{} candidate {} of run {} (commit {}): {}",
+            self.environment,
+            self.candidate,
+            self.run,
+            self.commit,
+            if self.passed { "passed" } else { "FAILED" },
+        )?;
+        if let Some(build) = &self.result.build {
+            match &self.build_error {
+                None => writeln!(
+                    f,
+                    "  build:   passed, {} outputs verified on the service (record {})",
+                    build.outputs.len(),
+                    self.record_dir.join("build.json").display()
+                )?,
+                Some(e) => writeln!(f, "  build:   FAILED: {e}")?,
+            }
+        }
+        match &self.result.check {
+            Some(check) => writeln!(
+                f,
+                "  check:   exit {:?}{}",
+                check.exit_code,
+                if check.timed_out { " (timed out)" } else { "" },
+            )?,
+            None => writeln!(f, "  check:   not run")?,
+        }
+        match (&self.metrics, &self.metrics_error) {
+            (Some(m), _) => writeln!(f, "  metrics: {}", serde_json::Value::Object(m.clone()))?,
+            (None, Some(e)) => writeln!(f, "  metrics: none ({e})")?,
+            (None, None) => {}
+        }
+        writeln!(
+            f,
+            "  record:  {}",
+            self.record_dir.join("result.json").display()
+        )
+    }
+}
