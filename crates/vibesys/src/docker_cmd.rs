@@ -1,51 +1,35 @@
-//! The Docker run environment in the CLI: which pinned image to use, and
-//! the container options of `exec --confine docker`, sessions and builds.
+//! The Docker run environment in the CLI: this executable as the helper
+//! of the container options vs-runtime assembles
+//! (`vs_runtime::container_options`).
 
 use std::path::Path;
 
-use vs_docker::{DockerOptions, EnvAllowList, ImagePin};
+use vs_docker::{DockerOptions, ImagePin};
 use vs_image::Lock;
-use vs_runtime::container::{self, ImageLock};
+use vs_runtime::container_options;
 
-use crate::project::ProjectPolicy;
+use crate::project::{ProjectPolicy, cwd, helper_exe};
 
-pub use vs_runtime::container::{STATIC_BESIDE, find_lock};
+pub use vs_runtime::container::find_lock;
+pub use vs_runtime::container_options::{exec_run_id as run_id, fresh_run_id};
 
 /// The pin of image `name` in an already loaded lock.
 pub fn pin_from_lock(lock: &Lock, name: &str, lock_path: &Path) -> anyhow::Result<ImagePin> {
     Ok(ImagePin::from_locked(name, lock.image(name, lock_path)?))
 }
 
-/// A run id for `vibesys exec`: `VIBESYS_RUN_ID`, else `exec-<pid>-<ns>`.
-pub fn run_id() -> String {
-    match std::env::var("VIBESYS_RUN_ID") {
-        Ok(v) if !v.is_empty() => v,
-        _ => fresh_run_id("exec"),
-    }
-}
-
-/// A run id no other process uses: `<prefix>-<pid>-<ns>`.
-pub fn fresh_run_id(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!("{prefix}-{}-{nanos}", std::process::id())
-}
-
-/// What every Docker start shares: the pinned image (`image`, else
-/// `VIBESYS_DOCKER_IMAGE`, else the editor image) from the project's lock,
-/// this executable as the attach helper, and the command server.
+/// What every Docker start shares (`container_options::pinned_base_options`).
 pub fn base_options(
     image: Option<&str>,
     project_dir: Option<&Path>,
     run_id: String,
 ) -> anyhow::Result<DockerOptions> {
-    let pin = ImageLock::find(project_dir)?.pin_chosen(image)?;
-    Ok(container::base_options(
-        pin,
+    let helper = helper_exe()?;
+    Ok(container_options::pinned_base_options(
+        image,
+        project_dir,
         run_id,
-        &crate::project::helper_exe()?,
+        &helper,
     )?)
 }
 
@@ -55,31 +39,22 @@ pub fn options_for(
     image: Option<&str>,
     project_dir: Option<&Path>,
 ) -> anyhow::Result<DockerOptions> {
-    let mut options = base_options(image, project_dir, run_id())?;
-    options.network = project.network;
-    options.chdir = project.chdir_in(crate::project::cwd().as_deref());
-    if let Some(extra) = std::env::var_os("VIBESYS_DOCKER_ENV") {
-        let extra = extra.to_string_lossy().into_owned();
-        options.env = EnvAllowList::default().with(extra.split(',').map(str::trim));
-    }
-    Ok(options)
+    let helper = helper_exe()?;
+    let cwd = cwd();
+    Ok(container_options::project_options(
+        project,
+        image,
+        project_dir,
+        cwd.as_deref(),
+        &helper,
+    )?)
 }
 
 /// How framework commands would reach a run's container, as one phrase
 /// for `vibesys doctor`.
 pub fn execute_summary() -> String {
-    let exe = match crate::project::helper_exe() {
-        Ok(e) => e,
-        Err(e) => return format!("{e:#}"),
-    };
-    match container::command_server(&exe) {
-        Ok(Some(p)) => format!(
-            "framework commands go through the command server ({})",
-            p.display()
-        ),
-        Ok(None) => format!(
-            "framework commands go through the Engine's exec API (this vibesys is dynamically linked; a static one, {STATIC_BESIDE} beside it from scripts/build-static.sh --beside DIR, or VIBESYS_COMMAND_SERVER, serves them over 10x faster)"
-        ),
+    match helper_exe() {
+        Ok(exe) => container_options::command_path_summary(&exe),
         Err(e) => format!("{e:#}"),
     }
 }

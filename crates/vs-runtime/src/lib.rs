@@ -15,6 +15,7 @@ pub mod build;
 pub mod build_confine;
 mod build_error;
 pub mod container;
+pub mod container_options;
 pub mod environment;
 mod environment_error;
 pub mod environment_report;
