@@ -10,7 +10,7 @@ use clap::Args;
 use vs_runtime::{PolicyFlags, ProjectSettings, StatePaths};
 
 /// Policy flags shared by `exec` and `policy show`.
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 pub struct PolicyArgs {
     /// The project directory (default: the current directory).
     #[arg(long, value_name = "DIR")]
@@ -44,14 +44,7 @@ pub type ProjectPolicy = ProjectSettings;
 impl PolicyArgs {
     /// The arguments of a bare command in the current directory.
     pub fn for_current_dir() -> Self {
-        Self {
-            project: None,
-            read_only: Vec::new(),
-            hidden: Vec::new(),
-            allow: Vec::new(),
-            no_network: false,
-            allow_host: Vec::new(),
-        }
+        Self::default()
     }
 
     /// The flags as settings input.
@@ -76,23 +69,18 @@ impl PolicyArgs {
     /// The settings a launch applies: `vibesys.toml`, the flags and the
     /// run-state paths (created when missing), validated once.
     pub fn resolve(&self) -> anyhow::Result<ProjectSettings> {
-        Ok(ProjectSettings::load(
-            &self.dir()?,
-            &self.flags(),
-            None,
-            StatePaths::Prepare,
-        )?)
+        self.load(StatePaths::Prepare)
     }
 
     /// The same settings without writing anything (`policy show`): a
     /// missing run-state directory is planned as the one a launch creates.
     pub fn plan(&self) -> anyhow::Result<ProjectSettings> {
-        Ok(ProjectSettings::load(
-            &self.dir()?,
-            &self.flags(),
-            None,
-            StatePaths::Plan,
-        )?)
+        self.load(StatePaths::Plan)
+    }
+
+    fn load(&self, paths: StatePaths) -> anyhow::Result<ProjectSettings> {
+        let flags = self.flags();
+        Ok(ProjectSettings::load(&self.dir()?, &flags, None, paths)?)
     }
 }
 
