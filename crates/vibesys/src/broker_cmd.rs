@@ -3,16 +3,16 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use clap::{Args, Subcommand};
 use vs_runtime::RunId;
 use vs_runtime::broker::client::{self, JobCall};
 use vs_runtime::broker::protocol::PROTOCOL_VERSION;
 use vs_runtime::broker::server::default_runtime_dir;
+use vs_runtime::broker::signals::stop_on_signals;
 use vs_runtime::broker::{Broker, BrokerFlags, BrokerSettings, Request};
 
 use crate::output::print_text;
-use crate::project::helper_exe;
+use crate::project::{dir_or_cwd, helper_exe};
 
 /// `vibesys broker ...`.
 #[derive(Debug, Args)]
@@ -148,20 +148,11 @@ fn serve(a: ServeArgs) -> anyhow::Result<u8> {
             broker.leftovers()
         );
     }
-    let mut signals = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGINT,
-    ])
-    .context("cannot install the SIGTERM/SIGINT handler")?;
+    stop_on_signals(broker.shutdown_handle(), |sig| {
+        eprintln!("vibesys: broker: signal {sig}, cancelling the run's jobs");
+    })?;
     print_text(&broker.socket_listing())?;
     std::io::stdout().flush()?;
-    let handle = broker.shutdown_handle();
-    std::thread::spawn(move || {
-        if let Some(sig) = signals.forever().next() {
-            eprintln!("vibesys: broker: signal {sig}, cancelling the run's jobs");
-            handle.shutdown();
-        }
-    });
     let cancelled = broker.serve()?;
     eprintln!("vibesys: broker stopped; cancelled {cancelled} job(s) of run {run_id}");
     Ok(0)
@@ -182,10 +173,7 @@ fn call(socket: &Path, request: &Request) -> anyhow::Result<u8> {
 }
 
 fn job(a: JobArgs) -> anyhow::Result<u8> {
-    let cwd = match a.cwd {
-        Some(c) => c,
-        None => std::env::current_dir().context("cannot read the current directory")?,
-    };
+    let cwd = dir_or_cwd(a.cwd.as_deref())?;
     let request = JobCall {
         argv: a.command,
         cwd,

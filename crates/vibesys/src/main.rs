@@ -87,8 +87,7 @@ fn main() -> ExitCode {
     // The hidden helpers a confined command is launched through (their
     // protocol is vs-sandbox's, their dispatch vs-runtime's): no
     // command-line parsing of ours on the launch path.
-    if let Some(status) = vs_runtime::helper_entry::run_if_helper(std::env::args_os(), init_logging)
-    {
+    if let Some(status) = vs_runtime::helper_entry::run_if_helper(std::env::args_os()) {
         return ExitCode::from(u8::try_from(status).unwrap_or(EXIT_VIBESYS_ERROR));
     }
     let cli = match parse() {
@@ -105,7 +104,7 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    init_logging();
+    vs_runtime::logging::init_stderr();
     let result = match cli.command {
         Command::Exec(args) => exec_cmd::run(args),
         Command::Policy(args) => policy_cmd::run(args),
@@ -144,44 +143,6 @@ fn parse() -> Result<Cli, clap::Error> {
         return Cli::from_arg_matches(&cli.try_get_matches()?);
     }
     Cli::try_parse()
-}
-
-/// Log to stderr; `VIBESYS_LOG` (an `EnvFilter` directive) sets the level.
-/// Without it, a plain `warn` level: no directive parsing on the launch
-/// path of every confined command.
-fn init_logging() {
-    let builder = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .without_time();
-    let _ = match std::env::var_os("VIBESYS_LOG") {
-        Some(_) => builder
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_env("VIBESYS_LOG")
-                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-            )
-            .try_init()
-            .map_err(|e| e.to_string()),
-        // The TLS verifier logs its refusal as an error of its own; the
-        // registry error that follows names it (registry push and pull).
-        None => {
-            use tracing_subscriber::layer::SubscriberExt;
-            let quiet = tracing_subscriber::filter::Targets::new()
-                .with_default(tracing::Level::WARN)
-                .with_target(
-                    "rustls_platform_verifier",
-                    tracing_subscriber::filter::LevelFilter::OFF,
-                );
-            tracing_subscriber::util::SubscriberInitExt::try_init(
-                builder
-                    .with_max_level(tracing::Level::WARN)
-                    .finish()
-                    .with(quiet),
-            )
-            .map_err(|e| e.to_string())
-        }
-    };
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! run-state paths and the defaults, validated once).
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
@@ -60,10 +60,7 @@ impl PolicyArgs {
 
     /// The project directory: `--project`, else the current directory.
     pub fn dir(&self) -> anyhow::Result<PathBuf> {
-        match &self.project {
-            Some(p) => Ok(p.clone()),
-            None => std::env::current_dir().context("cannot read the current directory"),
-        }
+        dir_or_cwd(self.project.as_deref())
     }
 
     /// The settings a launch applies: `vibesys.toml`, the flags and the
@@ -87,6 +84,14 @@ impl PolicyArgs {
 /// The caller's environment, passed explicitly to what needs it.
 pub fn host_env() -> Vec<(OsString, OsString)> {
     std::env::vars_os().collect()
+}
+
+/// `dir` when given, else the current directory.
+pub fn dir_or_cwd(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
+    match dir {
+        Some(d) => Ok(d.to_path_buf()),
+        None => std::env::current_dir().context("cannot read the current directory"),
+    }
 }
 
 /// The current directory, when it can be read.

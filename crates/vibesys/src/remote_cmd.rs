@@ -6,14 +6,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
 use vs_runtime::RunId;
-use vs_runtime::remote::Service;
-use vs_runtime::remote::commit_eval::CommitEval;
+use vs_runtime::remote::commit_eval::{self, CommitEval};
 
 use crate::env_args::RunEnvArgs;
 use crate::output::{print_json, print_text};
+use crate::project::dir_or_cwd;
 
 /// Exit status when the evaluation ran and the candidate failed it.
 const EXIT_EVALUATION_FAILED: u8 = 1;
@@ -62,20 +62,9 @@ pub struct EvalArgs {
 
 /// Runs `vibesys run-env eval`.
 pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
-    let service: Service = match args.env.resolve()? {
-        Some(env) => match env.remote_service() {
-            Some(s) => s,
-            None => bail!(
-                "vibesys run-env eval dispatches to a service: --run-environment modal or skypilot, not {env}"
-            ),
-        },
-        None => bail!("vibesys run-env eval needs --run-environment modal or skypilot"),
-    };
+    let service = commit_eval::service(args.env.resolve()?)?;
     let run = RunId::new(&args.run)?;
-    let project = match &args.project {
-        Some(p) => p.clone(),
-        None => std::env::current_dir().context("cannot read the current directory")?,
-    };
+    let project = dir_or_cwd(args.project.as_deref())?;
     let eval = CommitEval::prepare(&project, run, args.candidate, &args.commit, service)?;
     let cancel = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

@@ -15,21 +15,18 @@ use crate::broker::host_job;
 use crate::broker::protocol::EXIT_REFUSED;
 
 /// The helper entry point: when `args` (the process's whole argv, the
-/// program first) names a helper, calls `start_logging` (except for the
-/// command server, whose stdout is its reply channel), runs the helper and
-/// returns its exit status; `None` otherwise (the caller parses its own
+/// program first) names a helper, starts the log (except for the command
+/// server, whose stdout is its reply channel), runs the helper and returns
+/// its exit status; `None` otherwise (the caller parses its own
 /// command line). Errors are printed as `vibesys: error: ...`.
-pub fn run_if_helper(
-    mut args: impl Iterator<Item = OsString>,
-    start_logging: impl FnOnce(),
-) -> Option<i32> {
+pub fn run_if_helper(mut args: impl Iterator<Item = OsString>) -> Option<i32> {
     let _program = args.next()?;
     let subcommand = args.next()?;
     match Helper::parse(&subcommand, args) {
         Ok(None) => None,
         Ok(Some(helper)) => {
             if helper != Helper::CommandServer {
-                start_logging();
+                crate::logging::init_stderr();
             }
             Some(run(helper))
         }

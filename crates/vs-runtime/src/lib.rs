@@ -29,6 +29,7 @@ pub mod git;
 mod git_error;
 pub mod helper_entry;
 mod id;
+pub mod logging;
 pub mod remote;
 pub mod run;
 pub mod run_host;

@@ -8,7 +8,8 @@
 //! - [`slurm`]: the exact `srun`, `squeue`, `scancel`, `sinfo` commands.
 //! - [`confine`]: `HostJobConfinement`, the agent job's bwrap plan.
 //! - [`host_job`]: `internal-host-job`, that plan applied on the compute node.
-//! - [`server`]: sockets, the start-up probe, serving, cancelling.
+//! - [`server`]: sockets, the start-up probe, serving, cancelling
+//!   ([`signals`]: stopped by SIGTERM or SIGINT).
 //! - [`client`]: `vibesys broker job|gate`.
 
 pub mod child;
@@ -18,6 +19,7 @@ pub mod host_job;
 pub mod protocol;
 pub mod server;
 pub mod settings;
+pub mod signals;
 pub mod slurm;
 
 use std::path::{Path, PathBuf};

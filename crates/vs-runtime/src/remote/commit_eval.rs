@@ -9,6 +9,7 @@ use std::sync::atomic::AtomicBool;
 
 use super::{Clients, RemoteError, RemoteOutcome, RemoteRequest, Service, dispatch};
 use super::{RemoteConfig, TrustedEvaluation};
+use crate::RunEnvironment;
 use crate::build::BuildCheckout;
 use crate::error::RuntimeError;
 use crate::id::RunId;
@@ -24,6 +25,25 @@ pub enum CommitEvalError {
     /// The service's client is missing or misplaced.
     #[error(transparent)]
     Remote(#[from] RemoteError),
+    /// No run environment was selected.
+    #[error("vibesys run-env eval needs --run-environment modal or skypilot")]
+    NoService,
+    /// The selected run environment is not a service.
+    #[error(
+        "vibesys run-env eval dispatches to a service: --run-environment modal or skypilot, not {environment}"
+    )]
+    NotAService {
+        /// The environment selected.
+        environment: RunEnvironment,
+    },
+}
+
+/// The service of the selected run environment (`modal`, `skypilot`).
+pub fn service(selected: Option<RunEnvironment>) -> Result<Service, CommitEvalError> {
+    let environment = selected.ok_or(CommitEvalError::NoService)?;
+    environment
+        .remote_service()
+        .ok_or(CommitEvalError::NotAService { environment })
 }
 
 /// A commit's evaluation, validated and checked out, ready to dispatch.
