@@ -132,3 +132,40 @@ impl fmt::Display for EnvironmentReport {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_service_without_an_image_is_told_to_push_one() {
+        let report = EnvironmentReport::new(Some(RunEnvironment::Modal), None);
+        let text = report.to_string();
+        assert!(text.starts_with("modal\n  runner:"), "{text}");
+        assert!(
+            text.contains(
+                "  image:       Modal's debian_slim: the pinned image is not in a registry; push"
+            ),
+            "{text}"
+        );
+        let docker = EnvironmentReport::new(Some(RunEnvironment::Docker), None);
+        assert!(docker.to_string().starts_with("docker (default)\n"));
+        assert!(docker.environments[0].image.is_none());
+    }
+
+    #[test]
+    fn a_skypilot_image_by_digest_is_pinned() {
+        let mut remote = RemoteConfig::default();
+        remote.skypilot.image = Some(format!("docker:ghcr.io/o/i@sha256:{}", "a".repeat(64)));
+        let image = remote_image(RunEnvironment::Skypilot, &remote).unwrap();
+        assert!(image.by_digest, "{}", image.note);
+        remote.skypilot.image = Some("docker:ghcr.io/o/i:latest".into());
+        let image = remote_image(RunEnvironment::Skypilot, &remote).unwrap();
+        assert!(!image.by_digest);
+        assert!(
+            image.note.contains("not pinned by digest"),
+            "{}",
+            image.note
+        );
+    }
+}

@@ -14,3 +14,17 @@ pub(crate) fn one_line(e: &dyn Error) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn causes_follow_the_error() {
+        let inner = std::io::Error::other("inner");
+        let outer = crate::RuntimeError::Io {
+            op: "read",
+            path: "/x".into(),
+            source: inner,
+        };
+        assert_eq!(super::one_line(&outer), "read /x: inner: inner");
+    }
+}

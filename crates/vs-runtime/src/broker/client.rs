@@ -94,3 +94,47 @@ pub fn call(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(env: &[&str]) -> JobCall {
+        JobCall {
+            argv: vec!["true".into()],
+            cwd: PathBuf::from("rel"),
+            gpus: 1,
+            time_minutes: None,
+            env: env.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_job_request_has_an_absolute_cwd_and_its_variables() {
+        let Request::Job { cwd, env, .. } = call(&["A=1", "B=x=y"]).request().unwrap() else {
+            panic!("not a job");
+        };
+        assert!(cwd.unwrap().is_absolute());
+        assert_eq!(env.get("B").map(String::as_str), Some("x=y"));
+    }
+
+    #[test]
+    fn a_variable_without_a_value_is_refused() {
+        let err = call(&["NOPE"]).request().unwrap_err();
+        assert_eq!(err.to_string(), "--env \"NOPE\" is not KEY=VALUE");
+    }
+
+    #[test]
+    fn the_outcome_gives_the_status_and_the_note() {
+        let refused = Final::Refused {
+            reason: "no".into(),
+        };
+        assert_eq!(refused.client_status(), 125);
+        assert_eq!(
+            refused.client_note().unwrap(),
+            "error: the broker refused the request: no"
+        );
+        let exited = Final::Exited { code: 300 };
+        assert_eq!((exited.client_status(), exited.client_note()), (125, None));
+    }
+}

@@ -160,3 +160,56 @@ impl fmt::Display for RemoteOutcome {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remote::{CommandResult, EvalResult};
+
+    #[test]
+    fn only_a_service_is_dispatched_to() {
+        assert_eq!(
+            service(Some(RunEnvironment::Modal)).unwrap(),
+            Service::Modal
+        );
+        assert!(matches!(service(None), Err(CommitEvalError::NoService)));
+        let err = service(Some(RunEnvironment::Slurm)).unwrap_err();
+        assert!(
+            err.to_string().ends_with("modal or skypilot, not slurm"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_outcome_reads_verdict_check_metrics_and_record() {
+        let check = CommandResult {
+            exit_code: Some(1),
+            timed_out: false,
+            stdout: String::new(),
+            error: None,
+        };
+        let outcome = RemoteOutcome {
+            environment: "modal",
+            run: "r1".into(),
+            candidate: 2,
+            commit: "c0ffee".into(),
+            result: EvalResult {
+                build: None,
+                check: Some(check),
+                measure: None,
+            },
+            metrics: None,
+            metrics_error: Some("check failed".into()),
+            build_error: None,
+            passed: false,
+            record_dir: "/rec".into(),
+            output_tail: String::new(),
+            started_at: String::new(),
+            finished_at: String::new(),
+        };
+        assert_eq!(
+            outcome.to_string(),
+            "modal candidate 2 of run r1 (commit c0ffee): FAILED\n  check:   exit Some(1)\n  metrics: none (check failed)\n  record:  /rec/result.json\n"
+        );
+    }
+}
