@@ -7,8 +7,8 @@ use std::path::Path;
 
 use vs_docker::{DockerOptions, EnvAllowList};
 
-use crate::ProjectSettings;
 use crate::container::{self, ContainerError, ImageLock, STATIC_BESIDE};
+use crate::settings::ProjectSettings;
 
 /// A run id no other process uses: `<prefix>-<pid>-<ns>`.
 pub fn fresh_run_id(prefix: &str) -> String {

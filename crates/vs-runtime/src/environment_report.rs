@@ -7,9 +7,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::environment::ALL_ENVIRONMENTS;
+use crate::environment::{ALL_ENVIRONMENTS, Availability, EnvironmentDescription, RunEnvironment};
 use crate::remote::config::RemoteConfig;
-use crate::{Availability, EnvironmentDescription, RunEnvironment};
 
 /// The environments shown, and the default's name.
 #[derive(Debug, Serialize)]

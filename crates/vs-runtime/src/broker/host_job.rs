@@ -13,7 +13,8 @@ use vs_sandbox::{
 };
 
 use super::{BrokerError, HostJobConfinement, allocated_gpu_devices};
-use crate::{PolicyFlags, ProjectSettings, RuntimeError, StatePaths};
+use crate::error::RuntimeError;
+use crate::settings::{PolicyFlags, ProjectSettings, StatePaths};
 
 /// Why an agent job was not started on its compute node.
 #[derive(Debug, thiserror::Error)]

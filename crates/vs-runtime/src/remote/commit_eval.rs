@@ -9,8 +9,8 @@ use std::sync::atomic::AtomicBool;
 
 use super::{Clients, RemoteError, RemoteOutcome, RemoteRequest, Service, dispatch};
 use super::{RemoteConfig, TrustedEvaluation};
-use crate::RunEnvironment;
 use crate::build::BuildCheckout;
+use crate::environment::RunEnvironment;
 use crate::error::RuntimeError;
 use crate::id::RunId;
 use crate::state::StateLayout;
