@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use vs_runtime::RunId;
 use vs_runtime::broker::client::{self, JobCall};
-use vs_runtime::broker::protocol::PROTOCOL_VERSION;
 use vs_runtime::broker::server::default_runtime_dir;
 use vs_runtime::broker::signals::stop_on_signals;
 use vs_runtime::broker::{Broker, BrokerFlags, BrokerSettings, Request};
@@ -186,9 +185,5 @@ fn job(a: JobArgs) -> anyhow::Result<u8> {
 }
 
 fn gate(a: GateArgs) -> anyhow::Result<u8> {
-    let request = Request::Gate {
-        version: PROTOCOL_VERSION,
-        name: a.name,
-    };
-    call(&a.socket, &request)
+    call(&a.socket, &Request::gate(a.name))
 }

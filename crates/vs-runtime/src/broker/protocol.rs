@@ -97,6 +97,14 @@ pub enum Request {
 }
 
 impl Request {
+    /// A request to run the task's trusted gate `name` (this version).
+    pub fn gate(name: String) -> Self {
+        Self::Gate {
+            version: PROTOCOL_VERSION,
+            name,
+        }
+    }
+
     /// The version the client spoke.
     pub fn version(&self) -> u32 {
         match self {
