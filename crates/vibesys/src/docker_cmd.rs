@@ -6,7 +6,7 @@ use std::path::Path;
 
 use vs_docker::{DockerOptions, ImagePin};
 use vs_image::Lock;
-use vs_runtime::container_options;
+use vs_runtime::container_options::{command_path_summary, pinned_base_options, project_options};
 
 use crate::project::{ProjectPolicy, cwd, helper_exe};
 
@@ -18,19 +18,14 @@ pub fn pin_from_lock(lock: &Lock, name: &str, lock_path: &Path) -> anyhow::Resul
     Ok(ImagePin::from_locked(name, lock.image(name, lock_path)?))
 }
 
-/// What every Docker start shares (`container_options::pinned_base_options`).
+/// What every Docker start shares ([`pinned_base_options`]).
 pub fn base_options(
     image: Option<&str>,
     project_dir: Option<&Path>,
     run_id: String,
 ) -> anyhow::Result<DockerOptions> {
     let helper = helper_exe()?;
-    Ok(container_options::pinned_base_options(
-        image,
-        project_dir,
-        run_id,
-        &helper,
-    )?)
+    Ok(pinned_base_options(image, project_dir, run_id, &helper)?)
 }
 
 /// The Docker options for a project (without starting anything).
@@ -41,7 +36,7 @@ pub fn options_for(
 ) -> anyhow::Result<DockerOptions> {
     let helper = helper_exe()?;
     let cwd = cwd();
-    Ok(container_options::project_options(
+    Ok(project_options(
         project,
         image,
         project_dir,
@@ -54,7 +49,7 @@ pub fn options_for(
 /// for `vibesys doctor`.
 pub fn execute_summary() -> String {
     match helper_exe() {
-        Ok(exe) => container_options::command_path_summary(&exe),
+        Ok(exe) => command_path_summary(&exe),
         Err(e) => format!("{e:#}"),
     }
 }
