@@ -97,7 +97,11 @@ impl RunEnvironment {
     /// `value` (see [`RunEnvironment::parse`]; `slurm-gpu` logs its
     /// deprecation), `modal` for `--modal`; the retired `--docker` is
     /// refused naming its replacement. `None`: nothing selected.
-    pub fn select(value: Option<&str>, modal: bool, retired_docker: bool) -> Result<Option<Self>> {
+    pub fn select(
+        value: Option<&str>,
+        modal: bool,
+        retired_docker: bool,
+    ) -> Result<Option<Self>, EnvironmentError> {
         if retired_docker {
             return Err(Self::retired_docker_flag());
         }
