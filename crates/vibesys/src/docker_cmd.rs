@@ -1,44 +1,24 @@
-//! The Docker run environment in the CLI: which pinned image to use, and
-//! the container options of `exec --confine docker`, sessions and builds.
+//! The Docker run environment in the CLI: this executable as the helper
+//! of the container options vs-runtime assembles
+//! (`vs_runtime::container_options`).
 
 use std::path::Path;
 
-use vs_docker::{DockerOptions, EnvAllowList};
-use vs_runtime::container::{self, ImageLock};
+use vs_docker::DockerOptions;
+use vs_runtime::container_options::{pinned_base_options, project_options};
 
-use crate::project::ProjectPolicy;
+use crate::project::{ProjectPolicy, cwd, helper_exe};
 
-/// A run id for `vibesys exec`: `VIBESYS_RUN_ID`, else `exec-<pid>-<ns>`.
-pub fn run_id() -> String {
-    match std::env::var("VIBESYS_RUN_ID") {
-        Ok(v) if !v.is_empty() => v,
-        _ => fresh_run_id("exec"),
-    }
-}
+pub use vs_runtime::container_options::{exec_run_id as run_id, fresh_run_id};
 
-/// A run id no other process uses: `<prefix>-<pid>-<ns>`.
-pub fn fresh_run_id(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!("{prefix}-{}-{nanos}", std::process::id())
-}
-
-/// What every Docker start shares: the pinned image (`image`, else
-/// `VIBESYS_DOCKER_IMAGE`, else the editor image) from the project's lock,
-/// this executable as the attach helper, and the command server.
+/// What every Docker start shares ([`pinned_base_options`]).
 pub fn base_options(
     image: Option<&str>,
     project_dir: Option<&Path>,
     run_id: String,
 ) -> anyhow::Result<DockerOptions> {
-    let pin = ImageLock::find(project_dir)?.pin_chosen(image)?;
-    Ok(container::base_options(
-        pin,
-        run_id,
-        &crate::project::helper_exe()?,
-    )?)
+    let helper = helper_exe()?;
+    Ok(pinned_base_options(image, project_dir, run_id, &helper)?)
 }
 
 /// The Docker options for a project (without starting anything).
@@ -47,12 +27,13 @@ pub fn options_for(
     image: Option<&str>,
     project_dir: Option<&Path>,
 ) -> anyhow::Result<DockerOptions> {
-    let mut options = base_options(image, project_dir, run_id())?;
-    options.network = project.network;
-    options.chdir = project.chdir_in(crate::project::cwd().as_deref());
-    if let Some(extra) = std::env::var_os("VIBESYS_DOCKER_ENV") {
-        let extra = extra.to_string_lossy().into_owned();
-        options.env = EnvAllowList::default().with(extra.split(',').map(str::trim));
-    }
-    Ok(options)
+    let helper = helper_exe()?;
+    let cwd = cwd();
+    Ok(project_options(
+        project,
+        image,
+        project_dir,
+        cwd.as_deref(),
+        &helper,
+    )?)
 }

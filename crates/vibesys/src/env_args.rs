@@ -23,24 +23,9 @@ impl RunEnvArgs {
         self.run_environment.as_deref() == Some(vs_runtime::environment::SLURM_GPU_ALIAS)
     }
 
-    /// The selected environment; `--docker` and `local` are refused
-    /// naming the replacement.
+    /// The selected environment (`RunEnvironment::select`).
     pub(crate) fn resolve(&self) -> anyhow::Result<Option<RunEnvironment>> {
-        if self.docker {
-            return Err(RunEnvironment::retired_docker_flag().into());
-        }
-        if self.modal {
-            return Ok(Some(RunEnvironment::Modal));
-        }
-        match &self.run_environment {
-            Some(value) => {
-                let env = RunEnvironment::parse(value)?;
-                if self.slurm_gpu_alias() {
-                    vs_runtime::broker::child::warn_slurm_gpu_alias();
-                }
-                Ok(Some(env))
-            }
-            None => Ok(None),
-        }
+        let value = self.run_environment.as_deref();
+        Ok(RunEnvironment::select(value, self.modal, self.docker)?)
     }
 }

@@ -3,10 +3,11 @@
 //! Each command parses its arguments (clap), resolves them into validated
 //! settings (`vs_runtime::ProjectSettings`), calls a library operation
 //! (`vs_sandbox::select` for every confined launch) and maps the result to
-//! an exit status. The hidden helpers are `vs_sandbox::helper_main`'s, run
+//! an exit status. The hidden helpers are run by `vs_runtime::helper_entry`
 //! before any parsing. `vibesys run`'s placement of candidates and its
-//! Slurm broker child are vs-runtime's (`run_host`, `broker::child`). When vibesys itself fails it prints `vibesys: error: ...`
-//! and exits 125; otherwise a confined command's own status passes through.
+//! Slurm broker child are vs-runtime's (`run_host`, `broker::child`). When
+//! vibesys itself fails it prints `vibesys: error: ...` and exits 125;
+//! otherwise a confined command's own status passes through.
 
 mod broker_cmd;
 mod build_cmd;
@@ -15,7 +16,6 @@ mod doctor_cmd;
 mod env_args;
 mod exec_cmd;
 mod gate_cmd;
-mod helper_main;
 mod image_cmd;
 mod image_load;
 mod output;
@@ -85,13 +85,9 @@ static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
 
 fn main() -> ExitCode {
     // The hidden helpers a confined command is launched through (their
-    // protocol is vs-sandbox's, their code vs-sandbox's and vs-docker's): no command-line parsing of ours on the
-    // launch path. The command server's stdout is its reply channel.
-    if let Some(status) = helper_main::helper_main(std::env::args_os(), |helper| {
-        if *helper != vs_sandbox::Helper::CommandServer {
-            init_logging();
-        }
-    }) {
+    // protocol is vs-sandbox's, their dispatch vs-runtime's): no
+    // command-line parsing of ours on the launch path.
+    if let Some(status) = vs_runtime::helper_entry::run_if_helper(std::env::args_os()) {
         return ExitCode::from(u8::try_from(status).unwrap_or(EXIT_VIBESYS_ERROR));
     }
     let cli = match parse() {
@@ -108,7 +104,7 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    init_logging();
+    vs_runtime::logging::init_stderr();
     let result = match cli.command {
         Command::Exec(args) => exec_cmd::run(args),
         Command::Policy(args) => policy_cmd::run(args),
@@ -147,44 +143,6 @@ fn parse() -> Result<Cli, clap::Error> {
         return Cli::from_arg_matches(&cli.try_get_matches()?);
     }
     Cli::try_parse()
-}
-
-/// Log to stderr; `VIBESYS_LOG` (an `EnvFilter` directive) sets the level.
-/// Without it, a plain `warn` level: no directive parsing on the launch
-/// path of every confined command.
-fn init_logging() {
-    let builder = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .without_time();
-    let _ = match std::env::var_os("VIBESYS_LOG") {
-        Some(_) => builder
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_env("VIBESYS_LOG")
-                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-            )
-            .try_init()
-            .map_err(|e| e.to_string()),
-        // The TLS verifier logs its refusal as an error of its own; the
-        // registry error that follows names it (registry push and pull).
-        None => {
-            use tracing_subscriber::layer::SubscriberExt;
-            let quiet = tracing_subscriber::filter::Targets::new()
-                .with_default(tracing::Level::WARN)
-                .with_target(
-                    "rustls_platform_verifier",
-                    tracing_subscriber::filter::LevelFilter::OFF,
-                );
-            tracing_subscriber::util::SubscriberInitExt::try_init(
-                builder
-                    .with_max_level(tracing::Level::WARN)
-                    .finish()
-                    .with(quiet),
-            )
-            .map_err(|e| e.to_string())
-        }
-    };
 }
 
 #[cfg(test)]

@@ -3,14 +3,14 @@
 //! run-state paths and the defaults, validated once).
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
 use vs_runtime::{PolicyFlags, ProjectSettings, StatePaths};
 
 /// Policy flags shared by `exec` and `policy show`.
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 pub struct PolicyArgs {
     /// The project directory (default: the current directory).
     #[arg(long, value_name = "DIR")]
@@ -44,14 +44,7 @@ pub type ProjectPolicy = ProjectSettings;
 impl PolicyArgs {
     /// The arguments of a bare command in the current directory.
     pub fn for_current_dir() -> Self {
-        Self {
-            project: None,
-            read_only: Vec::new(),
-            hidden: Vec::new(),
-            allow: Vec::new(),
-            no_network: false,
-            allow_host: Vec::new(),
-        }
+        Self::default()
     }
 
     /// The flags as settings input.
@@ -67,38 +60,38 @@ impl PolicyArgs {
 
     /// The project directory: `--project`, else the current directory.
     pub fn dir(&self) -> anyhow::Result<PathBuf> {
-        match &self.project {
-            Some(p) => Ok(p.clone()),
-            None => std::env::current_dir().context("cannot read the current directory"),
-        }
+        dir_or_cwd(self.project.as_deref())
     }
 
     /// The settings a launch applies: `vibesys.toml`, the flags and the
     /// run-state paths (created when missing), validated once.
     pub fn resolve(&self) -> anyhow::Result<ProjectSettings> {
-        Ok(ProjectSettings::load(
-            &self.dir()?,
-            &self.flags(),
-            None,
-            StatePaths::Prepare,
-        )?)
+        self.load(StatePaths::Prepare)
     }
 
     /// The same settings without writing anything (`policy show`): a
     /// missing run-state directory is planned as the one a launch creates.
     pub fn plan(&self) -> anyhow::Result<ProjectSettings> {
-        Ok(ProjectSettings::load(
-            &self.dir()?,
-            &self.flags(),
-            None,
-            StatePaths::Plan,
-        )?)
+        self.load(StatePaths::Plan)
+    }
+
+    fn load(&self, paths: StatePaths) -> anyhow::Result<ProjectSettings> {
+        let flags = self.flags();
+        Ok(ProjectSettings::load(&self.dir()?, &flags, None, paths)?)
     }
 }
 
 /// The caller's environment, passed explicitly to what needs it.
 pub fn host_env() -> Vec<(OsString, OsString)> {
     std::env::vars_os().collect()
+}
+
+/// `dir` when given, else the current directory.
+pub fn dir_or_cwd(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
+    match dir {
+        Some(d) => Ok(d.to_path_buf()),
+        None => std::env::current_dir().context("cannot read the current directory"),
+    }
 }
 
 /// The current directory, when it can be read.

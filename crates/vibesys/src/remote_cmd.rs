@@ -6,13 +6,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
-use vs_runtime::remote::{self, Clients, RemoteRequest, Service};
-use vs_runtime::{BuildCheckout, RunId, StateLayout};
+use vs_runtime::RunId;
+use vs_runtime::remote::commit_eval::{self, CommitEval};
 
 use crate::env_args::RunEnvArgs;
 use crate::output::{print_json, print_text};
+use crate::project::dir_or_cwd;
 
 /// Exit status when the evaluation ran and the candidate failed it.
 const EXIT_EVALUATION_FAILED: u8 = 1;
@@ -61,87 +62,20 @@ pub struct EvalArgs {
 
 /// Runs `vibesys run-env eval`.
 pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
-    let service: Service = match args.env.resolve()? {
-        Some(env) => match env.remote_service() {
-            Some(s) => s,
-            None => bail!(
-                "vibesys run-env eval dispatches to a service: --run-environment modal or skypilot, not {env}"
-            ),
-        },
-        None => bail!("vibesys run-env eval needs --run-environment modal or skypilot"),
-    };
+    let service = commit_eval::service(args.env.resolve()?)?;
     let run = RunId::new(&args.run)?;
-    let project = match &args.project {
-        Some(p) => p.clone(),
-        None => std::env::current_dir().context("cannot read the current directory")?,
-    };
-    let layout = StateLayout::open(&project)?;
-    layout.require_initialized()?;
-    // The operator's configuration is validated before anything runs.
-    let (mut evaluation, config) = remote::config::load(layout.project())?;
-    evaluation.build = remote::config::load_build(layout.project(), &config, service)?;
-    let clients = Clients::discover();
-    clients.require_outside(layout.project())?;
-    clients.require(service)?;
-    let checkout = BuildCheckout::create(&layout, &run, &args.commit)?;
+    let project = dir_or_cwd(args.project.as_deref())?;
+    let eval = CommitEval::prepare(&project, run, args.candidate, &args.commit, service)?;
     let cancel = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&cancel))
             .context("cannot install the SIGINT/SIGTERM handler")?;
     }
-    let request = RemoteRequest {
-        project: layout.project(),
-        run: &run,
-        candidate: args.candidate,
-        commit: checkout.commit(),
-        workdir: checkout.path(),
-        evaluation: &evaluation,
-        config: &config,
-    };
-    let outcome = remote::dispatch(service, &request, &clients, &cancel, !args.json)?;
-    drop(checkout);
+    let outcome = eval.dispatch(&cancel, !args.json)?;
     if args.json {
         print_json(&serde_json::to_value(&outcome)?)?;
     } else {
-        let mut text = format!(
-            "{} candidate {} of run {} (commit {}): {}\n",
-            outcome.environment,
-            outcome.candidate,
-            outcome.run,
-            outcome.commit,
-            if outcome.passed { "passed" } else { "FAILED" },
-        );
-        if let Some(build) = &outcome.result.build {
-            match &outcome.build_error {
-                None => text.push_str(&format!(
-                    "  build:   passed, {} outputs verified on the service (record {})\n",
-                    build.outputs.len(),
-                    outcome.record_dir.join("build.json").display()
-                )),
-                Some(e) => text.push_str(&format!("  build:   FAILED: {e}\n")),
-            }
-        }
-        match &outcome.result.check {
-            Some(check) => text.push_str(&format!(
-                "  check:   exit {:?}{}\n",
-                check.exit_code,
-                if check.timed_out { " (timed out)" } else { "" },
-            )),
-            None => text.push_str("  check:   not run\n"),
-        }
-        match (&outcome.metrics, &outcome.metrics_error) {
-            (Some(m), _) => text.push_str(&format!(
-                "  metrics: {}\n",
-                serde_json::Value::Object(m.clone())
-            )),
-            (None, Some(e)) => text.push_str(&format!("  metrics: none ({e})\n")),
-            (None, None) => {}
-        }
-        text.push_str(&format!(
-            "  record:  {}\n",
-            outcome.record_dir.join("result.json").display()
-        ));
-        print_text(&text)?;
+        print_text(&outcome.to_string())?;
     }
     Ok(if outcome.passed {
         0

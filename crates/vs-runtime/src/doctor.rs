@@ -126,33 +126,10 @@ fn pinned_images(engine: &Engine) -> String {
 
 /// How framework commands would reach a run's container, as one phrase.
 fn execute_summary(helper: &Result<PathBuf, String>) -> String {
-    let exe: &Path = match helper {
-        Ok(e) => e,
-        Err(e) => return e.clone(),
-    };
-    match crate::container::command_server(exe) {
-        Ok(Some(p)) => format!(
-            "framework commands go through the command server ({})",
-            p.display()
-        ),
-        Ok(None) => format!(
-            "framework commands go through the Engine's exec API (this vibesys is dynamically linked; a static one, {} beside it from scripts/build-static.sh --beside DIR, or VIBESYS_COMMAND_SERVER, serves them over 10x faster)",
-            crate::container::STATIC_BESIDE
-        ),
-        Err(e) => error_chain(&e),
+    match helper {
+        Ok(exe) => crate::container_options::command_path_summary(exe),
+        Err(e) => e.clone(),
     }
-}
-
-/// `e` and each of its sources, `: `-separated.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 /// Nix, which builds images with the flake.

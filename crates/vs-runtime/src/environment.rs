@@ -93,6 +93,31 @@ impl RunEnvironment {
         }
     }
 
+    /// The environment a command line selects: `--run-environment`'s
+    /// `value` (see [`RunEnvironment::parse`]; `slurm-gpu` logs its
+    /// deprecation), `modal` for `--modal`; the retired `--docker` is
+    /// refused naming its replacement. `None`: nothing selected.
+    pub fn select(
+        value: Option<&str>,
+        modal: bool,
+        retired_docker: bool,
+    ) -> Result<Option<Self>, EnvironmentError> {
+        if retired_docker {
+            return Err(Self::retired_docker_flag());
+        }
+        if modal {
+            return Ok(Some(Self::Modal));
+        }
+        let Some(value) = value else {
+            return Ok(None);
+        };
+        let env = Self::parse(value)?;
+        if value == SLURM_GPU_ALIAS {
+            crate::broker::child::warn_slurm_gpu_alias();
+        }
+        Ok(Some(env))
+    }
+
     /// The error for the retired `--docker` flag.
     pub fn retired_docker_flag() -> EnvironmentError {
         EnvironmentError::RetiredRunEnvironment {

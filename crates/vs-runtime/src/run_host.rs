@@ -68,14 +68,7 @@ fn refuse(message: impl Into<String>) -> HostError {
 /// The whole chain of `e` in one message (`outer: inner: ...`), as the
 /// run's records keep it.
 fn flat(e: HostError) -> HostError {
-    let mut text = e.to_string();
-    let mut next = e.source();
-    while let Some(cause) = next {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        next = cause.source();
-    }
-    text.into()
+    crate::error_chain::one_line(&*e).into()
 }
 
 /// Where a run's candidates are placed: the one decision per run

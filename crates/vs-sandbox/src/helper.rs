@@ -3,9 +3,9 @@
 //! command server a run's container starts.
 //!
 //! One type writes an argv ([`Helper::argv`]) and reads it back
-//! ([`Helper::parse`]); the binary's `helper_main` runs them (the one place
-//! that knows both this crate's helpers and vs-docker's), before it parses
-//! its own command line. Nothing else encodes or decodes these argvs.
+//! ([`Helper::parse`]); vs-runtime's `helper_entry` runs them (the one
+//! place that knows this crate's helpers, vs-docker's and the broker's),
+//! before the binary parses its own command line. Nothing else encodes or decodes these argvs.
 //!
 //! ```text
 //! internal-launch (--fd SLOT)... [LIMIT] -- bwrap ARGS -- CMD...
@@ -21,8 +21,8 @@
 //! Exit status: 122 usage error, 125 confinement failed (nothing ran), 126
 //! command cannot be executed, 127 command not found; otherwise the
 //! command's own. `internal-host-job` (an agent job on a Slurm compute
-//! node) is read and written here like the others and run by the binary
-//! (its confinement is the broker's, in vs-runtime): see [`HostJob`].
+//! node) is read and written here like the others and run by vs-runtime
+//! (its confinement is the broker's): see [`HostJob`].
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};

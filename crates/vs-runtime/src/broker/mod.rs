@@ -7,15 +7,19 @@
 //!   and flags), never anything a client sends.
 //! - [`slurm`]: the exact `srun`, `squeue`, `scancel`, `sinfo` commands.
 //! - [`confine`]: `HostJobConfinement`, the agent job's bwrap plan.
-//! - [`server`]: sockets, the start-up probe, serving, cancelling.
+//! - [`host_job`]: `internal-host-job`, that plan applied on the compute node.
+//! - [`server`]: sockets, the start-up probe, serving, cancelling
+//!   ([`signals`]: stopped by SIGTERM or SIGINT).
 //! - [`client`]: `vibesys broker job|gate`.
 
 pub mod child;
 pub mod client;
 pub mod confine;
+pub mod host_job;
 pub mod protocol;
 pub mod server;
 pub mod settings;
+pub mod signals;
 pub mod slurm;
 
 use std::path::{Path, PathBuf};
@@ -83,6 +87,12 @@ pub enum BrokerError {
     Confinement {
         /// Why.
         reason: String,
+    },
+    /// A job variable given to the client is not `KEY=VALUE`.
+    #[error("--env {item:?} is not KEY=VALUE")]
+    BadVariable {
+        /// The variable as given.
+        item: String,
     },
     /// The protocol was violated.
     #[error(transparent)]

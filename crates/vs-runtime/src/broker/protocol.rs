@@ -97,6 +97,14 @@ pub enum Request {
 }
 
 impl Request {
+    /// A request to run the task's trusted gate `name` (this version).
+    pub fn gate(name: String) -> Self {
+        Self::Gate {
+            version: PROTOCOL_VERSION,
+            name,
+        }
+    }
+
     /// The version the client spoke.
     pub fn version(&self) -> u32 {
         match self {
@@ -150,6 +158,24 @@ impl Final {
             },
             Self::Refused { .. } => EXIT_REFUSED,
         }
+    }
+
+    /// What the client says on its stderr about this outcome, after
+    /// `vibesys: `: Slurm's message, or the broker's refusal.
+    pub fn client_note(&self) -> Option<String> {
+        match self {
+            Self::Exited { .. } => None,
+            Self::JobEnded { message, .. } => Some(message.clone()),
+            Self::Refused { reason } => {
+                Some(format!("error: the broker refused the request: {reason}"))
+            }
+        }
+    }
+
+    /// [`Final::exit_code`] as the client's process status (125 when it
+    /// does not fit).
+    pub fn client_status(&self) -> u8 {
+        u8::try_from(self.exit_code()).unwrap_or(EXIT_REFUSED as u8)
     }
 }
 

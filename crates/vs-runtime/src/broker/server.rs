@@ -100,6 +100,15 @@ impl ShutdownHandle {
     }
 }
 
+/// Where a broker's sockets go: `$XDG_RUNTIME_DIR` when it is a
+/// directory, else the temporary directory.
+pub fn default_runtime_dir() -> PathBuf {
+    std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_dir())
+        .unwrap_or_else(std::env::temp_dir)
+}
+
 impl Broker {
     /// Cancels leftovers of the run (a previous broker killed with
     /// SIGKILL), probes every usable compute node, then binds two fresh
@@ -206,6 +215,22 @@ impl Broker {
     /// The build checkout's socket (`--checkout`), when served.
     pub fn checkout_socket(&self) -> Option<&Path> {
         self.checkout.as_deref()
+    }
+
+    /// The sockets, one a line, as `vibesys broker serve` prints them:
+    /// `candidate N: PATH`..., `checkout: PATH`, `agent: PATH`,
+    /// `framework: PATH`.
+    pub fn socket_listing(&self) -> String {
+        let mut text = String::new();
+        for (i, socket) in self.candidates.iter().enumerate() {
+            text.push_str(&format!("candidate {}: {}\n", i + 1, socket.display()));
+        }
+        if let Some(socket) = &self.checkout {
+            text.push_str(&format!("checkout: {}\n", socket.display()));
+        }
+        text.push_str(&format!("agent: {}\n", self.agent.display()));
+        text.push_str(&format!("framework: {}\n", self.framework.display()));
+        text
     }
 
     /// How many leftover jobs the start cancelled.

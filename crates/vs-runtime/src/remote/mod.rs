@@ -20,6 +20,7 @@
 //! and nothing else of the run changed.
 
 pub mod client;
+pub mod commit_eval;
 pub mod config;
 pub(crate) mod error;
 pub mod modal;

@@ -1,29 +1,33 @@
 //! Running a hidden helper (see `vs_sandbox::helper` for the protocol):
 //! the binary's first step, before it parses its own command line. Here,
-//! where every crate is known, because the helpers' code is vs-sandbox's
-//! (launch, Landlock, egress forwarder), vs-docker's (attach, the command
-//! server) and vs-runtime's (an agent job on a Slurm compute node).
+//! in the crate that knows every other, because the helpers' code is
+//! vs-sandbox's (launch, Landlock, egress forwarder), vs-docker's (attach,
+//! the command server) and the broker's (an agent job on a Slurm compute
+//! node).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use vs_sandbox::Helper;
 use vs_sandbox::exit_codes::{EXIT_CONFINE_FAILED, EXIT_USAGE};
+use vs_sandbox::{Helper, SandboxError};
+
+use crate::broker::host_job;
+use crate::broker::protocol::EXIT_REFUSED;
 
 /// The helper entry point: when `args` (the process's whole argv, the
-/// program first) names a helper, calls `on_start` with it (the binary
-/// sets up logging there), runs it and returns its exit status; `None`
-/// otherwise (the caller parses its own command line).
-pub(crate) fn helper_main(
-    mut args: impl Iterator<Item = OsString>,
-    on_start: impl FnOnce(&Helper),
-) -> Option<i32> {
+/// program first) names a helper, starts the log (except for the command
+/// server, whose stdout is its reply channel), runs the helper and returns
+/// its exit status; `None` otherwise (the caller parses its own
+/// command line). Errors are printed as `vibesys: error: ...`.
+pub fn run_if_helper(mut args: impl Iterator<Item = OsString>) -> Option<i32> {
     let _program = args.next()?;
     let subcommand = args.next()?;
     match Helper::parse(&subcommand, args) {
         Ok(None) => None,
         Ok(Some(helper)) => {
-            on_start(&helper);
+            if helper != Helper::CommandServer {
+                crate::logging::init_stderr();
+            }
             Some(run(helper))
         }
         Err(err) => {
@@ -51,9 +55,19 @@ fn run(helper: Helper) -> i32 {
             argv,
         } => attach(container, user, workdir, env, argv),
         Helper::CommandServer => return vs_docker::serve_commands(),
-        // An agent job on a Slurm compute node, confined by the broker's
-        // code (vs-runtime).
-        Helper::HostJob(job) => return i32::from(crate::broker_cmd::internal_host_job(*job)),
+        Helper::HostJob(job) => {
+            let host_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+            return match host_job::run(&job, &host_env) {
+                Ok(code) => i32::from(code),
+                Err(e) => {
+                    eprintln!(
+                        "vibesys: error: agent job not started: {}",
+                        crate::error_chain::one_line(&e)
+                    );
+                    EXIT_REFUSED
+                }
+            };
+        }
         Helper::EgressForward { socket, port, argv } => {
             vs_sandbox::egress::forward::run(&socket, port, &argv)
         }
@@ -74,13 +88,12 @@ fn attach(
     workdir: PathBuf,
     env: Vec<String>,
     argv: Vec<OsString>,
-) -> Result<i32, vs_sandbox::SandboxError> {
+) -> Result<i32, SandboxError> {
     let argv = argv
         .into_iter()
         .map(|a| {
-            a.into_string().map_err(|a| {
-                vs_sandbox::SandboxError::InvalidCommand(format!("argument {a:?} is not UTF-8"))
-            })
+            a.into_string()
+                .map_err(|a| SandboxError::InvalidCommand(format!("argument {a:?} is not UTF-8")))
         })
         .collect::<Result<Vec<String>, _>>()?;
     let request = vs_docker::AttachRequest {
