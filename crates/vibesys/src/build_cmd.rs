@@ -272,7 +272,7 @@ fn print_build_output(output: &str) {
     for line in output.lines() {
         eprintln!(
             "build| {}",
-            crate::run_progress::terminal_safe_cut(line, usize::MAX)
+            vs_runtime::run::report::terminal_safe_cut(line, usize::MAX)
         );
     }
 }
