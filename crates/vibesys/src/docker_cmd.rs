@@ -26,11 +26,7 @@ pub fn run_id() -> String {
 
 /// A run id no other process uses: `<prefix>-<pid>-<ns>`.
 pub fn fresh_run_id(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!("{prefix}-{}-{nanos}", std::process::id())
+    container::fresh_container_name(prefix)
 }
 
 /// What every Docker start shares: the pinned image (`image`, else

@@ -14,6 +14,7 @@ pub mod broker;
 pub mod build;
 pub mod build_confine;
 mod build_error;
+pub mod build_run;
 pub mod confine_choice;
 pub mod container;
 pub mod environment;
