@@ -53,15 +53,21 @@ pub enum BuildRunError {
     /// The run environment is not available here.
     #[error(transparent)]
     Environment(#[from] EnvironmentError),
-    /// The pinned editor image.
+    /// The pinned editor image (boxed: it is large).
     #[error(transparent)]
-    Container(#[from] ContainerError),
+    Container(Box<ContainerError>),
     /// The slurm build's broker.
     #[error(transparent)]
     Broker(#[from] BrokerChildError),
     /// The run state, the checkout or the build.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+}
+
+impl From<ContainerError> for BuildRunError {
+    fn from(e: ContainerError) -> Self {
+        Self::Container(Box::new(e))
+    }
 }
 
 /// One `vibesys build`, as parsed.
