@@ -1,5 +1,5 @@
 //! `vibesys build`: the trusted candidate build (arguments → settings →
-//! `vs_runtime::build_confine::run_build` → print).
+//! `vs_runtime::build_run::trusted_build` → print).
 
 use std::path::PathBuf;
 

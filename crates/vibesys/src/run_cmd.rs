@@ -1,6 +1,6 @@
-//! `vibesys run start|status|resume`: the run entry point. Parses, builds
-//! the run environment's [`RunHost`] (how the agent is confined, which
-//! runner evaluates) and calls `vs_runtime::run`, which does the rest.
+//! `vibesys run start|status|resume`: the run entry point. Parses, calls
+//! `vs_runtime::run::launch` (which checks, records and runs), shows the
+//! progress on stderr, stops the run on Ctrl-C, and prints the table.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
