@@ -5,21 +5,11 @@
 use std::path::Path;
 
 use vs_docker::DockerOptions;
-use vs_runtime::container_options::{pinned_base_options, project_options};
+use vs_runtime::container_options::project_options;
 
 use crate::project::{ProjectPolicy, cwd, helper_exe};
 
-pub use vs_runtime::container_options::{exec_run_id as run_id, fresh_run_id};
-
-/// What every Docker start shares ([`pinned_base_options`]).
-pub fn base_options(
-    image: Option<&str>,
-    project_dir: Option<&Path>,
-    run_id: String,
-) -> anyhow::Result<DockerOptions> {
-    let helper = helper_exe()?;
-    Ok(pinned_base_options(image, project_dir, run_id, &helper)?)
-}
+pub use vs_runtime::container_options::exec_run_id as run_id;
 
 /// The Docker options for a project (without starting anything).
 pub fn options_for(

@@ -1,11 +1,12 @@
 //! `vibesys gate ...`: the accuracy gate (vs-runtime).
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use serde_json::json;
-use vs_runtime::{GateBaseline, GateEntry, ProtectedSet, RunId, StateLayout};
+use vs_runtime::gate_report::record_baseline;
+use vs_runtime::{GateBaseline, RunId, StateLayout};
+
+use crate::output::{print_json, print_text};
 
 /// Exit status of `gate check` when a protected path differs.
 pub const EXIT_GATE_DIFFERS: u8 = 1;
@@ -66,52 +67,13 @@ pub fn run(args: GateArgs) -> anyhow::Result<u8> {
     }
 }
 
-/// A path for human output: quoted when it holds control characters, so a
-/// hostile file name cannot forge extra lines.
-fn shown(path: &str) -> String {
-    if path.chars().any(char::is_control) {
-        format!("{path:?}")
-    } else {
-        path.to_owned()
-    }
-}
-
 fn baseline(a: BaselineArgs) -> anyhow::Result<u8> {
     let run = RunId::new(&a.run)?;
-    let layout = StateLayout::open(&a.project)?;
-    let mut requested = ProtectedSet::configured(&layout)?;
-    requested.extend(a.protect);
-    let protect = ProtectedSet::resolve(&layout, &requested)?;
-    let b = GateBaseline::record(&layout, &run, &protect)?;
-    let (files, bytes) = b
-        .entries()
-        .values()
-        .fold((0u64, 0u64), |(n, s), e| match e {
-            GateEntry::File { size, .. } => (n + 1, s + size),
-            _ => (n, s),
-        });
-    let rel = Path::new(vs_runtime::state::STATE_DIR)
-        .join("runs")
-        .join(run.as_str())
-        .join(vs_runtime::gate::BASELINE_FILE);
-    let mut out = std::io::stdout().lock();
+    let report = record_baseline(&StateLayout::open(&a.project)?, &run, a.protect)?;
     if a.json {
-        let v = json!({
-            "run_id": run,
-            "baseline": rel.to_string_lossy(),
-            "protect": b.protect(),
-            "entries": b.entries().len(),
-            "files": files,
-            "bytes": bytes,
-        });
-        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        print_json(&serde_json::to_value(&report)?)?;
     } else {
-        writeln!(
-            out,
-            "gate baseline for run {run}: {} paths ({files} files, {bytes} bytes) in {}",
-            b.entries().len(),
-            rel.display()
-        )?;
+        print_text(&report.to_string())?;
     }
     Ok(0)
 }
@@ -120,31 +82,13 @@ fn check(a: &CheckArgs) -> anyhow::Result<u8> {
     let run = RunId::new(&a.run)?;
     let layout = StateLayout::open(&a.project)?;
     let report = GateBaseline::load(&layout, &run)?.check(&layout)?;
-    let mut out = std::io::stdout().lock();
     if a.json {
-        let v = json!({
-            "run_id": report.run_id,
-            "ok": report.is_clean(),
-            "baseline_entries": report.baseline_entries,
-            "current_entries": report.current_entries,
-            "differences": report.differences,
-        });
-        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
-    } else if report.is_clean() {
-        writeln!(
-            out,
-            "gate check for run {run}: ok, {} paths unchanged",
-            report.baseline_entries
-        )?;
+        print_json(&serde_json::to_value(report.json())?)?;
     } else {
-        for d in &report.differences {
-            writeln!(out, "{}: {}", d.change, shown(&d.path))?;
+        print_text(&report.to_string())?;
+        if let Some(failure) = report.failure() {
+            eprintln!("vibesys: {failure}");
         }
-        out.flush()?;
-        eprintln!(
-            "vibesys: gate check for run {run} failed: {} protected paths differ from the baseline",
-            report.differences.len()
-        );
     }
     Ok(if report.is_clean() {
         0

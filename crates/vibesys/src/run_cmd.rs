@@ -1,30 +1,20 @@
-//! `vibesys run start|status|resume`: the run entry point. Parses, builds
-//! the run environment's [`RunHost`] (how the agent is confined, which
-//! runner evaluates) and calls `vs_runtime::run`, which does the rest.
+//! `vibesys run start|status|resume`: the run entry point. Parses, calls
+//! `vs_runtime::run::launch` (which checks, records and runs), shows the
+//! progress on stderr, stops the run on Ctrl-C, and prints the table.
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::{Args, Subcommand};
-use vs_runtime::run::accelerator::AcceleratorBackend;
-use vs_runtime::run::{
-    AgentOutcome, CandidateContext, CandidateState, EvalPlace, Evaluator, HostError, ImageRecord,
-    PhaseRecord, PhaseStatus, RunHost, RunRecord, RunState, StartRequest,
-    status::{RunStatus, metric_value, run_status},
-};
-use vs_runtime::run_host::{LocalHost, Placement, PlacementRequest};
-use vs_runtime::task::EvalCommand;
-use vs_runtime::{RunEnvironment, RunId, StateLayout};
-use vs_sandbox::controls::SANDBOX_ENV;
-use vs_sandbox::runner::CancellationToken;
-use vs_sandbox::{ConfineMode, Confinement, Enforcement};
+use vs_runtime::run::launch::{self, PreparedRun, RunStop, StartSettings};
+use vs_runtime::run::{RunState, status::run_status};
+use vs_runtime::{RunId, StateLayout};
 
 use crate::env_args::RunEnvArgs;
 use crate::output::{print_json, print_text};
 use crate::project::{helper_exe, host_env};
+use crate::run_progress::RunProgress;
 
 /// Exit status of a run stopped by Ctrl-C or SIGTERM (resumable).
 const EXIT_INTERRUPTED: u8 = 130;
@@ -147,235 +137,66 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     }
 }
 
-fn layout_of(project: Option<PathBuf>) -> anyhow::Result<StateLayout> {
-    let dir = match project {
-        Some(p) => p,
-        None => std::env::current_dir().context("cannot read the current directory")?,
-    };
-    Ok(StateLayout::open(&dir)?)
-}
-
 /// Prepares the project's run state when it is missing, as `vibesys
 /// state init` does, and says so (once: later runs find it prepared).
 /// True when it was prepared now.
 pub(crate) fn prepare_state(layout: &StateLayout) -> anyhow::Result<bool> {
-    if layout.read_project()?.is_some() {
-        return Ok(false);
+    let notice = launch::prepare_state(layout)?;
+    if let Some(notice) = &notice {
+        eprintln!("vibesys: {notice}");
     }
-    let outcome = layout
-        .init()
-        .context("cannot prepare the run state (vibesys state init)")?;
-    eprintln!(
-        "vibesys: prepared the run state in {} (as `vibesys state init` does; project id {})",
-        layout
-            .project()
-            .join(vs_runtime::state::STATE_DIR)
-            .display(),
-        outcome.project.project_id
-    );
-    Ok(true)
+    Ok(notice.is_some())
 }
 
 fn start(args: StartArgs) -> anyhow::Result<u8> {
     let requested = args.env.resolve()?;
-    let layout = layout_of(args.project.clone())?;
-    // The one decision of where the agent goes: the request, unless the
-    // project's accelerator backend is host-only (no flag chooses that).
-    let choice = vs_runtime::run::choose_environment(&layout, requested)?;
-    if let Some(why) = &choice.why {
-        eprintln!("vibesys: {why}");
-    }
-    let environment = choice.environment;
-    let backend = choice.backend;
-    let remote = matches!(
-        vs_runtime::run::dispatch::evaluation_route(environment)?,
-        vs_runtime::run::dispatch::EvaluationRoute::Remote(_)
-    );
-    // modal, skypilot: the service's client and plan are checked first
-    // (they read the task from the prepared state).
-    if remote {
-        prepare_state(&layout)?;
-        vs_runtime::run::preflight(&layout, environment)?;
-    }
-    vs_sandbox::egress::AllowList::parse(&args.allow_host).map_err(|errors| {
-        anyhow::anyhow!(
-            "invalid --allow-host: {}",
-            vs_sandbox::config::list_errors(&errors)
-        )
-    })?;
-    let is_custom = args.provider.trim().eq_ignore_ascii_case("custom");
-    if is_custom && args.command.is_empty() {
-        bail!("--provider custom needs the agent command after --");
-    }
-    if !is_custom && !args.command.is_empty() {
-        bail!(
-            "a command after -- is only for --provider custom; {} is launched by vibesys",
-            args.provider
-        );
-    }
-    let provider_name = if is_custom {
-        "custom".to_owned()
-    } else {
-        args.provider.parse::<agentshim::Provider>()?.name()
-    };
-    let agent_argv: Vec<String> = if is_custom {
-        args.command
-            .iter()
-            .map(|a| {
-                a.to_str()
-                    .map(str::to_owned)
-                    .with_context(|| format!("agent argument {a:?} is not UTF-8"))
-            })
-            .collect::<anyhow::Result<_>>()?
-    } else {
-        Vec::new()
-    };
-    // slurm: the cluster must answer before anything is recorded.
-    if environment == RunEnvironment::Slurm
-        && let vs_runtime::environment::Availability::NotAvailable { reason } =
-            RunEnvironment::Slurm.describe().availability
-    {
-        bail!("the slurm run environment is not available here: {reason}");
-    }
-    // The host's confinement must work before anything is recorded.
-    let host_mode = match environment {
-        RunEnvironment::Host => Some(host_mode(backend)?),
-        _ => None,
-    };
-    // modal and skypilot: the agent works in the local editor container
-    // (never with devices); only the evaluation goes to the service. The
-    // pinned image must be loaded before anything is recorded.
-    let placement = Placement::for_run(PlacementRequest {
-        environment,
-        image: args.image.as_deref(),
-        host_mode,
-        project: layout.project(),
-        helper: &helper_exe()?,
-        check_loaded: true,
-    })
-    .map_err(anyhow::Error::from_boxed)?;
-    let image = placement.image().map(|pin| ImageRecord {
-        name: pin.name.clone(),
-        config_digest: pin.config_digest.to_string(),
-    });
-    // Checked and refused above: nothing was written (modal and skypilot
-    // aside, whose state is prepared for their check). Now the run state.
-    prepare_state(&layout)?;
-    // The prompt's default names the objective by its path in the worktree.
-    let request = StartRequest {
-        environment,
-        image,
-        provider: provider_name,
-        agent_argv,
-        agent_env: BTreeMap::new(),
-        prompt: args.prompt.clone(),
+    let layout = launch::open_layout(args.project.as_deref())?;
+    let progress = RunProgress::for_stderr();
+    let settings = StartSettings {
+        requested,
+        provider: &args.provider,
+        command: &args.command,
+        prompt: args.prompt,
         candidates: args.candidates,
         jobs: args.jobs,
-        cuda_visible_devices: std::env::var("CUDA_VISIBLE_DEVICES").ok(),
-        accelerator_backend: backend,
-        allow_hosts: args.allow_host.clone(),
+        image: args.image.as_deref(),
+        allow_hosts: &args.allow_host,
+        helper: &helper_exe()?,
     };
-    let request = finish_request(request)?;
-    let (store, mut record) = vs_runtime::run::prepare_run(&layout, request)?;
-    eprintln!(
-        "vibesys: run {} started: {} candidate(s) in the {} run environment, record in {}",
-        record.run_id,
-        record.candidates,
-        record.environment,
-        store.dir().display()
-    );
-    let host = CliHost::new(&layout, &record, placement)?;
-    execute(&layout, &store, &mut record, &host)
-}
-
-/// Fills in the agent's argv for a provider (custom keeps CMD); the
-/// launch is derived again, the same way, on resume.
-fn finish_request(mut request: StartRequest) -> anyhow::Result<StartRequest> {
-    if request.provider != "custom" {
-        // Validated here, derived per run id later: record a placeholder
-        // argv naming the provider.
-        request.agent_argv = vec![request.provider.clone()];
-    }
-    Ok(request)
-}
-
-/// The host mechanism from VIBESYS_AGENT_SANDBOX; a run never runs its
-/// agent unconfined. A host-only accelerator backend (Metal) runs under
-/// the platform's own mechanism (`auto`: Seatbelt on macOS) only.
-fn host_mode(backend: AcceleratorBackend) -> anyhow::Result<ConfineMode> {
-    let resolved = vs_sandbox::OperatorChoice::read(
-        ConfineMode::Auto,
-        std::env::var_os(SANDBOX_ENV).as_deref(),
-    )?
-    .resolve(
-        vs_sandbox::Purpose::Agent,
-        vs_sandbox::RunPlace::Host,
-        Enforcement::Required,
-    )?;
-    if backend.is_host_only() && !matches!(resolved.mode, ConfineMode::Auto | ConfineMode::Off) {
-        bail!(
-            "refusing to run: the accelerator backend {} runs the agent under Seatbelt (auto); {SANDBOX_ENV}={} does not confine it",
-            backend.name(),
-            resolved.mode.name()
-        );
-    }
-    // SandboxUnavailableError: a run never launches an agent unconfined.
-    resolved.refuse_unconfined()?;
-    Ok(resolved.mode)
+    let prepared = launch::start(&layout, settings, &progress)?;
+    execute(&layout, prepared, &progress)
 }
 
 fn resume(run: &str, project: Option<PathBuf>) -> anyhow::Result<u8> {
-    let layout = layout_of(project)?;
+    let layout = launch::open_layout(project.as_deref())?;
     let run = RunId::new(run)?;
-    let (store, mut record) = vs_runtime::run::open_for_resume(&layout, &run)?;
-    let host_mode = match record.environment {
-        RunEnvironment::Host => Some(host_mode(record.accelerators.backend)?),
-        _ => None,
-    };
-    let image = record.image.as_ref().map(|i| i.config_digest.clone());
-    eprintln!(
-        "vibesys: resuming run {} in the {} run environment (as recorded)",
-        record.run_id, record.environment
-    );
-    let placement = Placement::for_run(PlacementRequest {
-        environment: record.environment,
-        image: image.as_deref(),
-        host_mode,
-        project: layout.project(),
-        helper: &helper_exe()?,
-        check_loaded: false,
-    })
-    .map_err(anyhow::Error::from_boxed)?;
-    let host = CliHost::new(&layout, &record, placement)?;
-    execute(&layout, &store, &mut record, &host)
+    let progress = RunProgress::for_stderr();
+    let prepared = launch::resume(&layout, &run, &helper_exe()?, &progress)?;
+    execute(&layout, prepared, &progress)
 }
 
 fn execute(
     layout: &StateLayout,
-    store: &vs_runtime::run::RunStore,
-    record: &mut RunRecord,
-    host: &CliHost,
+    prepared: PreparedRun,
+    progress: &RunProgress,
 ) -> anyhow::Result<u8> {
-    let cancel = CancellationToken::new();
-    let signals = stop_on_signals(cancel.clone())?;
-    let outcome = vs_runtime::run::execute_run(store, record, host, &cancel);
+    let stop = RunStop::new();
+    let signals = stop_on_signals(stop.clone())?;
+    let finished = launch::execute(layout, prepared, helper_exe()?, host_env(), progress, &stop);
     signals.close();
-    let outcome = outcome?;
-    let status = run_status(layout, Some(&record.run_id))?;
-    print_text(&table(&status))?;
-    if outcome.state == RunState::Interrupted {
-        eprintln!(
-            "vibesys: run {} stopped; continue it with: vibesys run resume {}",
-            record.run_id, record.run_id
-        );
+    let finished = finished?;
+    print_text(&finished.status.to_string())?;
+    if finished.state == RunState::Interrupted {
+        let run = &finished.status.run.run_id;
+        eprintln!("vibesys: run {run} stopped; continue it with: vibesys run resume {run}");
         return Ok(EXIT_INTERRUPTED);
     }
     Ok(0)
 }
 
-/// Ctrl-C and SIGTERM cancel the run: every candidate's process tree and
+/// Ctrl-C and SIGTERM stop the run: every candidate's process tree and
 /// container is stopped and `run.json` stays resumable.
-fn stop_on_signals(cancel: CancellationToken) -> anyhow::Result<signal_hook::iterator::Handle> {
+fn stop_on_signals(stop: RunStop) -> anyhow::Result<signal_hook::iterator::Handle> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
         .context("cannot install the Ctrl-C handler")?;
@@ -383,145 +204,20 @@ fn stop_on_signals(cancel: CancellationToken) -> anyhow::Result<signal_hook::ite
     std::thread::spawn(move || {
         if signals.forever().next().is_some() {
             eprintln!("vibesys: stopping every candidate (the run stays resumable)");
-            cancel.cancel();
+            stop.stop();
         }
     });
     Ok(handle)
 }
 
 fn status(run: Option<String>, project: Option<PathBuf>, json: bool) -> anyhow::Result<u8> {
-    let layout = layout_of(project)?;
+    let layout = launch::open_layout(project.as_deref())?;
     let run = run.map(|r| RunId::new(&r)).transpose()?;
     let status = run_status(&layout, run.as_ref())?;
     if json {
         print_json(&serde_json::to_value(&status)?)?;
     } else {
-        print_text(&table(&status))?;
+        print_text(&status.to_string())?;
     }
     Ok(0)
-}
-
-/// The status table, best first.
-fn table(status: &RunStatus) -> String {
-    let run = &status.run;
-    let state = match run.state {
-        RunState::Running => "running",
-        RunState::Interrupted => "interrupted",
-        RunState::Finished => "finished",
-    };
-    let mut out = format!(
-        "run {}  {}  environment {}  provider {}  {state}\n",
-        run.run_id, run.created_at, run.environment, run.provider
-    );
-    let _ = writeln!(
-        out,
-        "{:<3} {:<8} {:<6} {:<7} {:<7} {:<7} {:<8} {:>9}  metrics / error",
-        "#", "state", "agent", "gate", "build", "check", "measure", "time(s)"
-    );
-    for c in &status.candidates {
-        let phase = |name: &str| match c.phases.get(name).map(|p| p.status) {
-            Some(PhaseStatus::Passed) => "pass",
-            Some(PhaseStatus::Failed) => "FAIL",
-            Some(PhaseStatus::Skipped) => "-",
-            Some(PhaseStatus::Stopped) => "stopped",
-            None => "",
-        };
-        let state = match c.state {
-            CandidateState::Passed => "passed",
-            CandidateState::Failed => "failed",
-            CandidateState::Running => "running",
-            CandidateState::Pending => "pending",
-        };
-        let secs: f64 = c.phases.values().map(|p| p.duration_secs).sum();
-        let agent = match c.phases.get("agent").map(|p| p.status) {
-            Some(PhaseStatus::Stopped) => "stop".to_owned(),
-            _ => c.agent_exit.map(|e| e.to_string()).unwrap_or_default(),
-        };
-        let tail = match (&c.error, &c.metrics) {
-            // An error can quote what a confined command wrote.
-            (Some(e), _) => crate::run_progress::terminal_safe_cut(e, 160),
-            (None, Some(m)) => {
-                let mut s = serde_json::Value::Object(m.clone()).to_string();
-                if let Some(v) = metric_value(run, c) {
-                    s = format!("{v} | {s}");
-                }
-                crate::run_progress::terminal_safe_cut(&s, 160)
-            }
-            _ => String::new(),
-        };
-        let tail = match c.egress_denials.len() {
-            0 => tail,
-            n => format!("[egress refused {n}] {tail}"),
-        };
-        let _ = writeln!(
-            out,
-            "{:<3} {:<8} {:<6} {:<7} {:<7} {:<7} {:<8} {:>9.2}  {}",
-            c.candidate,
-            state,
-            agent,
-            phase("gate"),
-            phase("build"),
-            phase("check"),
-            phase("measure"),
-            secs,
-            tail
-        );
-    }
-    out
-}
-
-/// The run environment's side of a run: the library's [`LocalHost`],
-/// with the progress shown on stderr.
-struct CliHost {
-    host: LocalHost,
-    progress: crate::run_progress::RunProgress,
-}
-
-impl CliHost {
-    fn new(layout: &StateLayout, record: &RunRecord, placement: Placement) -> anyhow::Result<Self> {
-        Ok(Self {
-            host: LocalHost::new(layout, record, placement, helper_exe()?, host_env())
-                .map_err(anyhow::Error::from_boxed)?,
-            progress: crate::run_progress::RunProgress::for_stderr(),
-        })
-    }
-}
-
-impl RunHost for CliHost {
-    fn agent_turn(
-        &self,
-        c: &CandidateContext<'_>,
-        cancel: &CancellationToken,
-    ) -> Result<AgentOutcome, HostError> {
-        self.host.agent_turn(c, cancel)
-    }
-
-    fn build_confinement(
-        &self,
-        c: &CandidateContext<'_>,
-        checkout: &Path,
-    ) -> Result<Box<dyn Confinement>, HostError> {
-        self.host.build_confinement(c, checkout)
-    }
-
-    fn evaluator(
-        &self,
-        c: &CandidateContext<'_>,
-        place: EvalPlace<'_>,
-        command: &EvalCommand,
-    ) -> Result<Evaluator, HostError> {
-        self.host.evaluator(c, place, command)
-    }
-
-    fn phase_started(&self, candidate: u32, phase: &str) {
-        self.progress.phase_started(candidate, phase);
-    }
-
-    fn progress(&self, candidate: u32, phase: &str, record: &PhaseRecord) {
-        self.progress.phase_ended(candidate, phase, record);
-    }
-
-    fn candidate_finished(&self, record: &vs_runtime::run::CandidateRecord) {
-        self.progress.candidate_finished(record);
-    }
 }

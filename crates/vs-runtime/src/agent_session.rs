@@ -78,6 +78,9 @@ pub enum SessionError {
     /// The run state (the egress log) failed.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    /// The run environment's name was not understood.
+    #[error(transparent)]
+    Environment(#[from] crate::EnvironmentError),
     /// The run's broker could not be started or reached.
     #[error(transparent)]
     Broker(#[from] BrokerChildError),

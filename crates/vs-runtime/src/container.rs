@@ -190,6 +190,15 @@ impl ImageLock {
     }
 }
 
+/// A container name no other process uses: `<prefix>-<pid>-<ns>`.
+pub fn fresh_container_name(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
 /// What every Docker start shares: the image `pin`, `helper` (this
 /// executable) as the attach helper, and the command server
 /// ([`command_server`]).

@@ -10,20 +10,11 @@ use vs_docker::{DockerOptions, EnvAllowList};
 use crate::container::{self, ContainerError, ImageLock, STATIC_BESIDE};
 use crate::settings::ProjectSettings;
 
-/// A run id no other process uses: `<prefix>-<pid>-<ns>`.
-pub fn fresh_run_id(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!("{prefix}-{}-{nanos}", std::process::id())
-}
-
 /// A run id for `vibesys exec`: `VIBESYS_RUN_ID`, else `exec-<pid>-<ns>`.
 pub fn exec_run_id() -> String {
     match std::env::var("VIBESYS_RUN_ID") {
         Ok(v) if !v.is_empty() => v,
-        _ => fresh_run_id("exec"),
+        _ => container::fresh_container_name("exec"),
     }
 }
 

@@ -3,7 +3,7 @@
 //! checks; Docker (and the pinned images it holds), Nix, Slurm, the
 //! remote services and the project's git history are checked here.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 

@@ -37,8 +37,10 @@ pub mod accelerator;
 pub mod dispatch;
 mod error;
 pub mod evaluation;
+pub mod launch;
 pub mod record;
 mod remote_eval;
+pub mod report;
 pub mod status;
 
 use std::collections::BTreeMap;
