@@ -97,7 +97,7 @@ pub enum RuntimeError {
     Environment(#[from] crate::environment_error::EnvironmentError),
     /// A run: its task, its request, its record and lock, and the commit phase of its candidates.
     #[error(transparent)]
-    Run(#[from] crate::run::RunError),
+    Run(#[from] crate::run_error::RunError),
     /// The project's policy (its files or flags) is invalid.
     #[error(transparent)]
     Policy(#[from] vs_sandbox::PolicyError),

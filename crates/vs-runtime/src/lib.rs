@@ -39,6 +39,7 @@ pub mod logging;
 pub mod policy_show;
 pub mod remote;
 pub mod run;
+mod run_error;
 pub mod run_host;
 pub mod session_log;
 pub mod settings;
@@ -61,7 +62,7 @@ pub use gate::{Change, GateBaseline, GateDifference, GateEntry, GateReport, Prot
 pub use gate_error::GateError;
 pub use git_error::GitError;
 pub use id::{CandidateId, RunId};
-pub use run::RunError;
+pub use run_error::RunError;
 pub use session_log::SessionEgressLog;
 pub use settings::{PolicyFlags, ProjectSettings, StatePaths};
 pub use state::{AgentAccess, EntryKind, InitOutcome, ProjectRecord, StateEntry, StateLayout};

@@ -36,7 +36,9 @@ pub trait ContainerPlan: fmt::Debug + Any + Send + Sync {
     fn report(&self) -> &EnforcementReport;
 
     /// The plan as `vibesys policy show` prints it (text and JSON).
-    fn describe(&self) -> Result<crate::explain::PlanDescription, crate::explain::ExplainError>;
+    fn describe(
+        &self,
+    ) -> Result<crate::plan_description::PlanDescription, crate::plan_description::ExplainError>;
 
     /// Starts the container this plan describes for `policy` (the one it
     /// was lowered from).

@@ -12,24 +12,7 @@ use serde_json::json;
 use crate::confinement::EnforcementReport;
 use crate::select::Plan;
 
-/// Why a plan could not be described.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ExplainError {
-    /// The plan could not be turned into JSON.
-    #[error(transparent)]
-    Json(#[from] serde_json::Error),
-}
-
-/// A plan described: its text (each line indented by two spaces) and its
-/// JSON.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PlanDescription {
-    /// The lines a person reads.
-    pub text: String,
-    /// The same plan as JSON.
-    pub json: serde_json::Value,
-}
+pub use crate::plan_description::{ExplainError, PlanDescription};
 
 /// `plan` as `exec` applies it, followed by what it enforces: the text,
 /// and `{"plan": ..., "report": ...}`. `exec_env` is the environment

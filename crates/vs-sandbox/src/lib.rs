@@ -34,6 +34,7 @@ pub mod limits;
 mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::fds::open_beneath;
+mod plan_description;
 pub mod policy;
 pub mod private_file;
 pub mod proc_cover;

@@ -35,7 +35,6 @@
 
 pub mod accelerator;
 pub mod dispatch;
-mod error;
 pub mod evaluation;
 pub mod launch;
 pub mod record;
@@ -68,7 +67,7 @@ use crate::task::{CommitLimits, EvalCommand, MeasureSpec, TaskSpec};
 use crate::worktree::CandidateWorktree;
 use crate::{git, time};
 
-pub use error::RunError;
+pub use crate::run_error::RunError;
 pub use evaluation::{EvalCheckout, EvalPlace};
 pub use record::{
     CandidateRecord, CandidateState, ImageRecord, PhaseRecord, PhaseStatus, RunRecord, RunState,
