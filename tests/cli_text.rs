@@ -30,12 +30,7 @@ fn usage_errors_exit_125() {
         .args(["exec", "--confine", "chroot", "--", "true"])
         .output()
         .unwrap();
-    assert_code(&out, 125);
-    assert!(
-        stderr(&out).contains("invalid value 'chroot'"),
-        "{}",
-        stderr(&out)
-    );
+    assert_code_stderr(&out, 125, "invalid value 'chroot'");
     let out = std::process::Command::new(vibesys())
         .args(["exec"])
         .output()

@@ -107,8 +107,7 @@ fn a_project_below_tmp_is_refused() {
     )
     .output()
     .unwrap();
-    assert_code(&out, 125);
-    assert!(stderr(&out).contains("/tmp"), "{}", stderr(&out));
+    assert_code_stderr(&out, 125, "/tmp");
     assert!(!dir.path().join("ran").exists());
 }
 

@@ -391,8 +391,7 @@ fn bad_patterns_exit_125_and_seatbelt_plans_the_loopback_door() {
     )
     .unwrap();
     let out = vibesys_root(&p, &["policy", "show"]);
-    assert_code(&out, 125);
-    assert!(stderr(&out).contains("\"*\""), "{}", stderr(&out));
+    assert_code_stderr(&out, 125, "\"*\"");
     std::fs::write(p.root.join("vibesys.toml"), "").unwrap();
 
     // Seatbelt lowers an allow-list (its plan is text here, no macOS):

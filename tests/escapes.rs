@@ -340,15 +340,10 @@ fn a_hard_link_into_a_hidden_directory_is_refused() {
         if who == As::User {
             assert_code(&out, 125);
             assert!(!stdout(&out).contains("SECRET-TWO"), "{who:?}");
-            assert!(stderr(&out).contains("secret/vault"), "{}", stderr(&out));
+            assert_stderr_has(&out, "secret/vault");
         } else {
             // Root lists it anyway: the link itself is found and named.
-            assert_code(&out, 125);
-            assert!(
-                stderr(&out).contains("\"src/copy2\", in the project"),
-                "{}",
-                stderr(&out)
-            );
+            assert_code_stderr(&out, 125, "\"src/copy2\", in the project");
         }
         std::fs::set_permissions(
             p.root.join("secret/vault"),

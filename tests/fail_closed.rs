@@ -64,12 +64,7 @@ fn disabled_without_enforcement_runs_with_a_loud_warning() {
         &[("VIBESYS_AGENT_SANDBOX", "off")],
         &["--no-require-enforcement"],
     );
-    assert_code(&out, 0);
-    assert!(
-        stderr(&out).contains("CONFINEMENT DISABLED"),
-        "{}",
-        stderr(&out)
-    );
+    assert_code_stderr(&out, 0, "CONFINEMENT DISABLED");
     assert!(p.root.join("command-ran").exists());
 }
 

@@ -7,23 +7,7 @@ use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn vibesys(dir: &Path, args: &[&str]) -> Output {
-    Command::new(common::vibesys_bin())
-        .args(args)
-        .arg("--project")
-        .arg(dir)
-        .env_remove("VIBESYS_LOG")
-        .output()
-        .unwrap()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+use common::{assert_code_stderr, assert_stderr_has, stderr, stdout, vibesys_project as vibesys};
 
 fn ok(out: Output) -> Output {
     assert_eq!(
@@ -96,11 +80,7 @@ fn changed_added_removed_and_type_changed_paths_are_named_sorted() {
          removed: eval/remove-me.txt\n\
          changed: eval/score.py\n"
     );
-    assert!(
-        stderr(&out).contains("4 protected paths differ"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, "4 protected paths differ");
 
     let out = vibesys(p, &["gate", "check", "--run", "r1", "--json"]);
     assert_eq!(out.status.code(), Some(1));
@@ -252,20 +232,10 @@ fn a_baseline_of_the_sha256_schema_is_refused_naming_its_version() {
     let future = serde_json::json!({"schema_version": 3, "whatever": true});
     fs::write(&path, serde_json::to_vec(&future).unwrap()).unwrap();
     let out = vibesys(p, &["gate", "check", "--run", "r1"]);
-    assert_eq!(out.status.code(), Some(125));
-    assert!(
-        stderr(&out).contains("schema_version 3"),
-        "{}",
-        stderr(&out)
-    );
+    assert_code_stderr(&out, 125, "schema_version 3");
     fs::write(&path, b"{\"run_id\": \"r1\"}").unwrap();
     let out = vibesys(p, &["gate", "check", "--run", "r1"]);
-    assert_eq!(out.status.code(), Some(125));
-    assert!(
-        stderr(&out).contains("no schema_version"),
-        "{}",
-        stderr(&out)
-    );
+    assert_code_stderr(&out, 125, "no schema_version");
 }
 
 #[test]
@@ -311,26 +281,14 @@ fn gate_errors_exit_125() {
         );
     }
     let out = vibesys(p, &["gate", "check", "--run", "never-recorded"]);
-    assert_eq!(out.status.code(), Some(125));
-    assert!(
-        stderr(&out).contains("no gate baseline"),
-        "{}",
-        stderr(&out)
-    );
+    assert_code_stderr(&out, 125, "no gate baseline");
     let out = vibesys(p, &["gate", "baseline", "--run", "r1", "--protect", "nope"]);
-    assert_eq!(out.status.code(), Some(125));
-    assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
+    assert_code_stderr(&out, 125, "does not exist");
     let out = vibesys(p, &["gate", "baseline", "--run", "r1"]);
-    assert_eq!(out.status.code(), Some(125));
-    assert!(
-        stderr(&out).contains("nothing to protect"),
-        "{}",
-        stderr(&out)
-    );
+    assert_code_stderr(&out, 125, "nothing to protect");
     fs::write(p.join("vibesys.toml"), "[gate]\nprotect = [\"\"]\n").unwrap();
     let out = vibesys(p, &["gate", "baseline", "--run", "r1"]);
-    assert_eq!(out.status.code(), Some(125));
-    assert!(stderr(&out).contains("empty"), "{}", stderr(&out));
+    assert_code_stderr(&out, 125, "empty");
     fs::remove_file(p.join("vibesys.toml")).unwrap();
     // A tampered baseline is an error, not a pass.
     baseline(p, "r2", &["eval"]);
@@ -373,8 +331,7 @@ fn protect_list_from_vibesys_toml() {
 
     fs::write(p.join("vibesys.toml"), "[gate]\nprotect = \"inputs\"\n").unwrap();
     let out = vibesys(p, &["gate", "baseline", "--run", "r1"]);
-    assert_eq!(out.status.code(), Some(125));
-    assert!(stderr(&out).contains("vibesys.toml"), "{}", stderr(&out));
+    assert_code_stderr(&out, 125, "vibesys.toml");
 }
 
 #[test]

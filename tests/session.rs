@@ -5,7 +5,8 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use common::*;
 
@@ -46,12 +47,55 @@ exit 0
 "#;
 
 fn standins(dir: &Path) {
-    std::fs::create_dir_all(dir).unwrap();
     for name in ["codex", "claude", "gemini"] {
-        let p = dir.join(name);
-        std::fs::write(&p, STANDIN).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        write_standin(dir, name, STANDIN);
     }
+}
+
+/// Writes the executable stand-in `dir/name` (creating `dir`).
+fn write_standin(dir: &Path, name: &str, script: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, script).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A project for `who` with the stand-in `name` (`script`) in
+/// `outside/bin`; returns it, that bin directory and `outside/home` (not
+/// created).
+fn project_with_standin(who: As, name: &str, script: &str) -> (Project, PathBuf, PathBuf) {
+    let p = project(who);
+    let bin = p.outside.join("bin");
+    write_standin(&bin, name, script);
+    let home = p.outside.join("home");
+    (p, bin, home)
+}
+
+/// `vibesys ARGS` as `who` in the project, with `bin` first on PATH and
+/// `home` as HOME.
+fn session_as(who: As, p: &Project, bin: &Path, home: &Path, args: &[&str]) -> Command {
+    let mut cmd = command_as(who, &p.root, &vibesys(), args);
+    cmd.env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("HOME", home);
+    cmd
+}
+
+/// A codex home with a history line of the user's own, given to `who`
+/// with the rest of `outside/`.
+fn codex_home(who: As, p: &Project, home: &Path) {
+    std::fs::create_dir_all(home.join(".codex")).unwrap();
+    std::fs::write(home.join(".codex/history.jsonl"), "{\"mine\":1}\n").unwrap();
+    chown_to(who, &[&p.outside]);
+}
+
+/// Asserts that `~/.codex/history.jsonl` holds the user's line and the
+/// stand-in's, and nothing else.
+fn assert_codex_history(home: &Path, case: &str) {
+    assert_eq!(
+        std::fs::read_to_string(home.join(".codex/history.jsonl")).unwrap(),
+        "{\"mine\":1}\n{\"ok\":1}\n",
+        "{case}"
+    );
 }
 
 #[test]
@@ -83,10 +127,11 @@ fn providers_launch_confined_with_only_allow_listed_variables() {
         ),
     ];
     for (provider, flag, auth, state) in cases {
-        let out = command_as(
+        let out = session_as(
             As::Root,
-            &p.root,
-            &vibesys(),
+            &p,
+            &bin,
+            &home,
             &[
                 "session",
                 "--provider",
@@ -100,8 +145,6 @@ fn providers_launch_confined_with_only_allow_listed_variables() {
                 "x",
             ],
         )
-        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
-        .env("HOME", &home)
         .env("OPENAI_API_KEY", "sk-test")
         .env("ANTHROPIC_API_KEY", "sk-ant-test")
         .env("GEMINI_API_KEY", "g-test")
@@ -212,12 +255,7 @@ fn unknown_provider_fails_closed() {
     )
     .output()
     .unwrap();
-    assert_code(&out, 125);
-    assert!(
-        stderr(&out).contains("known providers: codex, claude, gemini"),
-        "{}",
-        stderr(&out)
-    );
+    assert_code_stderr(&out, 125, "known providers: codex, claude, gemini");
 }
 
 #[test]
@@ -232,12 +270,7 @@ fn a_disabled_sandbox_refuses_the_session() {
     .env("VIBESYS_AGENT_SANDBOX", "off")
     .output()
     .unwrap();
-    assert_code(&out, 125);
-    assert!(
-        stderr(&out).contains("requires enforcement"),
-        "{}",
-        stderr(&out)
-    );
+    assert_code_stderr(&out, 125, "requires enforcement");
 }
 
 /// A stand-in claude that reads its `~/.claude.json`, then plants a hook
@@ -262,13 +295,7 @@ fn plant_claude_json(
     backend: &str,
     config_dir: bool,
 ) -> (std::process::Output, String, String) {
-    let p = project(who);
-    let bin = p.outside.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let claude = bin.join("claude");
-    std::fs::write(&claude, CLAUDE_PLANTER).unwrap();
-    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let home = p.outside.join("home");
+    let (p, bin, home) = project_with_standin(who, "claude", CLAUDE_PLANTER);
     let state = home.join("cfg");
     std::fs::create_dir_all(&state).unwrap();
     let user_file = if config_dir {
@@ -277,23 +304,14 @@ fn plant_claude_json(
         home.join(".claude.json")
     };
     std::fs::write(&user_file, USER_JSON).unwrap();
-    if who == As::User {
-        let (uid, gid) = test_user();
-        let ok = std::process::Command::new("chown")
-            .args(["-R", &format!("{uid}:{gid}")])
-            .arg(&p.outside)
-            .status()
-            .unwrap();
-        assert!(ok.success());
-    }
-    let mut cmd = command_as(
+    chown_to(who, &[&p.outside]);
+    let mut cmd = session_as(
         who,
-        &p.root,
-        &vibesys(),
+        &p,
+        &bin,
+        &home,
         &["session", "--provider", "claude", "--confine", backend],
     );
-    cmd.env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
-        .env("HOME", &home);
     if config_dir {
         cmd.env("CLAUDE_CONFIG_DIR", &state);
     }
@@ -338,11 +356,7 @@ fn claude_json_is_read_only_under_landlock() {
         );
         assert!(!record.contains("write:ok"), "{who:?}: {record}");
         assert_eq!(after, USER_JSON, "{who:?}: the user's file was written");
-        assert!(
-            stderr(&out).contains("read-only in this session"),
-            "{}",
-            stderr(&out)
-        );
+        assert_stderr_has(&out, "read-only in this session");
         // Inside CLAUDE_CONFIG_DIR too: the state directory is read-only
         // but for the entries the CLI must write, and this is not one.
         let (out, record, after) = plant_claude_json(who, "landlock", true);
@@ -373,32 +387,15 @@ fn nothing_of_a_codex_session_outlives_it_when_its_copy_goes_back() {
     require_tool("bwrap", "apt-get install bubblewrap");
     for who in users() {
         for backend in ["bwrap", "landlock"] {
-            let p = project(who);
-            let bin = p.outside.join("bin");
-            std::fs::create_dir_all(&bin).unwrap();
-            let codex = bin.join("codex");
-            std::fs::write(&codex, CODEX_LINGERER).unwrap();
-            std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
-            let home = p.outside.join("home");
-            std::fs::create_dir_all(home.join(".codex")).unwrap();
-            std::fs::write(home.join(".codex/history.jsonl"), "{\"mine\":1}\n").unwrap();
-            if who == As::User {
-                let (uid, gid) = test_user();
-                let ok = std::process::Command::new("chown")
-                    .args(["-R", &format!("{uid}:{gid}")])
-                    .arg(&p.outside)
-                    .status()
-                    .unwrap();
-                assert!(ok.success());
-            }
-            let out = command_as(
+            let (p, bin, home) = project_with_standin(who, "codex", CODEX_LINGERER);
+            codex_home(who, &p, &home);
+            let out = session_as(
                 who,
-                &p.root,
-                &vibesys(),
+                &p,
+                &bin,
+                &home,
                 &["session", "--provider", "codex", "--confine", backend],
             )
-            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
-            .env("HOME", &home)
             .output()
             .unwrap();
             assert_code(&out, 0);
@@ -407,11 +404,7 @@ fn nothing_of_a_codex_session_outlives_it_when_its_copy_goes_back() {
                 !p.root.join("late-marker").exists(),
                 "{who:?} {backend}: the detached writer outlived the session"
             );
-            assert_eq!(
-                std::fs::read_to_string(home.join(".codex/history.jsonl")).unwrap(),
-                "{\"mine\":1}\n{\"ok\":1}\n",
-                "{who:?} {backend}"
-            );
+            assert_codex_history(&home, &format!("{who:?} {backend}"));
         }
     }
 }
@@ -432,28 +425,13 @@ fn a_codex_session_stopped_by_a_signal_still_returns_its_history() {
     require_tool("bwrap", "apt-get install bubblewrap");
     for who in users() {
         for backend in ["bwrap", "landlock"] {
-            let p = project(who);
-            let bin = p.outside.join("bin");
-            std::fs::create_dir_all(&bin).unwrap();
-            let codex = bin.join("codex");
-            std::fs::write(&codex, CODEX_WAITER).unwrap();
-            std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
-            let home = p.outside.join("home");
-            std::fs::create_dir_all(home.join(".codex")).unwrap();
-            std::fs::write(home.join(".codex/history.jsonl"), "{\"mine\":1}\n").unwrap();
-            if who == As::User {
-                let (uid, gid) = test_user();
-                let ok = std::process::Command::new("chown")
-                    .args(["-R", &format!("{uid}:{gid}")])
-                    .arg(&p.outside)
-                    .status()
-                    .unwrap();
-                assert!(ok.success());
-            }
-            let mut child = command_as(
+            let (p, bin, home) = project_with_standin(who, "codex", CODEX_WAITER);
+            codex_home(who, &p, &home);
+            let mut child = session_as(
                 who,
-                &p.root,
-                &vibesys(),
+                &p,
+                &bin,
+                &home,
                 &[
                     "session",
                     "--provider",
@@ -464,8 +442,6 @@ fn a_codex_session_stopped_by_a_signal_still_returns_its_history() {
                     "hi",
                 ],
             )
-            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
-            .env("HOME", &home)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -488,10 +464,9 @@ fn a_codex_session_stopped_by_a_signal_still_returns_its_history() {
             assert!(killed.success());
             let status = child.wait().unwrap();
             assert_eq!(status.code(), Some(143), "{who:?} {backend}: {status:?}");
-            assert_eq!(
-                std::fs::read_to_string(home.join(".codex/history.jsonl")).unwrap(),
-                "{\"mine\":1}\n{\"ok\":1}\n",
-                "{who:?} {backend}: the session's history did not come back"
+            assert_codex_history(
+                &home,
+                &format!("{who:?} {backend}: the session's history did not come back"),
             );
         }
     }

@@ -238,8 +238,7 @@ fn jobs_land_on_both_nodes_confined_and_a_lost_node_fails_the_client() {
     let lost = Instant::now();
     let out = client.wait_with_output().unwrap();
     assert!(lost.elapsed() < Duration::from_secs(90), "the client hung");
-    assert_code(&out, 120);
-    assert!(stderr(&out).contains("NODE_FAIL"), "{}", stderr(&out));
+    assert_code_stderr(&out, 120, "NODE_FAIL");
 
     // SIGTERM: the broker stops and nothing of the run is left.
     let _ = Command::new("docker")

@@ -3,20 +3,9 @@
 mod common;
 
 use std::fs;
-use std::path::Path;
 use std::process::{Command, Output};
 
-use common::git;
-
-fn vibesys(dir: &Path, args: &[&str]) -> Output {
-    Command::new(common::vibesys_bin())
-        .args(args)
-        .arg("--project")
-        .arg(dir)
-        .env_remove("VIBESYS_LOG")
-        .output()
-        .unwrap()
-}
+use common::{git, vibesys_project as vibesys};
 
 fn json(out: &Output) -> serde_json::Value {
     assert!(

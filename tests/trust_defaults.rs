@@ -344,7 +344,7 @@ fn exec_passes_only_the_allow_list() {
         assert!(!stdout(&out).contains("wJalrXUtnFEMI"));
         let out = run(&["--inherit-env"]);
         assert!(stdout(&out).contains("GITHUB_TOKEN=ghp_EXAMPLE"));
-        assert!(stderr(&out).contains("--inherit-env"), "{}", stderr(&out));
+        assert_stderr_has(&out, "--inherit-env");
         let out = run(&["--env", "BAD-NAME"]);
         assert_code(&out, 125);
     }

@@ -101,6 +101,18 @@ pub fn vibesys_in(cwd: &Path) -> Command {
     c
 }
 
+/// Runs `vibesys ARGS --project DIR` (the test's environment without
+/// `VIBESYS_LOG`).
+pub fn vibesys_project(dir: &Path, args: &[&str]) -> Output {
+    Command::new(vibesys_bin())
+        .args(args)
+        .arg("--project")
+        .arg(dir)
+        .env_remove("VIBESYS_LOG")
+        .output()
+        .unwrap()
+}
+
 /// Expects success; returns stdout.
 pub fn ok(out: Output) -> String {
     assert!(
@@ -550,6 +562,19 @@ pub fn assert_code(out: &Output, code: i32) {
         stdout(out),
         stderr(out)
     );
+}
+
+/// Asserts that stderr contains `needle`, showing stderr on failure.
+pub fn assert_stderr_has(out: &Output, needle: &str) {
+    let err = stderr(out);
+    assert!(err.contains(needle), "{err}");
+}
+
+/// Asserts the exit code (as [`assert_code`]) and that stderr contains
+/// `needle`.
+pub fn assert_code_stderr(out: &Output, code: i32, needle: &str) {
+    assert_code(out, code);
+    assert_stderr_has(out, needle);
 }
 
 /// The 32-bit system-call entry (`int $0x80`) from a 64-bit process:
