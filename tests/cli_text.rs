@@ -41,14 +41,11 @@ fn usage_errors_exit_125() {
 #[test]
 fn policy_error_text() {
     let p = project(As::Root);
-    let out = command_as(
+    let out = vibesys_as(
         As::Root,
         &p.root,
-        &vibesys(),
         &["policy", "show", "--read-only", "secret/key"],
-    )
-    .output()
-    .unwrap();
+    );
     assert_code(&out, 125);
     insta::assert_snapshot!("policy_error_nested", stderr(&out));
 }

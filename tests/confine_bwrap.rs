@@ -318,23 +318,13 @@ int main(void) {
 fn no_network_leaves_only_loopback() {
     bwrap_needed();
     let p = project(As::Root);
-    let with = command_as(
-        As::Root,
-        &p.root,
-        &vibesys(),
-        &["exec", "--", "cat", "/proc/net/dev"],
-    )
-    .output()
-    .unwrap();
+    let with = vibesys_as(As::Root, &p.root, &["exec", "--", "cat", "/proc/net/dev"]);
     assert_code(&with, 0);
-    let without = command_as(
+    let without = vibesys_as(
         As::Root,
         &p.root,
-        &vibesys(),
         &["exec", "--no-network", "--", "cat", "/proc/net/dev"],
-    )
-    .output()
-    .unwrap();
+    );
     assert_code(&without, 0);
     let ifaces = |o: &std::process::Output| -> Vec<String> {
         stdout(o)

@@ -115,14 +115,11 @@ fn a_project_below_tmp_is_refused() {
 fn command_not_found_is_127() {
     landlock_needed();
     let p = project(As::Root);
-    let out = command_as(
+    let out = vibesys_as(
         As::Root,
         &p.root,
-        &vibesys(),
         &["exec", "--confine", "landlock", "--", "/no/such/cmd"],
-    )
-    .output()
-    .unwrap();
+    );
     assert_code(&out, 127);
 }
 
@@ -207,14 +204,11 @@ fn new_namespaces_are_refused() {
              an unconfined process, so a confined refusal proves nothing: {text}"
         );
         for backend in ["landlock", "bwrap"] {
-            let out = command_as(
+            let out = vibesys_as(
                 who,
                 &p.root,
-                &vibesys(),
                 &["exec", "--confine", backend, "--", probe.to_str().unwrap()],
-            )
-            .output()
-            .unwrap();
+            );
             assert_code(&out, 0);
             let text = stdout(&out);
             for attempt in NAMESPACE_ATTEMPTS {

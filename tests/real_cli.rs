@@ -232,9 +232,7 @@ fn run_two_candidates(who: As, backend: &str) {
         .unwrap();
     let table = ok_out(&out, who, backend);
     let run = run_support::only_run(&p.root);
-    let status = command_as(who, &p.root, &vibesys(), &["run", "status", &run, "--json"])
-        .output()
-        .unwrap();
+    let status = vibesys_as(who, &p.root, &["run", "status", &run, "--json"]);
     let status: serde_json::Value = serde_json::from_str(&ok_out(&status, who, backend)).unwrap();
     let cand = |n| run_support::candidate(&status, n);
     let (honest, cheat) = (cand(1), cand(2));

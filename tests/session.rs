@@ -80,12 +80,23 @@ fn session_as(who: As, p: &Project, bin: &Path, home: &Path, args: &[&str]) -> C
     cmd
 }
 
-/// A codex home with a history line of the user's own, given to `who`
-/// with the rest of `outside/`.
-fn codex_home(who: As, p: &Project, home: &Path) {
+/// `vibesys session --provider codex --confine BACKEND EXTRA` as `who`,
+/// with the stand-in codex `script` and a codex home holding a history
+/// line of the user's own; returns the project, that HOME and the command.
+fn codex_session(
+    who: As,
+    backend: &str,
+    script: &str,
+    extra: &[&str],
+) -> (Project, PathBuf, Command) {
+    let (p, bin, home) = project_with_standin(who, "codex", script);
     std::fs::create_dir_all(home.join(".codex")).unwrap();
     std::fs::write(home.join(".codex/history.jsonl"), "{\"mine\":1}\n").unwrap();
     chown_to(who, &[&p.outside]);
+    let mut args = vec!["session", "--provider", "codex", "--confine", backend];
+    args.extend_from_slice(extra);
+    let cmd = session_as(who, &p, &bin, &home, &args);
+    (p, home, cmd)
 }
 
 /// Asserts that `~/.codex/history.jsonl` holds the user's line and the
@@ -247,14 +258,7 @@ fn providers_launch_confined_with_only_allow_listed_variables() {
 #[test]
 fn unknown_provider_fails_closed() {
     let p = project(As::Root);
-    let out = command_as(
-        As::Root,
-        &p.root,
-        &vibesys(),
-        &["session", "--provider", "cursor"],
-    )
-    .output()
-    .unwrap();
+    let out = vibesys_as(As::Root, &p.root, &["session", "--provider", "cursor"]);
     assert_code_stderr(&out, 125, "known providers: codex, claude, gemini");
 }
 
@@ -345,28 +349,29 @@ fn claude_json_is_a_private_copy_under_bwrap() {
     }
 }
 
+/// Runs the planter under Landlock (see [`plant_claude_json`]) and
+/// asserts that it saw the user's file and could not write it.
+fn assert_claude_json_read_only(who: As, config_dir: bool) -> std::process::Output {
+    let (out, record, after) = plant_claude_json(who, "landlock", config_dir);
+    assert_code(&out, 0);
+    let case = format!("{who:?}, CLAUDE_CONFIG_DIR={config_dir}");
+    assert!(
+        record.contains(&format!("seen:{}", USER_JSON.trim_end())),
+        "{case}: {record}"
+    );
+    assert!(!record.contains("write:ok"), "{case}: {record}");
+    assert_eq!(after, USER_JSON, "{case}: the user's file was written");
+    out
+}
+
 #[test]
 fn claude_json_is_read_only_under_landlock() {
     for who in users() {
-        let (out, record, after) = plant_claude_json(who, "landlock", false);
-        assert_code(&out, 0);
-        assert!(
-            record.contains(&format!("seen:{}", USER_JSON.trim_end())),
-            "{who:?}: {record}"
-        );
-        assert!(!record.contains("write:ok"), "{who:?}: {record}");
-        assert_eq!(after, USER_JSON, "{who:?}: the user's file was written");
+        let out = assert_claude_json_read_only(who, false);
         assert_stderr_has(&out, "read-only in this session");
         // Inside CLAUDE_CONFIG_DIR too: the state directory is read-only
         // but for the entries the CLI must write, and this is not one.
-        let (out, record, after) = plant_claude_json(who, "landlock", true);
-        assert_code(&out, 0);
-        assert!(
-            record.contains(&format!("seen:{}", USER_JSON.trim_end())),
-            "{who:?}: {record}"
-        );
-        assert!(!record.contains("write:ok"), "{who:?}: {record}");
-        assert_eq!(after, USER_JSON, "{who:?}: the user's file was written");
+        assert_claude_json_read_only(who, true);
     }
 }
 
@@ -385,27 +390,16 @@ exit 0
 #[test]
 fn nothing_of_a_codex_session_outlives_it_when_its_copy_goes_back() {
     require_tool("bwrap", "apt-get install bubblewrap");
-    for who in users() {
-        for backend in ["bwrap", "landlock"] {
-            let (p, bin, home) = project_with_standin(who, "codex", CODEX_LINGERER);
-            codex_home(who, &p, &home);
-            let out = session_as(
-                who,
-                &p,
-                &bin,
-                &home,
-                &["session", "--provider", "codex", "--confine", backend],
-            )
-            .output()
-            .unwrap();
-            assert_code(&out, 0);
-            std::thread::sleep(std::time::Duration::from_secs(3));
-            assert!(
-                !p.root.join("late-marker").exists(),
-                "{who:?} {backend}: the detached writer outlived the session"
-            );
-            assert_codex_history(&home, &format!("{who:?} {backend}"));
-        }
+    for (who, backend) in users_and_backends() {
+        let (p, home, mut cmd) = codex_session(who, backend, CODEX_LINGERER, &[]);
+        let out = cmd.output().unwrap();
+        assert_code(&out, 0);
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        assert!(
+            !p.root.join("late-marker").exists(),
+            "{who:?} {backend}: the detached writer outlived the session"
+        );
+        assert_codex_history(&home, &format!("{who:?} {backend}"));
     }
 }
 
@@ -423,51 +417,34 @@ exec sleep 30
 #[test]
 fn a_codex_session_stopped_by_a_signal_still_returns_its_history() {
     require_tool("bwrap", "apt-get install bubblewrap");
-    for who in users() {
-        for backend in ["bwrap", "landlock"] {
-            let (p, bin, home) = project_with_standin(who, "codex", CODEX_WAITER);
-            codex_home(who, &p, &home);
-            let mut child = session_as(
-                who,
-                &p,
-                &bin,
-                &home,
-                &[
-                    "session",
-                    "--provider",
-                    "codex",
-                    "--confine",
-                    backend,
-                    "--prompt",
-                    "hi",
-                ],
-            )
+    for (who, backend) in users_and_backends() {
+        let (p, home, mut cmd) = codex_session(who, backend, CODEX_WAITER, &["--prompt", "hi"]);
+        let mut child = cmd
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-            let started = p.root.join("started");
-            for _ in 0..200 {
-                if started.exists() {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(50));
+        let started = p.root.join("started");
+        for _ in 0..200 {
+            if started.exists() {
+                break;
             }
-            assert!(
-                started.exists(),
-                "{who:?} {backend}: the stand-in never ran"
-            );
-            let killed = std::process::Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status()
-                .unwrap();
-            assert!(killed.success());
-            let status = child.wait().unwrap();
-            assert_eq!(status.code(), Some(143), "{who:?} {backend}: {status:?}");
-            assert_codex_history(
-                &home,
-                &format!("{who:?} {backend}: the session's history did not come back"),
-            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
+        assert!(
+            started.exists(),
+            "{who:?} {backend}: the stand-in never ran"
+        );
+        let killed = std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(143), "{who:?} {backend}: {status:?}");
+        assert_codex_history(
+            &home,
+            &format!("{who:?} {backend}: the session's history did not come back"),
+        );
     }
 }

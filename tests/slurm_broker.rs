@@ -712,14 +712,11 @@ fn the_broker_refuses_to_start_where_the_probe_cannot_enforce_confinement() {
     std::fs::write(p.root.join("vibesys.toml"), toml).unwrap();
     let run = unique("probe");
     let root = p.root.to_str().unwrap().to_owned();
-    let out = command_as(
+    let out = vibesys_as(
         who,
         &p.root,
-        &vibesys(),
         &["broker", "serve", "--project", &root, "--run", &run],
-    )
-    .output()
-    .unwrap();
+    );
     assert_code(&out, 125);
     let err = stderr(&out);
     let node =
@@ -961,9 +958,7 @@ fn the_broker_refuses_an_invalid_allow_list() {
         }
         let mut args = vec!["broker", "serve", "--project", &root, "--run", &run];
         args.extend(flags);
-        let out = command_as(who, &p.root, &vibesys(), &args)
-            .output()
-            .unwrap();
+        let out = vibesys_as(who, &p.root, &args);
         assert_code_stderr(&out, 125, bad);
         assert!(stdout(&out).is_empty(), "no socket announced");
     }

@@ -72,9 +72,7 @@ fn exec(who: As, p: &Project, extra: &[&str], script: &str) -> Output {
     let mut args = vec!["exec", "--confine", "bwrap"];
     args.extend_from_slice(extra);
     args.extend(["--", "sh", "-c", script]);
-    command_as(who, &p.root, &vibesys(), &args)
-        .output()
-        .unwrap()
+    vibesys_as(who, &p.root, &args)
 }
 
 #[test]
@@ -118,14 +116,7 @@ fn credentials_are_hidden_and_the_framework_files_read_only_by_default() {
         assert!(!p.root.join(".git/hooks/post-checkout").exists());
 
         // policy show lists them as defaults.
-        let out = command_as(
-            who,
-            &p.root,
-            &vibesys(),
-            &["policy", "show", "--backend", "bwrap"],
-        )
-        .output()
-        .unwrap();
+        let out = vibesys_as(who, &p.root, &["policy", "show", "--backend", "bwrap"]);
         assert_code(&out, 0);
         let text = stdout(&out);
         for line in [
@@ -381,11 +372,7 @@ fn a_hidden_path_in_history_is_reported() {
             "untrack",
         ],
     );
-    let show = |args: &[&str]| {
-        command_as(As::Root, &p.root, &vibesys(), args)
-            .output()
-            .unwrap()
-    };
+    let show = |args: &[&str]| vibesys_as(As::Root, &p.root, args);
     let out = show(&["policy", "show", "--hidden", "secret", "--backend", "bwrap"]);
     assert_code(&out, 0);
     assert!(

@@ -530,16 +530,20 @@ pub fn command_as(who: As, dir: &Path, program: &Path, args: &[&str]) -> Command
     cmd
 }
 
+/// Runs `vibesys ARGS` as `who` in `dir` (see [`command_as`]).
+pub fn vibesys_as(who: As, dir: &Path, args: &[&str]) -> Output {
+    command_as(who, dir, &vibesys(), args)
+        .output()
+        .expect("run vibesys")
+}
+
 /// Runs `vibesys exec --confine BACKEND -- sh -c SCRIPT` as `who`.
 pub fn exec_sh(who: As, project: &Project, backend: &str, script: &str) -> Output {
-    command_as(
+    vibesys_as(
         who,
         &project.root,
-        &vibesys(),
         &["exec", "--confine", backend, "--", "sh", "-c", script],
     )
-    .output()
-    .expect("run vibesys")
 }
 
 /// stdout as text.
