@@ -45,14 +45,8 @@ fn a_confined_candidate_cannot_reach_another() {
     .unwrap();
     assert_code(&out, 0);
     assert_eq!(stdout(&out), "v1\n", "{}", stderr(&out));
-    assert_eq!(
-        std::fs::read_to_string(a.path().join("src.txt")).unwrap(),
-        "edited\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(b.path().join("src.txt")).unwrap(),
-        "v1\n"
-    );
+    assert_file_is(a.path().join("src.txt"), "edited\n");
+    assert_file_is(b.path().join("src.txt"), "v1\n");
 
     // git works inside the linked worktree (its gitdir and the common
     // directory are read-only resources), and nothing of the repository

@@ -38,10 +38,7 @@ fn hidden_paths_are_empty_and_refuse_writes() {
             "{err}"
         );
         // Nothing written vanished: the host copies are untouched.
-        assert_eq!(
-            std::fs::read_to_string(p.root.join("token.txt")).unwrap(),
-            "TOKEN-VALUE\n"
-        );
+        assert_file_is(p.root.join("token.txt"), "TOKEN-VALUE\n");
         assert!(!p.root.join("secret/new").exists());
     }
 }
@@ -64,14 +61,8 @@ fn read_only_refuses_and_project_is_writable() {
             text.contains("docs") && text.contains("RO-REFUSED") && text.contains("WROTE"),
             "{text}"
         );
-        assert_eq!(
-            std::fs::read_to_string(p.root.join("out.txt")).unwrap(),
-            "persisted\n"
-        );
-        assert_eq!(
-            std::fs::read_to_string(p.root.join("docs/readme")).unwrap(),
-            "docs\n"
-        );
+        assert_file_is(p.root.join("out.txt"), "persisted\n");
+        assert_file_is(p.root.join("docs/readme"), "docs\n");
         assert!(p.root.join("build/sub/f").exists());
     }
 }

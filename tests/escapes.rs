@@ -46,10 +46,7 @@ fn global_proc_knobs_are_read_only_inside() {
         let text = stdout(&out);
         assert!(!text.contains("WROTE"), "{who:?} {backend}: {text}");
     }
-    assert_eq!(
-        std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap(),
-        before
-    );
+    assert_file_is("/proc/sys/kernel/core_pattern", &before);
 }
 
 /// Every way the probe tries to make a set-id file; prints one line each.
@@ -182,14 +179,8 @@ fn protected_paths_cannot_be_moved_away() {
         for bad in ["MOVED", "REPLACED", "REMOVED", "r1"] {
             assert!(!text.contains(bad), "{who:?}: {text}");
         }
-        assert_eq!(
-            std::fs::read_to_string(p.root.join("conf/ro/setting")).unwrap(),
-            "ORIGINAL\n"
-        );
-        assert_eq!(
-            std::fs::read_to_string(p.root.join(".vibesys/state/runs/r1/baseline")).unwrap(),
-            "TRUSTED\n"
-        );
+        assert_file_is(p.root.join("conf/ro/setting"), "ORIGINAL\n");
+        assert_file_is(p.root.join(".vibesys/state/runs/r1/baseline"), "TRUSTED\n");
 
         // An operator may make .vibesys read-only as a whole, with the
         // state's hidden paths below it.

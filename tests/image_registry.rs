@@ -1027,5 +1027,5 @@ fn a_referrers_tag_the_registry_fails_to_serve_is_not_replaced() {
             .unwrap(),
     );
     assert!(err.contains(&tag), "{err}");
-    assert_eq!(std::fs::read_to_string(&link).unwrap(), "not-a-digest");
+    assert_file_is(&link, "not-a-digest");
 }

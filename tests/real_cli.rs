@@ -273,14 +273,8 @@ fn run_two_candidates(who: As, backend: &str) {
         "{who:?} {backend}: the hidden key reached the model endpoint"
     );
     // The project itself is untouched.
-    assert_eq!(
-        std::fs::read_to_string(p.root.join("tests/golden/expected.txt")).unwrap(),
-        "42\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(p.root.join("bench/run.sh")).unwrap(),
-        "echo 42\n"
-    );
+    assert_file_is(p.root.join("tests/golden/expected.txt"), "42\n");
+    assert_file_is(p.root.join("bench/run.sh"), "echo 42\n");
 }
 
 #[test]
@@ -550,10 +544,7 @@ fn run_start_with_the_real_codex_cli_under_bwrap_as_root_and_as_a_user() {
             !log.contains(SECRET),
             "{who:?}: the key reached the endpoint"
         );
-        assert_eq!(
-            std::fs::read_to_string(p.root.join("tests/golden/expected.txt")).unwrap(),
-            "42\n"
-        );
+        assert_file_is(p.root.join("tests/golden/expected.txt"), "42\n");
     }
 }
 

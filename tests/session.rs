@@ -235,10 +235,7 @@ fn providers_launch_confined_with_only_allow_listed_variables() {
                     .contains("history"),
                 "codex: history did not come back"
             );
-            assert_eq!(
-                std::fs::read_to_string(codex.join("sessions/2026/rollout.jsonl")).unwrap(),
-                "transcript\n"
-            );
+            assert_file_is(codex.join("sessions/2026/rollout.jsonl"), "transcript\n");
             for planted in [
                 "config.toml",
                 "skills",

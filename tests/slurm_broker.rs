@@ -312,11 +312,8 @@ fn a_candidates_socket_reaches_only_its_own_worktree() {
         }
         assert!(so.contains("WROTE-OWN"), "{so}");
         assert!(so.contains("home=/tmp/home\n0"), "{so}");
-        assert_eq!(std::fs::read_to_string(&other).unwrap(), "CANDIDATE-2\n");
-        assert_eq!(
-            std::fs::read_to_string(base.join("1/eval/check.sh")).unwrap(),
-            "exit 1\n"
-        );
+        assert_file_is(&other, "CANDIDATE-2\n");
+        assert_file_is(base.join("1/eval/check.sh"), "exit 1\n");
         // The project is not mounted: what the job wrote there stayed in
         // its own private root.
         assert!(
@@ -379,10 +376,7 @@ fn agent_job_runs_confined_on_the_compute_node() {
             [format!("gpu{cuda}")],
             "only the allocated GPU's device: {so}"
         );
-        assert_eq!(
-            std::fs::read_to_string(p.root.join("docs/readme")).unwrap(),
-            "docs\n"
-        );
+        assert_file_is(p.root.join("docs/readme"), "docs\n");
         // The private /tmp is gone with the job: not on the host, not in
         // the next job.
         assert!(!Path::new("/tmp").join(&marker).exists());

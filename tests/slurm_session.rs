@@ -18,7 +18,8 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::{
-    As, assert_code, assert_code_stderr, assert_stderr_has, project, stderr, unique, vibesys,
+    As, assert_code, assert_code_stderr, assert_file_is, assert_stderr_has, project, stderr,
+    unique, vibesys,
 };
 use docker_support::{TestImage, containers_of_run, static_vibesys};
 use slurm_support::{GPU_DIR, assert_nothing_left, brokers_of_run, live_jobs, slurm};
@@ -172,10 +173,7 @@ fn a_slurm_session_runs_agent_jobs_confined_from_a_deviceless_editor() {
         editor.contains("/tmp/job-marker': No such file"),
         "the job's /tmp outlived it: {editor}"
     );
-    assert_eq!(
-        std::fs::read_to_string(p.root.join("docs/readme")).unwrap(),
-        "docs\n"
-    );
+    assert_file_is(p.root.join("docs/readme"), "docs\n");
     // The agent socket never runs gates.
     assert!(
         editor.contains("the agent socket cannot run gates"),

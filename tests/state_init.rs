@@ -5,7 +5,7 @@ mod common;
 use std::fs;
 use std::process::{Command, Output};
 
-use common::{git, vibesys_project as vibesys};
+use common::{assert_file_is, git, vibesys_project as vibesys};
 
 fn json(out: &Output) -> serde_json::Value {
     assert!(
@@ -116,10 +116,7 @@ fn init_merges_an_existing_gitignore() {
     let gi = fs::read_to_string(p.join(".vibesys/state/.gitignore")).unwrap();
     assert_eq!(gi, "*.tmp\n# mine\nscratch/\n/local/\n");
     json(&vibesys(p, &["state", "init", "--json"]));
-    assert_eq!(
-        fs::read_to_string(p.join(".vibesys/state/.gitignore")).unwrap(),
-        gi
-    );
+    assert_file_is(p.join(".vibesys/state/.gitignore"), gi);
 }
 
 #[test]

@@ -109,10 +109,7 @@ fn credentials_are_hidden_and_the_framework_files_read_only_by_default() {
             stderr(&out)
         );
         assert!(text.lines().any(|l| l.trim() == "1"), "git log: {text}");
-        assert_eq!(
-            std::fs::read_to_string(p.root.join("vibesys.toml")).unwrap(),
-            "[build]\nargv = [\"true\"]\n"
-        );
+        assert_file_is(p.root.join("vibesys.toml"), "[build]\nargv = [\"true\"]\n");
         assert!(!p.root.join(".git/hooks/post-checkout").exists());
 
         // policy show lists them as defaults.
@@ -165,10 +162,7 @@ fn provider_project_configuration_is_read_only_by_default() {
             !text.contains("WROTE") && !text.contains("MOVED"),
             "{who:?}: {text}"
         );
-        assert_eq!(
-            std::fs::read_to_string(p.root.join(".claude/settings.json")).unwrap(),
-            "{}\n"
-        );
+        assert_file_is(p.root.join(".claude/settings.json"), "{}\n");
         assert!(!p.root.join(".claude/settings.local.json").exists());
     }
 }

@@ -568,6 +568,14 @@ pub fn assert_code(out: &Output, code: i32) {
     );
 }
 
+/// Asserts that the file at `path` holds exactly `expected`.
+pub fn assert_file_is(path: impl AsRef<Path>, expected: impl AsRef<str>) {
+    let (path, expected) = (path.as_ref(), expected.as_ref());
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    assert_eq!(text, expected, "{}", path.display());
+}
+
 /// Asserts that stderr contains `needle`, showing stderr on failure.
 pub fn assert_stderr_has(out: &Output, needle: &str) {
     let err = stderr(out);

@@ -13,8 +13,8 @@ pub mod common;
 // Each test binary uses a different subset.
 #[allow(unused_imports)]
 pub use common::{
-    fails, git, ok, repo_root, require_tool, static_vibesys, test_user, tests_dir, unique,
-    vibesys_bin, vibesys_in as vibesys,
+    assert_file_is, fails, git, ok, repo_root, require_tool, static_vibesys, test_user, tests_dir,
+    unique, vibesys_bin, vibesys_in as vibesys,
 };
 
 /// Fails the test unless the Engine answers and the busybox the test

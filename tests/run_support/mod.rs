@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 // The including test declares `mod docker_support` (which holds `common`).
 #[allow(unused_imports)]
-pub use crate::docker_support::common::{As, chown_to, command_as, stderr, users};
+pub use crate::docker_support::common::{
+    As, assert_file_is, chown_to, command_as, stderr, users, vibesys_as,
+};
 #[allow(unused_imports)]
 pub use crate::docker_support::{
     fails, git, ok, require_tool, test_user, unique, vibesys as vibesys_in, vibesys_bin,
@@ -134,14 +136,6 @@ pub fn give_to(who: As, d: &tempfile::TempDir, p: &Path) {
         require_tool("setpriv", "apt-get install util-linux");
     }
     chown_to(who, &[d.path(), p]);
-}
-
-/// `vibesys ARGS` in `p` as `who` (`common::command_as`: the test user by
-/// setpriv, a small explicit environment).
-pub fn vibesys_as(who: As, p: &Path, args: &[&str]) -> std::process::Output {
-    command_as(who, p, &crate::docker_support::common::vibesys(), args)
-        .output()
-        .unwrap()
 }
 
 /// `vibesys run start` in the host environment with the stand-in provider
