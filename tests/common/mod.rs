@@ -546,6 +546,35 @@ pub fn exec_sh(who: As, project: &Project, backend: &str, script: &str) -> Outpu
     )
 }
 
+/// For each of [`users`]: a fresh [`project`] of its own, where `script`
+/// (made for it) runs with [`exec_sh`] under `backend` and must exit 0;
+/// then `check` sees the user, the project and the output.
+pub fn exec_sh_as_each_user(
+    backend: &str,
+    script: impl Fn(&Project) -> String,
+    mut check: impl FnMut(As, &Project, &Output),
+) {
+    for who in users() {
+        let p = project(who);
+        let out = exec_sh(who, &p, backend, &script(&p));
+        assert_code(&out, 0);
+        check(who, &p, &out);
+    }
+}
+
+/// Shell commands that try the ways out of the project (the file outside
+/// it, directly and through `link-outside`, a file planted there,
+/// `/etc/shadow`), each printing a marker when it gets through.
+pub fn outside_probe(p: &Project) -> String {
+    format!(
+        "cat {outside}/private 2>/dev/null && echo READ-OUTSIDE; \
+         echo x > {outside}/planted 2>/dev/null && echo WROTE-OUTSIDE; \
+         cat link-outside 2>/dev/null && echo LINK-READ; \
+         cat /etc/shadow 2>/dev/null && echo SHADOW; ",
+        outside = p.outside.display()
+    )
+}
+
 /// stdout as text.
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
