@@ -135,18 +135,7 @@ impl Project {
         std::fs::write(p.join("main.txt"), "hello\n").unwrap();
         docker_support::git(p, &["init", "-q"]);
         docker_support::git(p, &["add", "-A"]);
-        docker_support::git(
-            p,
-            &[
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "commit",
-                "-qm",
-                "init",
-            ],
-        );
+        docker_support::git(p, &["commit", "-qm", "init"]);
         let project = Self { dir, home };
         docker_support::ok(
             project

@@ -42,17 +42,7 @@ fn bare_project(who: As) -> Project {
     );
     git(
         &p.root,
-        &[
-            "-c",
-            "safe.directory=*",
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "init",
-        ],
+        &["-c", "safe.directory=*", "commit", "-qm", "init"],
     );
     std::fs::create_dir_all(p.root.join(".vibesys/state/runs/r1")).unwrap();
     std::fs::write(p.root.join(".vibesys/state/runs/r1/baseline"), "TRUSTED\n").unwrap();
@@ -181,13 +171,18 @@ fn a_project_without_git_still_works() {
 fn widening_is_explicit_logged_and_checked() {
     require_tool("bwrap", "apt-get install bubblewrap");
     let p = bare_project(As::Root);
-    std::fs::write(
-        p.root.join("vibesys.toml"),
+    // `script` under this `vibesys.toml`, exiting `code`.
+    let run_with = |toml: &str, script: &str, code: i32| {
+        std::fs::write(p.root.join("vibesys.toml"), toml).unwrap();
+        let out = exec(As::Root, &p, &[], script);
+        assert_code(&out, code);
+        out
+    };
+    let out = run_with(
         "[sandbox]\nwiden = [\".env\"]\n",
-    )
-    .unwrap();
-    let out = exec(As::Root, &p, &[], "cat .env; cat agent.toml");
-    assert_code(&out, 0);
+        "cat .env; cat agent.toml",
+        0,
+    );
     assert!(stdout(&out).contains("DOTENV-SECRET"));
     assert!(!stdout(&out).contains("AGENT-TOML-SECRET"));
     assert!(
@@ -197,13 +192,7 @@ fn widening_is_explicit_logged_and_checked() {
     );
 
     // A widen entry that names no default is refused, naming it.
-    std::fs::write(
-        p.root.join("vibesys.toml"),
-        "[sandbox]\nwiden = [\"src\"]\n",
-    )
-    .unwrap();
-    let out = exec(As::Root, &p, &[], "touch ran");
-    assert_code(&out, 125);
+    let out = run_with("[sandbox]\nwiden = [\"src\"]\n", "touch ran", 125);
     assert!(
         stderr(&out).contains("\"src\"") && stderr(&out).contains("not a default protection"),
         "{}",
@@ -212,13 +201,11 @@ fn widening_is_explicit_logged_and_checked() {
     assert!(!p.root.join("ran").exists());
 
     // A weaker operator entry on a default path does not weaken it.
-    std::fs::write(
-        p.root.join("vibesys.toml"),
+    let out = run_with(
         "[sandbox]\nread_only = [\"agent.toml\"]\n",
-    )
-    .unwrap();
-    let out = exec(As::Root, &p, &[], "cat agent.toml");
-    assert_code(&out, 0);
+        "cat agent.toml",
+        0,
+    );
     assert!(!stdout(&out).contains("AGENT-TOML-SECRET"));
 
     // git = "commit": objects and refs writable, configuration never.
@@ -236,9 +223,7 @@ fn widening_is_explicit_logged_and_checked() {
     let text = stdout(&out);
     assert!(text.contains("COMMITTED"), "{text}\n{}", stderr(&out));
     assert!(!text.contains("WROTE"), "{text}");
-    std::fs::write(p.root.join("vibesys.toml"), "[sandbox]\ngit = \"all\"\n").unwrap();
-    let out = exec(As::Root, &p, &[], "true");
-    assert_code(&out, 125);
+    let out = run_with("[sandbox]\ngit = \"all\"\n", "true", 125);
     assert!(
         stderr(&out).contains("git = \"all\"") && stderr(&out).contains("commit"),
         "{}",
@@ -341,31 +326,9 @@ fn a_hidden_path_in_history_is_reported() {
     let p = bare_project(As::Root);
     std::fs::write(p.root.join("secret/key"), "SECRET-KEY\n").unwrap();
     git(&p.root, &["add", "-f", "secret/key"]);
-    git(
-        &p.root,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "oops",
-        ],
-    );
+    git(&p.root, &["commit", "-qm", "oops"]);
     git(&p.root, &["rm", "-q", "--cached", "secret/key"]);
-    git(
-        &p.root,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "untrack",
-        ],
-    );
+    git(&p.root, &["commit", "-qm", "untrack"]);
     let show = |args: &[&str]| vibesys_as(As::Root, &p.root, args);
     let out = show(&["policy", "show", "--hidden", "secret", "--backend", "bwrap"]);
     assert_code(&out, 0);
