@@ -181,19 +181,11 @@ fn killing_vibesys_kills_the_confined_tree() {
         let p = project(who);
         // sleep accepts a fractional interval: a unique one tags our sleepers.
         let tag = format!("300.{}{}", std::process::id(), who as u8);
-        let mut child = command_as(
+        let mut child = exec_sh_command(
             who,
             &p.root,
-            &vibesys(),
-            &[
-                "exec",
-                "--confine",
-                "bwrap",
-                "--",
-                "sh",
-                "-c",
-                &format!("sleep {tag} & sleep {tag}; wait"),
-            ],
+            "bwrap",
+            &format!("sleep {tag} & sleep {tag}; wait"),
         )
         .spawn()
         .unwrap();

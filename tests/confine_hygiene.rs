@@ -372,19 +372,11 @@ fn terminating_or_killing_vibesys_ends_the_whole_tree() {
                     backend.len(),
                     signal.len()
                 );
-                let mut child = command_as(
+                let mut child = exec_sh_command(
                     who,
                     &p.root,
-                    &vibesys(),
-                    &[
-                        "exec",
-                        "--confine",
-                        backend,
-                        "--",
-                        "sh",
-                        "-c",
-                        &format!("setsid sleep {tag} & sleep {tag}; wait"),
-                    ],
+                    backend,
+                    &format!("setsid sleep {tag} & sleep {tag}; wait"),
                 )
                 .spawn()
                 .unwrap();

@@ -59,10 +59,7 @@ fn bare_project(who: As) -> Project {
 }
 
 fn exec(who: As, p: &Project, extra: &[&str], script: &str) -> Output {
-    let mut args = vec!["exec", "--confine", "bwrap"];
-    args.extend_from_slice(extra);
-    args.extend(["--", "sh", "-c", script]);
-    vibesys_as(who, &p.root, &args)
+    exec_sh_opts(who, p, "bwrap", extra, script)
 }
 
 #[test]

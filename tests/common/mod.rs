@@ -537,13 +537,34 @@ pub fn vibesys_as(who: As, dir: &Path, args: &[&str]) -> Output {
         .expect("run vibesys")
 }
 
-/// Runs `vibesys exec --confine BACKEND -- sh -c SCRIPT` as `who`.
-pub fn exec_sh(who: As, project: &Project, backend: &str, script: &str) -> Output {
-    vibesys_as(
+/// `vibesys exec --confine BACKEND -- sh -c SCRIPT` as `who` in `dir`
+/// (see [`command_as`]), to be run or spawned.
+pub fn exec_sh_command(who: As, dir: &Path, backend: &str, script: &str) -> Command {
+    command_as(
         who,
-        &project.root,
+        dir,
+        &vibesys(),
         &["exec", "--confine", backend, "--", "sh", "-c", script],
     )
+}
+
+/// Runs `vibesys exec --confine BACKEND -- sh -c SCRIPT` as `who`.
+pub fn exec_sh(who: As, project: &Project, backend: &str, script: &str) -> Output {
+    exec_sh_opts(who, project, backend, &[], script)
+}
+
+/// Runs `vibesys exec --confine BACKEND EXTRA -- sh -c SCRIPT` as `who`.
+pub fn exec_sh_opts(
+    who: As,
+    project: &Project,
+    backend: &str,
+    extra: &[&str],
+    script: &str,
+) -> Output {
+    let mut args = vec!["exec", "--confine", backend];
+    args.extend_from_slice(extra);
+    args.extend(["--", "sh", "-c", script]);
+    vibesys_as(who, &project.root, &args)
 }
 
 /// For each of [`users`]: a fresh [`project`] of its own, where `script`
