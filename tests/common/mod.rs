@@ -113,6 +113,17 @@ pub fn vibesys_project(dir: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `vibesys image pin ARCHIVE --lock LOCK` in `dir`, which must succeed.
+pub fn pin_image(dir: &Path, archive: &Path, lock: &Path) {
+    ok(vibesys_in(dir)
+        .args(["image", "pin"])
+        .arg(archive)
+        .arg("--lock")
+        .arg(lock)
+        .output()
+        .unwrap());
+}
+
 /// Expects success; returns stdout.
 pub fn ok(out: Output) -> String {
     assert!(

@@ -82,13 +82,7 @@ impl TestImage {
             .output()
             .unwrap());
         let lock = dir.path().join("images.lock");
-        ok(vibesys(dir.path())
-            .args(["image", "pin"])
-            .arg(&archive)
-            .arg("--lock")
-            .arg(&lock)
-            .output()
-            .unwrap());
+        common::pin_image(dir.path(), &archive, &lock);
         let lock_text = std::fs::read_to_string(&lock).unwrap();
         let config_digest = lock_text
             .lines()
