@@ -246,6 +246,23 @@ fn build_static_vibesys() -> PathBuf {
     bin
 }
 
+/// The real clients, where vibesys itself looks (`$VIBESYS_TOOLS`, else
+/// `${XDG_DATA_HOME:-$HOME/.local/share}/vibesys/tools`; scripts/test.sh
+/// installs them there through scripts/install-deps.sh).
+pub fn remote_client_tools() -> PathBuf {
+    let tools = vs_runtime::remote::client::tools_dir();
+    for bin in ["sky", "modal", "python"] {
+        let p = tools.join("remote-clients/bin").join(bin);
+        assert!(
+            p.is_file(),
+            "{} is missing: run VIBESYS_TOOLS={} scripts/remote-clients.sh (installs skypilot and modal from PyPI)",
+            p.display(),
+            tools.display()
+        );
+    }
+    tools
+}
+
 /// Runs the real git in `dir` with a fixed identity and no system or user
 /// configuration; fails the test (naming how to install git, or git's
 /// message) unless it succeeds.
