@@ -35,11 +35,11 @@ fn venv_python() -> PathBuf {
     real_tools().join("remote-clients/bin/python")
 }
 
-/// Writes `json` to `dir/FILE`, runs `tests/remote/SCRIPT` on it with
+/// Writes `json` to `dir/SCRIPT.json`, runs `tests/remote/SCRIPT` on it with
 /// the clients' Python (HOME=`dir`) and returns its stdout; fails the
 /// test, `refusal` first, unless it succeeds.
-fn python_on_json(script: &str, dir: &Path, file: &str, json: Vec<u8>, refusal: &str) -> String {
-    let path = dir.join(file);
+fn python_on_json(script: &str, dir: &Path, json: Vec<u8>, refusal: &str) -> String {
+    let path = dir.join(script).with_extension("json");
     std::fs::write(&path, json).unwrap();
     let out = Command::new(venv_python())
         .arg(docker_support::tests_dir().join("remote").join(script))
@@ -293,7 +293,6 @@ fn skypilot_tasks_load_in_the_real_client_for_every_combination() {
     let stdout = python_on_json(
         "sky_load.py",
         dir.path(),
-        "manifest.json",
         serde_json::to_vec(&manifest).unwrap(),
         "sky.Task.from_yaml refused generated tasks: ",
     );
@@ -906,7 +905,6 @@ fn sky_cli_accepts_every_launch_and_teardown_argv() {
     let stdout = python_on_json(
         "sky_args.py",
         dir.path(),
-        "argv.json",
         serde_json::to_vec(&argvs).unwrap(),
         "",
     );

@@ -322,19 +322,30 @@ fn plant_claude_json(
     (out, record, after)
 }
 
+/// [`plant_claude_json`], which must exit 0 with the planter having seen
+/// the user's file; also returns the case's name.
+fn plant_and_see_claude_json(
+    who: As,
+    backend: &str,
+    config_dir: bool,
+) -> (std::process::Output, String, String, String) {
+    let (out, record, after) = plant_claude_json(who, backend, config_dir);
+    assert_code(&out, 0);
+    let case = format!("{who:?} {backend}, CLAUDE_CONFIG_DIR={config_dir}");
+    assert!(
+        record.contains(&format!("seen:{}", USER_JSON.trim_end())),
+        "{case}: {record}"
+    );
+    (out, record, after, case)
+}
+
 #[test]
 fn claude_json_is_a_private_copy_under_bwrap() {
     require_tool("bwrap", "apt-get install bubblewrap");
     for who in users() {
         for config_dir in [false, true] {
-            let (out, record, after) = plant_claude_json(who, "bwrap", config_dir);
-            assert_code(&out, 0);
-            let case = format!("{who:?}, CLAUDE_CONFIG_DIR={config_dir}");
             // The copy has the user's content and the CLI can write it...
-            assert!(
-                record.contains(&format!("seen:{}", USER_JSON.trim_end())),
-                "{case}: {record}"
-            );
+            let (_, record, after, case) = plant_and_see_claude_json(who, "bwrap", config_dir);
             assert!(record.contains("write:ok"), "{case}: {record}");
             assert!(record.contains("after:{\"mcpServers\""), "{case}: {record}");
             // ...cannot move it away...
@@ -349,13 +360,7 @@ fn claude_json_is_a_private_copy_under_bwrap() {
 /// Runs the planter under Landlock (see [`plant_claude_json`]) and
 /// asserts that it saw the user's file and could not write it.
 fn assert_claude_json_read_only(who: As, config_dir: bool) -> std::process::Output {
-    let (out, record, after) = plant_claude_json(who, "landlock", config_dir);
-    assert_code(&out, 0);
-    let case = format!("{who:?}, CLAUDE_CONFIG_DIR={config_dir}");
-    assert!(
-        record.contains(&format!("seen:{}", USER_JSON.trim_end())),
-        "{case}: {record}"
-    );
+    let (out, record, after, case) = plant_and_see_claude_json(who, "landlock", config_dir);
     assert!(!record.contains("write:ok"), "{case}: {record}");
     assert_eq!(after, USER_JSON, "{case}: the user's file was written");
     out
