@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 mod common;
-use common::{assert_stderr_has, git, require_tool as require};
+use common::{git, require_tool as require};
 use vs_runtime::{RunId, RuntimeError, StateLayout, TrustedBuild};
 
 /// sha256 of "hello\n".
@@ -378,7 +378,7 @@ fn a_build_past_its_timeout_is_killed() {
     let started = std::time::Instant::now();
     let out = build(p, &[], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert_stderr_has(&out, "longer than 1 s");
+    common::assert_stderr_has(&out, "longer than 1 s");
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
     assert!(!record_path(p).exists());
 }
