@@ -58,17 +58,8 @@ fn vibesys(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
 }
 
 fn build(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut args = vec![
-        "build",
-        "--run",
-        "r1",
-        "--commit",
-        "HEAD",
-        "--run-environment",
-        "host",
-        "--confine",
-        "bwrap",
-    ];
+    let mut args = common::HOST_BUILD_ARGS.to_vec();
+    args.extend(["--confine", "bwrap"]);
     args.extend(extra);
     vibesys(dir, &args, env)
 }
@@ -323,19 +314,7 @@ fn with_confinement_off_the_build_refuses_and_nothing_runs() {
     for extra in [&[][..], &["--no-require-enforcement"][..]] {
         let out = vibesys(
             p,
-            &[
-                &[
-                    "build",
-                    "--run",
-                    "r1",
-                    "--commit",
-                    "HEAD",
-                    "--run-environment",
-                    "host",
-                ],
-                extra,
-            ]
-            .concat(),
+            &[&common::HOST_BUILD_ARGS[..], extra].concat(),
             &[("VIBESYS_AGENT_SANDBOX", "off")],
         );
         let err = stderr(&out);

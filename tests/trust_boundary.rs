@@ -404,15 +404,7 @@ fn a_candidate_worktree_is_never_the_project() {
     for args in [
         &["gate", "check", "--run", "r1"][..],
         &["gate", "baseline", "--run", "r1", "--protect", "."][..],
-        &[
-            "build",
-            "--run",
-            "r1",
-            "--commit",
-            "HEAD",
-            "--run-environment",
-            "host",
-        ][..],
+        &HOST_BUILD_ARGS[..],
     ] {
         let out = command_as(As::Root, wt.path(), &vibesys(), args)
             .arg("--project")

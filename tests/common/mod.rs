@@ -289,6 +289,18 @@ pub fn git(dir: &Path, args: &[&str]) {
     );
 }
 
+/// `vibesys build` of `HEAD` for run `r1` in the host environment: the
+/// start of the argv of the build tests (options may follow).
+pub const HOST_BUILD_ARGS: [&str; 7] = [
+    "build",
+    "--run",
+    "r1",
+    "--commit",
+    "HEAD",
+    "--run-environment",
+    "host",
+];
+
 /// The unprivileged user the harness creates.
 pub const TEST_USER: &str = "vibesys-test";
 
