@@ -125,12 +125,16 @@ fn bad_input_is_named_and_the_record_stays_intact() {
     require_tool("bwrap", "apt-get install bubblewrap");
     // Unknown key and missing [check]: refused before any record.
     let (_d, p) = project(&TASK.replace("protected =", "protect ="));
-    let err = fails(
-        host_run(&p)
-            .args(["--provider", "custom", "--", "true"])
-            .output()
-            .unwrap(),
-    );
+    // `run start` with the stand-in doing nothing, which must fail.
+    let refused_run = || {
+        fails(
+            host_run(&p)
+                .args(["--provider", "custom", "--", "true"])
+                .output()
+                .unwrap(),
+        )
+    };
+    let err = refused_run();
     assert!(err.contains("unknown field `protect`"), "{err}");
     assert!(
         !p.join(".vibesys/state/runs")
@@ -143,12 +147,7 @@ fn bad_input_is_named_and_the_record_stays_intact() {
         "",
     );
     std::fs::write(p.join("vibesys.toml"), &no_check).unwrap();
-    let err = fails(
-        host_run(&p)
-            .args(["--provider", "custom", "--", "true"])
-            .output()
-            .unwrap(),
-    );
+    let err = refused_run();
     assert!(err.contains("no [check]"), "{err}");
 
     // measure printing no JSON, then 100 MiB: the candidate fails naming it.
@@ -327,16 +326,8 @@ fn a_host_run_never_starts_an_unconfined_agent() {
         let err = fails(
             vibesys_in(&p)
                 .env("VIBESYS_TOOLS", no_tools.path())
-                .args([
-                    "run",
-                    "start",
-                    "--run-environment",
-                    env,
-                    "--provider",
-                    "custom",
-                    "--",
-                    "true",
-                ])
+                .args(["run", "start", "--run-environment", env])
+                .args(["--provider", "custom", "--", "true"])
                 .output()
                 .unwrap(),
         );
@@ -351,15 +342,8 @@ fn a_host_run_never_starts_an_unconfined_agent() {
     );
     let err = fails(
         vibesys_in(&p)
-            .args([
-                "run",
-                "start",
-                "--docker",
-                "--provider",
-                "custom",
-                "--",
-                "true",
-            ])
+            .args(["run", "start", "--docker"])
+            .args(["--provider", "custom", "--", "true"])
             .output()
             .unwrap(),
     );
@@ -396,21 +380,9 @@ fn progress_is_live_lines_on_a_terminal_and_plain_lines_when_piped() {
     let (_d, p) = project(TASK);
     let vibesys = vibesys_bin();
     let agent = format!("sleep 0.5\n{AGENT}");
-    let line = shell_words(&[
-        vibesys,
-        "run",
-        "start",
-        "--run-environment",
-        "host",
-        "--provider",
-        "custom",
-        "--candidates",
-        "2",
-        "--",
-        "sh",
-        "-c",
-        &agent,
-    ]);
+    let mut argv = vec![vibesys];
+    argv.extend(host_run_args(&["--candidates", "2"], &agent));
+    let line = shell_words(&argv);
     // A terminal wide enough for the whole line.
     let line = format!("stty rows 50 cols 250 && exec {line}");
     let out = Command::new("script")
