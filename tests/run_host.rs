@@ -162,17 +162,7 @@ fn bad_input_is_named_and_the_record_stays_intact() {
         );
         std::fs::write(p.join("vibesys.toml"), &task).unwrap();
         let before = runs_of(&p);
-        ok(host_run(&p)
-            .args([
-                "--provider",
-                "custom",
-                "--",
-                "sh",
-                "-c",
-                "echo 7 > speed.txt",
-            ])
-            .output()
-            .unwrap());
+        ok(host_run(&p).args(HONEST_AGENT_ARGS).output().unwrap());
         let run = &new_run(&p, &before);
         let status = status_json(&p, run, &[]);
         let c = candidate(&status, 1);
@@ -221,22 +211,8 @@ fn new_run(p: &Path, before: &[String]) -> String {
 /// Starts a host run whose agent sleeps, waits until candidate 1 is in its
 /// agent turn, and returns the child and the run id.
 fn start_sleeping(p: &Path, agent: &str) -> (std::process::Child, String) {
-    let child = host_run(p)
-        .args(["--provider", "custom", "--candidates", "2", "--jobs", "2"])
-        .args(["--", "sh", "-c", agent])
-        .stdout(Stdio::null())
-        .stderr(run_log(p))
-        .spawn()
-        .unwrap();
-    let run = started_run(p, 20);
-    let wt = p.join(format!(
-        ".vibesys/state/local/candidates/{run}/1/speed-started"
-    ));
-    wait_for_run(p, 20, "the agent's turn", || wt.exists());
-    (child, run)
+    start_in_turn(host_run(p), p, agent, 20)
 }
-
-const SLOW_AGENT: &str = "touch speed-started; sleep 3; echo 7 > speed.txt; rm speed-started";
 
 #[test]
 fn kill_9_then_resume_finishes_the_run_in_the_recorded_environment() {

@@ -284,14 +284,7 @@ fn ctrl_c_during_dispatch_leaves_the_run_resumable() {
     let _sky = SkyServer::hold(&tools, home.path());
     let (_d, p) = project(TASK);
     let child = remote_run(&p, &img, "skypilot", &tools, home.path())
-        .args([
-            "--provider",
-            "custom",
-            "--",
-            "sh",
-            "-c",
-            "echo 7 > speed.txt",
-        ])
+        .args(HONEST_AGENT_ARGS)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -169,6 +169,46 @@ pub fn only_run(p: &Path) -> String {
     runs[0].clone()
 }
 
+/// `run start` options and command of the stand-in provider whose agent
+/// writes the honest answer (`echo 7 > speed.txt`).
+pub const HONEST_AGENT_ARGS: [&str; 6] = [
+    "--provider",
+    "custom",
+    "--",
+    "sh",
+    "-c",
+    "echo 7 > speed.txt",
+];
+
+/// An agent that marks its turn (`speed-started`) and takes 3 s over it.
+pub const SLOW_AGENT: &str = "touch speed-started; sleep 3; echo 7 > speed.txt; rm speed-started";
+
+/// Spawns `run`, a `vibesys run start` of project `p`, with two candidates
+/// (two jobs) of the stand-in provider running `agent`, its stderr to
+/// [`run_log`]; waits (at most `secs` each) for the run's record and for
+/// candidate 1's turn (`agent` touches `speed-started`); returns the
+/// child and the run's id.
+pub fn start_in_turn(
+    mut run: std::process::Command,
+    p: &Path,
+    agent: &str,
+    secs: u64,
+) -> (std::process::Child, String) {
+    let child = run
+        .args(["--provider", "custom", "--candidates", "2", "--jobs", "2"])
+        .args(["--", "sh", "-c", agent])
+        .stdout(std::process::Stdio::null())
+        .stderr(run_log(p))
+        .spawn()
+        .unwrap();
+    let id = started_run(p, secs);
+    let turn = p.join(format!(
+        ".vibesys/state/local/candidates/{id}/1/speed-started"
+    ));
+    wait_for_run(p, secs, "the agent's turn", || turn.exists());
+    (child, id)
+}
+
 /// The id of the one run `run start` in `p` has recorded, waiting for
 /// its record (at most `secs`). A timeout shows the run's log when the
 /// run writes one (`run_log`).
