@@ -9,6 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use docker_support::common::assert_stderr_has;
 use docker_support::{TestImage, git};
 
 /// sha256 of "hello\n".
@@ -124,11 +125,7 @@ fn the_default_docker_environment_builds_verifies_and_rejects() {
         ],
     );
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("--run-environment host"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, "--run-environment host");
 
     // Commands planted in the repository's git configuration and hooks
     // never run; a build that edits a protected path is rejected naming it.

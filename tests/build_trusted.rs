@@ -58,17 +58,8 @@ fn vibesys(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
 }
 
 fn build(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut args = vec![
-        "build",
-        "--run",
-        "r1",
-        "--commit",
-        "HEAD",
-        "--run-environment",
-        "host",
-        "--confine",
-        "bwrap",
-    ];
+    let mut args = common::HOST_BUILD_ARGS.to_vec();
+    args.extend(["--confine", "bwrap"]);
     args.extend(extra);
     vibesys(dir, &args, env)
 }
@@ -326,19 +317,7 @@ fn with_confinement_off_the_build_refuses_and_nothing_runs() {
     for extra in [&[][..], &["--no-require-enforcement"][..]] {
         let out = vibesys(
             p,
-            &[
-                &[
-                    "build",
-                    "--run",
-                    "r1",
-                    "--commit",
-                    "HEAD",
-                    "--run-environment",
-                    "host",
-                ],
-                extra,
-            ]
-            .concat(),
+            &[&common::HOST_BUILD_ARGS[..], extra].concat(),
             &[("VIBESYS_AGENT_SANDBOX", "off")],
         );
         let err = stderr(&out);
@@ -381,7 +360,7 @@ fn a_build_past_its_timeout_is_killed() {
     let started = std::time::Instant::now();
     let out = build(p, &[], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("longer than 1 s"), "{}", stderr(&out));
+    common::assert_stderr_has(&out, "longer than 1 s");
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
     assert!(!record_path(p).exists());
 }

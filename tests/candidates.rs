@@ -35,44 +35,20 @@ fn a_confined_candidate_cannot_reach_another() {
         b = b.path().display(),
         runs = layout.runs_dir().display()
     );
-    let out = command_as(
-        As::Root,
-        a.path(),
-        &vibesys(),
-        &["exec", "--confine", "bwrap", "--", "sh", "-c", &script],
-    )
-    .output()
-    .unwrap();
+    let out = exec_sh_command(As::Root, a.path(), "bwrap", &script)
+        .output()
+        .unwrap();
     assert_code(&out, 0);
     assert_eq!(stdout(&out), "v1\n", "{}", stderr(&out));
-    assert_eq!(
-        std::fs::read_to_string(a.path().join("src.txt")).unwrap(),
-        "edited\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(b.path().join("src.txt")).unwrap(),
-        "v1\n"
-    );
+    assert_file_is(a.path().join("src.txt"), "edited\n");
+    assert_file_is(b.path().join("src.txt"), "v1\n");
 
     // git works inside the linked worktree (its gitdir and the common
     // directory are read-only resources), and nothing of the repository
     // can be changed from there.
-    let out = command_as(
-        As::Root,
-        a.path(),
-        &vibesys(),
-        &[
-            "exec",
-            "--confine",
-            "bwrap",
-            "--",
-            "sh",
-            "-c",
-            "git log --oneline | wc -l; git status --porcelain | grep -q src.txt && echo STATUS-OK; \
+    let out = exec_sh_command(As::Root, a.path(), "bwrap", "git log --oneline | wc -l; git status --porcelain | grep -q src.txt && echo STATUS-OK; \
              gd=$(git rev-parse --git-common-dir); (echo x >> $gd/config) 2>/dev/null && echo WROTE-CONFIG; \
-             (echo x > $gd/hooks/post-checkout) 2>/dev/null && echo WROTE-HOOK; exit 0",
-        ],
-    )
+             (echo x > $gd/hooks/post-checkout) 2>/dev/null && echo WROTE-HOOK; exit 0")
     .output()
     .unwrap();
     assert_code(&out, 0);

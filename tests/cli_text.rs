@@ -30,12 +30,7 @@ fn usage_errors_exit_125() {
         .args(["exec", "--confine", "chroot", "--", "true"])
         .output()
         .unwrap();
-    assert_code(&out, 125);
-    assert!(
-        stderr(&out).contains("invalid value 'chroot'"),
-        "{}",
-        stderr(&out)
-    );
+    assert_code_stderr(&out, 125, "invalid value 'chroot'");
     let out = std::process::Command::new(vibesys())
         .args(["exec"])
         .output()
@@ -46,14 +41,11 @@ fn usage_errors_exit_125() {
 #[test]
 fn policy_error_text() {
     let p = project(As::Root);
-    let out = command_as(
+    let out = vibesys_as(
         As::Root,
         &p.root,
-        &vibesys(),
         &["policy", "show", "--read-only", "secret/key"],
-    )
-    .output()
-    .unwrap();
+    );
     assert_code(&out, 125);
     insta::assert_snapshot!("policy_error_nested", stderr(&out));
 }

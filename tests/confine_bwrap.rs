@@ -14,109 +14,94 @@ fn bwrap_needed() {
 #[test]
 fn hidden_paths_are_empty_and_refuse_writes() {
     bwrap_needed();
-    for who in users() {
-        let p = project(who);
-        let out = exec_sh(
-            who,
-            &p,
-            "bwrap",
+    exec_sh_as_each_user(
+        "bwrap",
+        |_p| {
             "echo \"dir:[$(ls -A secret)]\"; echo \"file:[$(cat token.txt)]\"; \
              test -f token.txt && echo file-is-regular; \
              echo x > secret/new && echo WROTE-DIR; echo x > token.txt && echo WROTE-FILE; \
-             echo \"link:[$(cat link-to-secret 2>&1)]\"; exit 0",
-        );
-        assert_code(&out, 0);
-        let text = stdout(&out);
-        assert!(text.contains("dir:[]"), "{who:?}: {text}");
-        assert!(text.contains("file:[]"), "{who:?}: {text}");
-        assert!(text.contains("file-is-regular"), "{who:?}: {text}");
-        assert!(!text.contains("WROTE"), "{who:?}: {text}");
-        assert!(!text.contains("SECRET-KEY"), "{who:?}: {text}");
-        let err = stderr(&out);
-        assert!(
-            err.contains("Read-only file system") || err.contains("Permission denied"),
-            "{err}"
-        );
-        // Nothing written vanished: the host copies are untouched.
-        assert_eq!(
-            std::fs::read_to_string(p.root.join("token.txt")).unwrap(),
-            "TOKEN-VALUE\n"
-        );
-        assert!(!p.root.join("secret/new").exists());
-    }
+             echo \"link:[$(cat link-to-secret 2>&1)]\"; exit 0"
+                .to_owned()
+        },
+        |who, p, out| {
+            let text = stdout(out);
+            assert!(text.contains("dir:[]"), "{who:?}: {text}");
+            assert!(text.contains("file:[]"), "{who:?}: {text}");
+            assert!(text.contains("file-is-regular"), "{who:?}: {text}");
+            assert!(!text.contains("WROTE"), "{who:?}: {text}");
+            assert!(!text.contains("SECRET-KEY"), "{who:?}: {text}");
+            let err = stderr(out);
+            assert!(
+                err.contains("Read-only file system") || err.contains("Permission denied"),
+                "{err}"
+            );
+            // Nothing written vanished: the host copies are untouched.
+            assert_file_is(p.root.join("token.txt"), "TOKEN-VALUE\n");
+            assert!(!p.root.join("secret/new").exists());
+        },
+    );
 }
 
 #[test]
 fn read_only_refuses_and_project_is_writable() {
     bwrap_needed();
-    for who in users() {
-        let p = project(who);
-        let out = exec_sh(
-            who,
-            &p,
-            "bwrap",
+    exec_sh_as_each_user(
+        "bwrap",
+        |_p| {
             "cat docs/readme; echo x > docs/readme || echo RO-REFUSED; \
-             echo persisted > out.txt && echo WROTE; mkdir -p build/sub && echo ok > build/sub/f",
-        );
-        assert_code(&out, 0);
-        let text = stdout(&out);
-        assert!(
-            text.contains("docs") && text.contains("RO-REFUSED") && text.contains("WROTE"),
-            "{text}"
-        );
-        assert_eq!(
-            std::fs::read_to_string(p.root.join("out.txt")).unwrap(),
-            "persisted\n"
-        );
-        assert_eq!(
-            std::fs::read_to_string(p.root.join("docs/readme")).unwrap(),
-            "docs\n"
-        );
-        assert!(p.root.join("build/sub/f").exists());
-    }
+             echo persisted > out.txt && echo WROTE; mkdir -p build/sub && echo ok > build/sub/f"
+                .to_owned()
+        },
+        |_who, p, out| {
+            let text = stdout(out);
+            assert!(
+                text.contains("docs") && text.contains("RO-REFUSED") && text.contains("WROTE"),
+                "{text}"
+            );
+            assert_file_is(p.root.join("out.txt"), "persisted\n");
+            assert_file_is(p.root.join("docs/readme"), "docs\n");
+            assert!(p.root.join("build/sub/f").exists());
+        },
+    );
 }
 
 #[test]
 fn outside_the_project_is_invisible() {
     bwrap_needed();
-    for who in users() {
-        let p = project(who);
-        let script = format!(
-            "cat {outside}/private 2>/dev/null && echo READ-OUTSIDE; \
-             echo x > {outside}/planted 2>/dev/null && echo WROTE-OUTSIDE; \
-             cat link-outside 2>/dev/null && echo LINK-READ; \
-             cat /etc/shadow 2>/dev/null && echo SHADOW; \
-             test -e /var/run/docker.sock && echo DOCKER-SOCK; test -e /run/docker.sock && echo DOCKER-SOCK2; \
+    exec_sh_as_each_user(
+        "bwrap",
+        |p| {
+            format!(
+                "{}test -e /var/run/docker.sock && echo DOCKER-SOCK; test -e /run/docker.sock && echo DOCKER-SOCK2; \
              test -e /run/containerd/containerd.sock && echo CONTAINERD; \
              ls /root 2>/dev/null | grep -q . && echo ROOT-HOME; exit 0",
-            outside = p.outside.display()
-        );
-        let out = exec_sh(who, &p, "bwrap", &script);
-        assert_code(&out, 0);
-        assert_eq!(stdout(&out), "", "{who:?} saw outside: {}", stderr(&out));
-        assert!(!p.outside.join("planted").exists());
-    }
+                outside_probe(p)
+            )
+        },
+        |who, p, out| {
+            assert_eq!(stdout(out), "", "{who:?} saw outside: {}", stderr(out));
+            assert!(!p.outside.join("planted").exists());
+        },
+    );
 }
 
 #[test]
 fn masks_cannot_be_removed_even_by_root_inside() {
     bwrap_needed();
-    for who in users() {
-        let p = project(who);
-        let out = exec_sh(
-            who,
-            &p,
-            "bwrap",
+    exec_sh_as_each_user(
+        "bwrap",
+        |_p| {
             "umount secret 2>/dev/null && echo UNMOUNTED; umount -l token.txt 2>/dev/null && echo UNMOUNTED2; \
              mount -o remount,rw secret 2>/dev/null && echo REMOUNTED; \
              mv .git .git-away 2>/dev/null && echo GIT-MOVED; mv secret s2 2>/dev/null && echo MASK-MOVED; \
              unshare -U true 2>/dev/null && echo NESTED-USERNS; unshare -Ur true 2>/dev/null && echo NESTED-USERNS2; \
-             echo \"[$(ls -A secret)]\"",
-        );
-        assert_code(&out, 0);
-        assert_eq!(stdout(&out).trim(), "[]", "{who:?}: {}", stderr(&out));
-        assert!(p.root.join(".git/HEAD").exists());
-    }
+             echo \"[$(ls -A secret)]\"".to_owned()
+        },
+        |who, p, out| {
+            assert_eq!(stdout(out).trim(), "[]", "{who:?}: {}", stderr(out));
+            assert!(p.root.join(".git/HEAD").exists());
+        },
+    );
 }
 
 #[test]
@@ -128,21 +113,23 @@ fn tmp_is_private_and_outside_processes_are_unreachable() {
         .arg("300")
         .spawn()
         .unwrap();
-    for who in users() {
-        let p = project(who);
-        let script = format!(
-            "test -e {marker} && echo HOST-TMP-VISIBLE; echo inside > /tmp/inside-{pid}; \
+    exec_sh_as_each_user(
+        "bwrap",
+        |_p| {
+            format!(
+                "test -e {marker} && echo HOST-TMP-VISIBLE; echo inside > /tmp/inside-{pid}; \
              kill -0 {sleeper} 2>/dev/null && echo SIGNAL-REACHED; \
              kill -TERM {sleeper} 2>/dev/null && echo SIGNAL-SENT; \
              test -d /proc/{sleeper} && echo PROC-VISIBLE; exit 0",
-            pid = std::process::id(),
-            sleeper = sleeper.id()
-        );
-        let out = exec_sh(who, &p, "bwrap", &script);
-        assert_code(&out, 0);
-        assert_eq!(stdout(&out), "", "{who:?}: {}", stderr(&out));
-        assert!(!std::path::Path::new(&format!("/tmp/inside-{}", std::process::id())).exists());
-    }
+                pid = std::process::id(),
+                sleeper = sleeper.id()
+            )
+        },
+        |who, _p, out| {
+            assert_eq!(stdout(out), "", "{who:?}: {}", stderr(out));
+            assert!(!std::path::Path::new(&format!("/tmp/inside-{}", std::process::id())).exists());
+        },
+    );
     assert!(
         sleeper.try_wait().unwrap().is_none(),
         "the host process was killed"
@@ -194,19 +181,11 @@ fn killing_vibesys_kills_the_confined_tree() {
         let p = project(who);
         // sleep accepts a fractional interval: a unique one tags our sleepers.
         let tag = format!("300.{}{}", std::process::id(), who as u8);
-        let mut child = command_as(
+        let mut child = exec_sh_command(
             who,
             &p.root,
-            &vibesys(),
-            &[
-                "exec",
-                "--confine",
-                "bwrap",
-                "--",
-                "sh",
-                "-c",
-                &format!("sleep {tag} & sleep {tag}; wait"),
-            ],
+            "bwrap",
+            &format!("sleep {tag} & sleep {tag}; wait"),
         )
         .spawn()
         .unwrap();
@@ -318,23 +297,13 @@ int main(void) {
 fn no_network_leaves_only_loopback() {
     bwrap_needed();
     let p = project(As::Root);
-    let with = command_as(
-        As::Root,
-        &p.root,
-        &vibesys(),
-        &["exec", "--", "cat", "/proc/net/dev"],
-    )
-    .output()
-    .unwrap();
+    let with = vibesys_as(As::Root, &p.root, &["exec", "--", "cat", "/proc/net/dev"]);
     assert_code(&with, 0);
-    let without = command_as(
+    let without = vibesys_as(
         As::Root,
         &p.root,
-        &vibesys(),
         &["exec", "--no-network", "--", "cat", "/proc/net/dev"],
-    )
-    .output()
-    .unwrap();
+    );
     assert_code(&without, 0);
     let ifaces = |o: &std::process::Output| -> Vec<String> {
         stdout(o)

@@ -63,9 +63,7 @@ fn exec(who: As, p: &Project, backend: &str, flags: &[&str], script: &str) -> st
     let mut args = vec!["exec", "--confine", backend];
     args.extend(flags);
     args.extend(["--", "sh", "-c", script]);
-    command_as(who, &p.root, &vibesys(), &args)
-        .output()
-        .unwrap()
+    vibesys_as(who, &p.root, &args)
 }
 
 /// Asserts that the probe's fork loop in `out` stopped below a limit of
@@ -354,9 +352,7 @@ fn a_fork_loop_stops_at_the_limit() {
             assert_stopped_at_24(backend, who, &out);
             // The host keeps working, and nothing of the loop is left.
             assert!(Command::new("true").status().unwrap().success());
-            let doctor = command_as(who, &p.root, &vibesys(), &["doctor", "--json"])
-                .output()
-                .unwrap();
+            let doctor = vibesys_as(who, &p.root, &["doctor", "--json"]);
             let s = stdout(&doctor);
             assert!(s.contains("\"processes\""), "{s}");
         }
@@ -376,19 +372,11 @@ fn terminating_or_killing_vibesys_ends_the_whole_tree() {
                     backend.len(),
                     signal.len()
                 );
-                let mut child = command_as(
+                let mut child = exec_sh_command(
                     who,
                     &p.root,
-                    &vibesys(),
-                    &[
-                        "exec",
-                        "--confine",
-                        backend,
-                        "--",
-                        "sh",
-                        "-c",
-                        &format!("setsid sleep {tag} & sleep {tag}; wait"),
-                    ],
+                    backend,
+                    &format!("setsid sleep {tag} & sleep {tag}; wait"),
                 )
                 .spawn()
                 .unwrap();

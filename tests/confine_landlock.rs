@@ -21,49 +21,46 @@ fn landlock_needed() {
 #[test]
 fn outside_reads_and_writes_are_denied() {
     landlock_needed();
-    for who in users() {
-        let p = project(who);
-        let script = format!(
-            "cat {outside}/private 2>/dev/null && echo READ-OUTSIDE; \
-             echo x > {outside}/planted 2>/dev/null && echo WROTE-OUTSIDE; \
-             cat link-outside 2>/dev/null && echo LINK-READ; \
-             cat /etc/shadow 2>/dev/null && echo SHADOW; \
-             ls /root >/dev/null 2>&1 && echo ROOT-HOME; \
+    exec_sh_as_each_user(
+        "landlock",
+        |p| {
+            format!(
+                "{}ls /root >/dev/null 2>&1 && echo ROOT-HOME; \
              echo ok > inside.txt && echo WROTE-INSIDE",
-            outside = p.outside.display()
-        );
-        let out = exec_sh(who, &p, "landlock", &script);
-        assert_code(&out, 0);
-        assert_eq!(stdout(&out), "WROTE-INSIDE\n", "{who:?}: {}", stderr(&out));
-        assert!(!p.outside.join("planted").exists());
-    }
+                outside_probe(p)
+            )
+        },
+        |who, p, out| {
+            assert_eq!(stdout(out), "WROTE-INSIDE\n", "{who:?}: {}", stderr(out));
+            assert!(!p.outside.join("planted").exists());
+        },
+    );
 }
 
 #[test]
 fn documented_gaps_are_exactly_as_reported() {
     landlock_needed();
-    for who in users() {
-        let p = project(who);
-        let out = exec_sh(
-            who,
-            &p,
-            "landlock",
-            "cat token.txt; cat secret/key; echo changed > docs/readme && echo RO-WRITABLE",
-        );
-        assert_code(&out, 0);
-        let text = stdout(&out);
-        // Landlock cannot carve read-only or hidden paths out of the project.
-        assert!(
-            text.contains("TOKEN-VALUE")
-                && text.contains("SECRET-KEY")
-                && text.contains("RO-WRITABLE"),
-            "{text}"
-        );
-        let err = stderr(&out);
-        for path in ["docs", "secret", "token.txt"] {
-            assert!(err.contains("NOT ENFORCED") && err.contains(path), "{err}");
-        }
-    }
+    exec_sh_as_each_user(
+        "landlock",
+        |_p| {
+            "cat token.txt; cat secret/key; echo changed > docs/readme && echo RO-WRITABLE"
+                .to_owned()
+        },
+        |_who, _p, out| {
+            let text = stdout(out);
+            // Landlock cannot carve read-only or hidden paths out of the project.
+            assert!(
+                text.contains("TOKEN-VALUE")
+                    && text.contains("SECRET-KEY")
+                    && text.contains("RO-WRITABLE"),
+                "{text}"
+            );
+            let err = stderr(out);
+            for path in ["docs", "secret", "token.txt"] {
+                assert!(err.contains("NOT ENFORCED") && err.contains(path), "{err}");
+            }
+        },
+    );
 }
 
 #[test]
@@ -73,20 +70,18 @@ fn signals_to_outside_processes_are_denied() {
         .arg("300")
         .spawn()
         .unwrap();
-    for who in users() {
-        let p = project(who);
-        let out = exec_sh(
-            who,
-            &p,
-            "landlock",
-            &format!(
+    exec_sh_as_each_user(
+        "landlock",
+        |_p| {
+            format!(
                 "kill -TERM {} 2>/dev/null && echo SENT; exit 0",
                 sleeper.id()
-            ),
-        );
-        assert_code(&out, 0);
-        assert_eq!(stdout(&out), "");
-    }
+            )
+        },
+        |_who, _p, out| {
+            assert_eq!(stdout(out), "");
+        },
+    );
     assert!(sleeper.try_wait().unwrap().is_none());
     sleeper.kill().unwrap();
     let _ = sleeper.wait();
@@ -107,8 +102,7 @@ fn a_project_below_tmp_is_refused() {
     )
     .output()
     .unwrap();
-    assert_code(&out, 125);
-    assert!(stderr(&out).contains("/tmp"), "{}", stderr(&out));
+    assert_code_stderr(&out, 125, "/tmp");
     assert!(!dir.path().join("ran").exists());
 }
 
@@ -116,14 +110,11 @@ fn a_project_below_tmp_is_refused() {
 fn command_not_found_is_127() {
     landlock_needed();
     let p = project(As::Root);
-    let out = command_as(
+    let out = vibesys_as(
         As::Root,
         &p.root,
-        &vibesys(),
         &["exec", "--confine", "landlock", "--", "/no/such/cmd"],
-    )
-    .output()
-    .unwrap();
+    );
     assert_code(&out, 127);
 }
 
@@ -208,14 +199,11 @@ fn new_namespaces_are_refused() {
              an unconfined process, so a confined refusal proves nothing: {text}"
         );
         for backend in ["landlock", "bwrap"] {
-            let out = command_as(
+            let out = vibesys_as(
                 who,
                 &p.root,
-                &vibesys(),
                 &["exec", "--confine", backend, "--", probe.to_str().unwrap()],
-            )
-            .output()
-            .unwrap();
+            );
             assert_code(&out, 0);
             let text = stdout(&out);
             for attempt in NAMESPACE_ATTEMPTS {

@@ -67,7 +67,7 @@ fn wrapped_bwrap_argv_confines() {
     for (program, code) in [("no-such-program", 127), ("./docs", 126)] {
         let out = run(sandbox.wrap(&[program.into()]).unwrap(), &p);
         assert_code(&out, code);
-        assert!(stderr(&out).contains(program), "{}", stderr(&out));
+        assert_stderr_has(&out, program);
     }
 }
 

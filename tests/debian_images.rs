@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use docker_support::common::engine_images::EngineImages;
-use docker_support::{containers_of_run, git, ok, require_docker, unique, vibesys};
+use docker_support::{assert_file_is, containers_of_run, git, ok, require_docker, unique, vibesys};
 
 fn repo() -> PathBuf {
     docker_support::repo_root()
@@ -487,10 +487,7 @@ fn the_images_built_without_nix_run_git_and_the_real_claude_cli_confined() {
     drop(endpoint);
     let text = ok(out);
     assert!(text.contains("turn done"), "{text}");
-    assert_eq!(
-        std::fs::read_to_string(p.join("made.txt")).unwrap(),
-        "made-in-docker\n"
-    );
+    assert_file_is(p.join("made.txt"), "made-in-docker\n");
     std::fs::remove_file(p.join("made.txt")).unwrap();
     let logged = std::fs::read_to_string(&log).unwrap();
     assert!(logged.contains("IS_SANDBOX=1"), "{logged}");
@@ -691,9 +688,6 @@ fn the_images_built_without_nix_run_git_and_the_real_claude_cli_confined() {
     assert!(text.contains("state-writable"), "{text}");
     assert!(!text.contains("SETTINGS-WRITTEN"), "{text}");
     assert!(claude_dir.join("written").is_file());
-    assert_eq!(
-        std::fs::read_to_string(claude_dir.join("settings.json")).unwrap(),
-        "{}\n"
-    );
+    assert_file_is(claude_dir.join("settings.json"), "{}\n");
     drop(loaded);
 }

@@ -13,7 +13,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use docker_support::{TestImage, containers_of_run, static_vibesys, unique, workspace};
+use docker_support::{
+    TestImage, assert_file_is, containers_of_run, static_vibesys, unique, workspace,
+};
 use vs_docker::{DockerOptions, DockerSandbox, EnvAllowList, ExecuteVia};
 use vs_sandbox::{
     CommandRunner, CommandSpec, Confinement, ProjectPathPolicy, ResolvedPolicy, Workspace,
@@ -122,15 +124,9 @@ fn confinement_scenarios() {
     assert!(out.starts_with("readable\n"), "{out}");
     assert!(out.matches("Read-only file system").count() >= 2, "{out}");
     assert!(root.join("ro").is_dir() && !root.join("ro/new").exists());
-    assert_eq!(
-        std::fs::read_to_string(root.join("ro/a.txt")).unwrap(),
-        "readable\n"
-    );
+    assert_file_is(root.join("ro/a.txt"), "readable\n");
     // Nothing the agent wrote vanished: the host files are intact.
-    assert_eq!(
-        std::fs::read_to_string(root.join("key.txt")).unwrap(),
-        "SECRET-KEY\n"
-    );
+    assert_file_is(root.join("key.txt"), "SECRET-KEY\n");
     assert!(!root.join("hid/new").exists());
 
     // The workspace is writable and files are owned by the host user.
@@ -596,6 +592,6 @@ fn an_evaluation_container_goes_through_the_resolver_and_select() {
         ["HOME-OK", "CHECKOUT-OK", "RO-DENIED", "0"],
         "{err}"
     );
-    assert_eq!(std::fs::read_to_string(home.join("made")).unwrap(), "h\n");
+    assert_file_is(home.join("made"), "h\n");
     assert_eq!(sandbox.plan().network_mode, "none");
 }

@@ -32,16 +32,12 @@ fn exec_allow(
     }
     args.extend(["--".into(), "sh".into(), "-c".into(), script.into()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    command_as(who, &p.root, &vibesys(), &args)
-        .output()
-        .unwrap()
+    vibesys_as(who, &p.root, &args)
 }
 
 /// `vibesys ARGS` as root in the project.
 fn vibesys_root(p: &Project, args: &[&str]) -> std::process::Output {
-    command_as(As::Root, &p.root, &vibesys(), args)
-        .output()
-        .unwrap()
+    vibesys_as(As::Root, &p.root, args)
 }
 
 /// The probe's Python around [`network_probe`]: urllib through the proxy
@@ -201,10 +197,9 @@ fn a_refusal_names_the_command_that_asked_cleaned_and_bounded() {
     let script = "python3 -c \"$1\" http://127.0.0.1:9/ '#marker-dn'; python3 -c \"$1\" http://127.0.0.1:10/ \"$2\"";
     for (who, backend) in users_and_backends() {
         let p = project(who);
-        let out = command_as(
+        let out = vibesys_as(
             who,
             &p.root,
-            &vibesys(),
             &[
                 "exec",
                 "--confine",
@@ -219,9 +214,7 @@ fn a_refusal_names_the_command_that_asked_cleaned_and_bounded() {
                 REFUSED_PY,
                 &hostile,
             ],
-        )
-        .output()
-        .unwrap();
+        );
         assert_code(&out, 0);
         let (text, err) = (stdout(&out), stderr(&out));
         let ctx = format!("{who:?} {backend}\n--- stdout\n{text}\n--- stderr\n{err}");
@@ -276,10 +269,9 @@ fn a_session_logs_its_refusals_in_the_run_state() {
             .output()
             .unwrap();
         assert_code(&git, 0);
-        let out = command_as(
+        let out = vibesys_as(
             who,
             &p.root,
-            &vibesys(),
             &[
                 "session",
                 "--provider",
@@ -295,9 +287,7 @@ fn a_session_logs_its_refusals_in_the_run_state() {
                 "sh",
                 REFUSED_PY,
             ],
-        )
-        .output()
-        .unwrap();
+        );
         assert_code(&out, 0);
         let (text, err) = (stdout(&out), stderr(&out));
         let ctx = format!("{who:?} {backend}\n--- stdout\n{text}\n--- stderr\n{err}");
@@ -391,8 +381,7 @@ fn bad_patterns_exit_125_and_seatbelt_plans_the_loopback_door() {
     )
     .unwrap();
     let out = vibesys_root(&p, &["policy", "show"]);
-    assert_code(&out, 125);
-    assert!(stderr(&out).contains("\"*\""), "{}", stderr(&out));
+    assert_code_stderr(&out, 125, "\"*\"");
     std::fs::write(p.root.join("vibesys.toml"), "").unwrap();
 
     // Seatbelt lowers an allow-list (its plan is text here, no macOS):

@@ -20,9 +20,7 @@ fn bwrap_needed() {
 }
 
 fn exec_args(who: As, p: &Project, args: &[&str]) -> Output {
-    command_as(who, &p.root, &vibesys(), args)
-        .output()
-        .expect("run vibesys")
+    vibesys_as(who, &p.root, args)
 }
 
 /// Finding 1: no global /proc knob is writable, whoever runs vibesys.
@@ -48,10 +46,7 @@ fn global_proc_knobs_are_read_only_inside() {
         let text = stdout(&out);
         assert!(!text.contains("WROTE"), "{who:?} {backend}: {text}");
     }
-    assert_eq!(
-        std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap(),
-        before
-    );
+    assert_file_is("/proc/sys/kernel/core_pattern", &before);
 }
 
 /// Every way the probe tries to make a set-id file; prints one line each.
@@ -86,14 +81,7 @@ int main(void) {
 fn no_set_id_file_can_be_made() {
     bwrap_needed();
     for (who, backend) in users_and_backends() {
-        let p = project(who);
-        let probe = compile_c(&p.root, "setid", SETID_PROBE, &[]);
-        chown_to(who, &[&p.root]);
-        let out = exec_args(
-            who,
-            &p,
-            &["exec", "--confine", backend, "--", probe.to_str().unwrap()],
-        );
+        let (p, out) = run_probe(who, backend, "setid", SETID_PROBE);
         assert_code(&out, 0);
         let text = stdout(&out);
         assert_eq!(
@@ -117,19 +105,26 @@ fn the_32_bit_system_call_entry_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     require_i386_entry(&compile_c(dir.path(), "i386", I386_PROBE, &[]));
     for (who, backend) in users_and_backends() {
-        let p = project(who);
-        let probe = compile_c(&p.root, "i386", I386_PROBE, &[]);
-        chown_to(who, &[&p.root]);
-        let out = exec_args(
-            who,
-            &p,
-            &["exec", "--confine", backend, "--", probe.to_str().unwrap()],
-        );
+        let (_p, out) = run_probe(who, backend, "i386", I386_PROBE);
         let text = stdout(&out);
         assert!(text.contains("start"), "{who:?} {backend}: {text}");
         assert!(!text.contains("I386"), "{who:?} {backend}: {text}");
         assert_code(&out, KILLED_BY_SIGSYS);
     }
+}
+
+/// Compiles the C program `src` as `name` into a fresh project of
+/// `who`'s and runs it there confined by `backend`.
+fn run_probe(who: As, backend: &str, name: &str, src: &str) -> (Project, Output) {
+    let p = project(who);
+    let probe = compile_c(&p.root, name, src, &[]);
+    chown_to(who, &[&p.root]);
+    let out = exec_args(
+        who,
+        &p,
+        &["exec", "--confine", backend, "--", probe.to_str().unwrap()],
+    );
+    (p, out)
 }
 
 /// No file below `root` carries a set-id bit.
@@ -184,31 +179,17 @@ fn protected_paths_cannot_be_moved_away() {
         for bad in ["MOVED", "REPLACED", "REMOVED", "r1"] {
             assert!(!text.contains(bad), "{who:?}: {text}");
         }
-        assert_eq!(
-            std::fs::read_to_string(p.root.join("conf/ro/setting")).unwrap(),
-            "ORIGINAL\n"
-        );
-        assert_eq!(
-            std::fs::read_to_string(p.root.join(".vibesys/state/runs/r1/baseline")).unwrap(),
-            "TRUSTED\n"
-        );
+        assert_file_is(p.root.join("conf/ro/setting"), "ORIGINAL\n");
+        assert_file_is(p.root.join(".vibesys/state/runs/r1/baseline"), "TRUSTED\n");
 
         // An operator may make .vibesys read-only as a whole, with the
         // state's hidden paths below it.
-        let out = exec_args(
+        let out = exec_sh_opts(
             who,
             &p,
-            &[
-                "exec",
-                "--confine",
-                "bwrap",
-                "--read-only",
-                ".vibesys",
-                "--",
-                "sh",
-                "-c",
-                "ls -A .vibesys/state/runs; touch .vibesys/new && echo WROTE; exit 0",
-            ],
+            "bwrap",
+            &["--read-only", ".vibesys"],
+            "ls -A .vibesys/state/runs; touch .vibesys/new && echo WROTE; exit 0",
         );
         assert_code(&out, 0);
         let text = stdout(&out);
@@ -304,19 +285,7 @@ fn a_hard_link_into_a_hidden_directory_is_refused() {
         let shown = exec_args(who, &p, &["policy", "show", "--backend", "bwrap"]);
         assert_code(&shown, 125);
         std::fs::remove_file(p.root.join("src/copy")).unwrap();
-        let out = exec_args(
-            who,
-            &p,
-            &[
-                "exec",
-                "--confine",
-                "bwrap",
-                "--",
-                "sh",
-                "-c",
-                "cat secret/key; exit 0",
-            ],
-        );
+        let out = exec_sh_opts(who, &p, "bwrap", &[], "cat secret/key; exit 0");
         assert_code(&out, 0);
         assert!(!stdout(&out).contains("SECRET-KEY"), "{who:?}");
         // A subdirectory of the hidden one that the caller can search but
@@ -340,15 +309,10 @@ fn a_hard_link_into_a_hidden_directory_is_refused() {
         if who == As::User {
             assert_code(&out, 125);
             assert!(!stdout(&out).contains("SECRET-TWO"), "{who:?}");
-            assert!(stderr(&out).contains("secret/vault"), "{}", stderr(&out));
+            assert_stderr_has(&out, "secret/vault");
         } else {
             // Root lists it anyway: the link itself is found and named.
-            assert_code(&out, 125);
-            assert!(
-                stderr(&out).contains("\"src/copy2\", in the project"),
-                "{}",
-                stderr(&out)
-            );
+            assert_code_stderr(&out, 125, "\"src/copy2\", in the project");
         }
         std::fs::set_permissions(
             p.root.join("secret/vault"),
@@ -384,16 +348,11 @@ fn a_host_file_as_stdio_is_neither_read_back_nor_truncated() {
                       : > /proc/self/fd/0 2>/dev/null && echo TRUNC-IN-OPENED; \
                       echo STDIN:$(cat); \
                       echo AFTER";
-        let out = command_as(
-            who,
-            &p.root,
-            &vibesys(),
-            &["exec", "--confine", backend, "--", "sh", "-c", script],
-        )
-        .stdin(in_file)
-        .stdout(out_file)
-        .output()
-        .unwrap();
+        let out = exec_sh_command(who, &p.root, backend, script)
+            .stdin(in_file)
+            .stdout(out_file)
+            .output()
+            .unwrap();
         assert_code(&out, 0);
         let logged = std::fs::read_to_string(&log).unwrap();
         assert!(
@@ -526,20 +485,12 @@ fn race_starts(who: As, p: &Project) -> (usize, Vec<String>) {
     for _batch in 0..10 {
         let children: Vec<_> = (0..5)
             .map(|_| {
-                command_as(
+                exec_sh_command(
                     who,
                     &p.root,
-                    &vibesys(),
-                    &[
-                        "exec",
-                        "--confine",
-                        "bwrap",
-                        "--",
-                        "sh",
-                        "-c",
-                        "echo RAN; for d in .jj docs conf conf/ro; do cat $d/marker 2>/dev/null; \
+                    "bwrap",
+                    "echo RAN; for d in .jj docs conf conf/ro; do cat $d/marker 2>/dev/null; \
                          touch $d/PWNED 2>/dev/null; done; exit 0",
-                    ],
                 )
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use docker_support::{TestImage, common, unique};
+use docker_support::{TestImage, assert_file_is, common, unique};
 use vs_docker::DockerOptions;
 use vs_docker::DockerSandbox;
 use vs_sandbox::{CommandRunner, CommandSpec, ProjectPathPolicy, Workspace};
@@ -95,21 +95,12 @@ fn attacks_inside_the_container_fail() {
             "{user}: {out}"
         );
         sandbox.stop();
-        assert_eq!(
-            std::fs::read_to_string(root.join("conf/ro/setting")).unwrap(),
-            "ORIGINAL\n"
-        );
-        assert_eq!(
-            std::fs::read_to_string(root.join(".vibesys/state/runs/r1/baseline")).unwrap(),
-            "TRUSTED\n"
-        );
+        assert_file_is(root.join("conf/ro/setting"), "ORIGINAL\n");
+        assert_file_is(root.join(".vibesys/state/runs/r1/baseline"), "TRUSTED\n");
         let plant = std::fs::metadata(root.join("plant")).unwrap();
         assert_eq!(plant.mode() & 0o6000, 0, "{user}: set-id bit on the host");
     }
-    assert_eq!(
-        std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap(),
-        core_pattern
-    );
+    assert_file_is("/proc/sys/kernel/core_pattern", core_pattern);
 }
 
 /// While a swapper exchanges every bound path with a symlink to a host
@@ -253,9 +244,6 @@ fn default_protections_hold_in_docker() {
         assert!(!text.contains(bad), "{text}");
     }
     assert!(text.contains("done"), "{text}");
-    assert_eq!(
-        std::fs::read_to_string(root.join("vibesys.toml")).unwrap(),
-        "[build]\nargv = [\"true\"]\n"
-    );
+    assert_file_is(root.join("vibesys.toml"), "[build]\nargv = [\"true\"]\n");
     assert!(!root.join(".git/hooks/post-checkout").exists());
 }

@@ -247,15 +247,9 @@ fn planted_files_and_the_candidates_program_cannot_reach_out_or_change_the_verdi
             assert!(!Path::new(&home).exists(), "HOME {home} was removed");
         }
         assert!(!p.join("PWNED-PTH").exists());
-        assert_eq!(
-            std::fs::read_to_string(p.join("README.md")).unwrap(),
-            "project\n"
-        );
-        assert_eq!(
-            std::fs::read_to_string(p.join("tests/golden/expected.txt")).unwrap(),
-            "42\n"
-        );
-        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "victim\n");
+        assert_file_is(p.join("README.md"), "project\n");
+        assert_file_is(p.join("tests/golden/expected.txt"), "42\n");
+        assert_file_is(&victim, "victim\n");
         assert!(!mark.exists(), "the check wrote {}", mark.display());
     }
 }

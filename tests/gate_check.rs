@@ -7,23 +7,7 @@ use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn vibesys(dir: &Path, args: &[&str]) -> Output {
-    Command::new(common::vibesys_bin())
-        .args(args)
-        .arg("--project")
-        .arg(dir)
-        .env_remove("VIBESYS_LOG")
-        .output()
-        .unwrap()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+use common::{assert_code_stderr, assert_stderr_has, stderr, stdout, vibesys_project as vibesys};
 
 fn ok(out: Output) -> Output {
     assert_eq!(
@@ -52,6 +36,42 @@ fn project() -> tempfile::TempDir {
     dir
 }
 
+/// `gate check --run r1` in `p`.
+fn check(p: &Path) -> Output {
+    vibesys(p, &["gate", "check", "--run", "r1"])
+}
+
+/// Asserts that `gate check --run r1` fails (exit 1) reporting `report`.
+fn assert_check_finds(p: &Path, report: &str) {
+    let out = check(p);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(stdout(&out), report);
+}
+
+/// `gate baseline --run r1 --protect PROTECT --json` in `p`: its report.
+fn baseline_json(p: &Path, protect: &str) -> serde_json::Value {
+    let out = ok(vibesys(
+        p,
+        &[
+            "gate",
+            "baseline",
+            "--run",
+            "r1",
+            "--protect",
+            protect,
+            "--json",
+        ],
+    ));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A [`project`] with the baseline of run `r1` protecting `protect`.
+fn baselined(protect: &[&str]) -> tempfile::TempDir {
+    let dir = project();
+    baseline(dir.path(), "r1", protect);
+    dir
+}
+
 fn baseline(p: &Path, run: &str, protect: &[&str]) {
     let mut args = vec!["gate", "baseline", "--run", run];
     for x in protect {
@@ -62,11 +82,10 @@ fn baseline(p: &Path, run: &str, protect: &[&str]) {
 
 #[test]
 fn unchanged_tree_passes_and_agent_writes_elsewhere_do_not_matter() {
-    let dir = project();
+    let dir = baselined(&["eval", "inputs", ".vibesys/state/runs"]);
     let p = dir.path();
-    baseline(p, "r1", &["eval", "inputs", ".vibesys/state/runs"]);
     fs::write(p.join("agent-edits-this.rs"), "fn main() { evil() }\n").unwrap();
-    let out = ok(vibesys(p, &["gate", "check", "--run", "r1"]));
+    let out = ok(check(p));
     assert!(stdout(&out).contains("ok"), "{}", stdout(&out));
     // The baseline lives in the hidden run record and is not itself checked.
     assert!(
@@ -77,9 +96,8 @@ fn unchanged_tree_passes_and_agent_writes_elsewhere_do_not_matter() {
 
 #[test]
 fn changed_added_removed_and_type_changed_paths_are_named_sorted() {
-    let dir = project();
+    let dir = baselined(&["eval", "inputs"]);
     let p = dir.path();
-    baseline(p, "r1", &["eval", "inputs"]);
 
     fs::write(p.join("eval/score.py"), "print('always 100')\n").unwrap();
     fs::write(p.join("eval/lib/injected.py"), "").unwrap();
@@ -87,7 +105,7 @@ fn changed_added_removed_and_type_changed_paths_are_named_sorted() {
     fs::remove_file(p.join("eval/becomes-link.txt")).unwrap();
     symlink("score.py", p.join("eval/becomes-link.txt")).unwrap();
 
-    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
+    let out = check(p);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert_eq!(
         stdout(&out),
@@ -96,11 +114,7 @@ fn changed_added_removed_and_type_changed_paths_are_named_sorted() {
          removed: eval/remove-me.txt\n\
          changed: eval/score.py\n"
     );
-    assert!(
-        stderr(&out).contains("4 protected paths differ"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, "4 protected paths differ");
 
     let out = vibesys(p, &["gate", "check", "--run", "r1", "--json"]);
     assert_eq!(out.status.code(), Some(1));
@@ -114,18 +128,15 @@ fn changed_added_removed_and_type_changed_paths_are_named_sorted() {
 
 #[test]
 fn directory_replaced_by_file_and_mode_change() {
-    let dir = project();
+    let dir = baselined(&["eval"]);
     let p = dir.path();
-    baseline(p, "r1", &["eval"]);
     fs::remove_dir_all(p.join("eval/lib")).unwrap();
     fs::write(p.join("eval/lib"), "now a file").unwrap();
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(p.join("eval/score.py"), fs::Permissions::from_mode(0o755)).unwrap();
-    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert_eq!(
-        stdout(&out),
-        "changed: eval/lib\nremoved: eval/lib/util.py\nchanged: eval/score.py\n"
+    assert_check_finds(
+        p,
+        "changed: eval/lib\nremoved: eval/lib/util.py\nchanged: eval/score.py\n",
     );
 }
 
@@ -145,12 +156,10 @@ fn symlinks_are_recorded_not_followed() {
     );
     // Content behind the link is not ours to protect; the link itself is.
     fs::write(outside.path().join("target.txt"), "v2").unwrap();
-    ok(vibesys(p, &["gate", "check", "--run", "r1"]));
+    ok(check(p));
     fs::remove_file(p.join("eval/ext-link")).unwrap();
     symlink("/etc/hostname", p.join("eval/ext-link")).unwrap();
-    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert_eq!(stdout(&out), "changed: eval/ext-link\n");
+    assert_check_finds(p, "changed: eval/ext-link\n");
 }
 
 #[test]
@@ -166,19 +175,7 @@ fn empty_and_large_files_are_hashed_exactly() {
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
     fs::write(p.join("inputs/big.bin"), &big).unwrap();
-    let out = ok(vibesys(
-        p,
-        &[
-            "gate",
-            "baseline",
-            "--run",
-            "r1",
-            "--protect",
-            "inputs",
-            "--json",
-        ],
-    ));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = baseline_json(p, "inputs");
     assert_eq!(v["files"], 4);
     assert_eq!(v["bytes"], (big.len() + vector.len()) as u64 + 8);
 
@@ -210,19 +207,13 @@ fn empty_and_large_files_are_hashed_exactly() {
     *changed.last_mut().unwrap() ^= 1;
     fs::write(p.join("inputs/big.bin"), &changed).unwrap();
     fs::write(p.join("inputs/empty"), b"\0").unwrap();
-    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert_eq!(
-        stdout(&out),
-        "changed: inputs/big.bin\nchanged: inputs/empty\n"
-    );
+    assert_check_finds(p, "changed: inputs/big.bin\nchanged: inputs/empty\n");
 }
 
 #[test]
 fn a_baseline_of_the_sha256_schema_is_refused_naming_its_version() {
-    let dir = project();
+    let dir = baselined(&["inputs"]);
     let p = dir.path();
-    baseline(p, "r1", &["inputs"]);
     // What vibesys wrote before BLAKE3: schema_version 1, sha256 digests.
     let path = p.join(".vibesys/state/runs/r1/gate-baseline.json");
     let old = serde_json::json!({
@@ -241,7 +232,7 @@ fn a_baseline_of_the_sha256_schema_is_refused_naming_its_version() {
         }
     });
     fs::write(&path, serde_json::to_vec(&old).unwrap()).unwrap();
-    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
+    let out = check(p);
     assert_eq!(out.status.code(), Some(125), "{}", stdout(&out));
     let err = stderr(&out);
     assert!(err.contains("schema_version 1"), "{err}");
@@ -251,29 +242,19 @@ fn a_baseline_of_the_sha256_schema_is_refused_naming_its_version() {
     // A future version is refused the same way; no version at all too.
     let future = serde_json::json!({"schema_version": 3, "whatever": true});
     fs::write(&path, serde_json::to_vec(&future).unwrap()).unwrap();
-    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
-    assert_eq!(out.status.code(), Some(125));
-    assert!(
-        stderr(&out).contains("schema_version 3"),
-        "{}",
-        stderr(&out)
-    );
+    let out = check(p);
+    assert_code_stderr(&out, 125, "schema_version 3");
     fs::write(&path, b"{\"run_id\": \"r1\"}").unwrap();
-    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
-    assert_eq!(out.status.code(), Some(125));
-    assert!(
-        stderr(&out).contains("no schema_version"),
-        "{}",
-        stderr(&out)
-    );
+    let out = check(p);
+    assert_code_stderr(&out, 125, "no schema_version");
 }
 
 #[test]
 fn paths_outside_the_project_are_refused() {
     let dir = project();
+    let p = dir.path();
     let outside = tempfile::tempdir().unwrap();
     fs::write(outside.path().join("f"), "x").unwrap();
-    let p = dir.path();
     symlink(outside.path(), p.join("escape")).unwrap();
     let abs = outside.path().to_str().unwrap().to_owned();
     for bad in [
@@ -311,26 +292,14 @@ fn gate_errors_exit_125() {
         );
     }
     let out = vibesys(p, &["gate", "check", "--run", "never-recorded"]);
-    assert_eq!(out.status.code(), Some(125));
-    assert!(
-        stderr(&out).contains("no gate baseline"),
-        "{}",
-        stderr(&out)
-    );
+    assert_code_stderr(&out, 125, "no gate baseline");
     let out = vibesys(p, &["gate", "baseline", "--run", "r1", "--protect", "nope"]);
-    assert_eq!(out.status.code(), Some(125));
-    assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
+    assert_code_stderr(&out, 125, "does not exist");
     let out = vibesys(p, &["gate", "baseline", "--run", "r1"]);
-    assert_eq!(out.status.code(), Some(125));
-    assert!(
-        stderr(&out).contains("nothing to protect"),
-        "{}",
-        stderr(&out)
-    );
+    assert_code_stderr(&out, 125, "nothing to protect");
     fs::write(p.join("vibesys.toml"), "[gate]\nprotect = [\"\"]\n").unwrap();
     let out = vibesys(p, &["gate", "baseline", "--run", "r1"]);
-    assert_eq!(out.status.code(), Some(125));
-    assert!(stderr(&out).contains("empty"), "{}", stderr(&out));
+    assert_code_stderr(&out, 125, "empty");
     fs::remove_file(p.join("vibesys.toml")).unwrap();
     // A tampered baseline is an error, not a pass.
     baseline(p, "r2", &["eval"]);
@@ -352,51 +321,32 @@ fn protect_list_from_vibesys_toml() {
         "[sandbox]\nhidden = [\"secret\"]\n\n[gate]\nprotect = [\"inputs\"]\n",
     )
     .unwrap();
-    let out = ok(vibesys(
-        p,
-        &[
-            "gate",
-            "baseline",
-            "--run",
-            "r1",
-            "--protect",
-            "eval/score.py",
-            "--json",
-        ],
-    ));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = baseline_json(p, "eval/score.py");
     assert_eq!(v["protect"], serde_json::json!(["eval/score.py", "inputs"]));
     fs::write(p.join("inputs/data.csv"), "a,b\n1,3\n").unwrap();
-    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert_eq!(stdout(&out), "changed: inputs/data.csv\n");
+    assert_check_finds(p, "changed: inputs/data.csv\n");
 
     fs::write(p.join("vibesys.toml"), "[gate]\nprotect = \"inputs\"\n").unwrap();
     let out = vibesys(p, &["gate", "baseline", "--run", "r1"]);
-    assert_eq!(out.status.code(), Some(125));
-    assert!(stderr(&out).contains("vibesys.toml"), "{}", stderr(&out));
+    assert_code_stderr(&out, 125, "vibesys.toml");
 }
 
 #[test]
 fn hostile_names_cannot_forge_report_lines() {
-    let dir = project();
+    let dir = baselined(&["eval"]);
     let p = dir.path();
-    baseline(p, "r1", &["eval"]);
     fs::write(p.join("eval/x\nchanged: fake"), "").unwrap();
-    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert_eq!(stdout(&out), "added: \"eval/x\\nchanged: fake\"\n");
+    assert_check_finds(p, "added: \"eval/x\\nchanged: fake\"\n");
 }
 
 #[test]
 fn non_utf8_name_added_after_the_baseline_fails_the_check() {
     use std::os::unix::ffi::OsStrExt;
-    let dir = project();
+    let dir = baselined(&["eval"]);
     let p = dir.path();
-    baseline(p, "r1", &["eval"]);
     let name = std::ffi::OsStr::from_bytes(b"bad-\xff");
     fs::write(p.join("eval").join(name), "").unwrap();
-    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
+    let out = check(p);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
         stdout(&out).starts_with("added: eval/bad-"),
@@ -407,9 +357,8 @@ fn non_utf8_name_added_after_the_baseline_fails_the_check() {
 
 #[test]
 fn a_file_replaced_by_a_fifo_is_changed_and_never_opened() {
-    let dir = project();
+    let dir = baselined(&["eval"]);
     let p = dir.path();
-    baseline(p, "r1", &["eval"]);
     fs::remove_file(p.join("eval/score.py")).unwrap();
     let st = Command::new("mkfifo")
         .arg(p.join("eval/score.py"))
@@ -417,7 +366,7 @@ fn a_file_replaced_by_a_fifo_is_changed_and_never_opened() {
         .unwrap_or_else(|e| panic!("this test needs mkfifo (apt-get install coreutils): {e}"));
     assert!(st.success());
     // A reader blocking on the fifo would hang here; the gate must not.
-    let out = vibesys(p, &["gate", "check", "--run", "r1"]);
+    let out = check(p);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert_eq!(stdout(&out), "changed: eval/score.py\n");
 }

@@ -557,10 +557,7 @@ fn an_oci_output_replaces_only_a_layout() {
         err.contains("precious") && err.contains("refusing"),
         "{err}"
     );
-    assert_eq!(
-        std::fs::read_to_string(d.join("precious/notes.txt")).unwrap(),
-        "keep me"
-    );
+    assert_file_is(d.join("precious/notes.txt"), "keep me");
     let leftovers: Vec<_> = std::fs::read_dir(d)
         .unwrap()
         .map(|e| e.unwrap().file_name())

@@ -204,17 +204,7 @@ fn a_build_killed_mid_edit_leaves_no_output_and_a_failed_edit_writes_anew() {
         // Killed at the edit's first write (the first pwrite64 of a
         // rebuild: layers and documents are written with write(2)).
         sh(d, "echo more >> root/big2/b/f");
-        let o = Command::new("strace")
-            .args([
-                "-f",
-                "-o",
-                "/dev/null",
-                "-e",
-                "inject=pwrite64:signal=KILL:when=1",
-            ])
-            .arg(vibesys_bin())
-            .args(build_command(d, &out, format, Some("cache")).get_args())
-            .current_dir(d)
+        let o = strace_build(d, &out, format, "inject=pwrite64:signal=KILL:when=1")
             .output()
             .unwrap();
         assert!(!o.status.success(), "{format}: not killed");
@@ -237,20 +227,10 @@ fn a_build_killed_mid_edit_leaves_no_output_and_a_failed_edit_writes_anew() {
         // (the inode number says nothing here: the failed edit's file is
         // gone before the new one is made, which may get its number).
         sh(d, "echo more >> root/big3/b/f");
-        let o = Command::new("strace")
-            .args([
-                "-f",
-                "-o",
-                "/dev/null",
-                "-e",
-                "inject=ftruncate:error=EIO:when=1",
-            ])
-            .arg(vibesys_bin())
-            .args(build_command(d, &out, format, Some("cache")).get_args())
+        let o = strace_build(d, &out, format, "inject=ftruncate:error=EIO:when=1")
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("VIBESYS_LOG", "vs_image=debug")
-            .current_dir(d)
             .output()
             .unwrap();
         let log = String::from_utf8_lossy(&o.stderr).into_owned();
@@ -261,6 +241,17 @@ fn a_build_killed_mid_edit_leaves_no_output_and_a_failed_edit_writes_anew() {
         assert!(renamed(d, &out).is_empty(), "{format}");
         assert_cold_bytes(d, &out, format, "after a failed edit");
     }
+}
+
+/// The cached build of the root to `out` in `d` under `strace -f -e
+/// INJECT` (the fault it injects).
+fn strace_build(d: &Path, out: &str, format: &str, inject: &str) -> Command {
+    let mut c = Command::new("strace");
+    c.args(["-f", "-o", "/dev/null", "-e", inject])
+        .arg(vibesys_bin())
+        .args(build_command(d, out, format, Some("cache")).get_args())
+        .current_dir(d);
+    c
 }
 
 /// Builds the root to `out` with `cache` and asserts that every layer

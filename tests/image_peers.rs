@@ -173,14 +173,8 @@ fn umoci_unpacks_the_expected_rootfs() {
         "setuid must be dropped by default"
     );
     assert_eq!(mode("data/sticky"), 0o1777);
-    assert_eq!(
-        std::fs::read_to_string(r.join("data/file")).unwrap(),
-        "secret"
-    );
-    assert_eq!(
-        std::fs::read_to_string(r.join("etc/hostname")).unwrap(),
-        "vibesys\n"
-    );
+    assert_file_is(r.join("data/file"), "secret");
+    assert_file_is(r.join("etc/hostname"), "vibesys\n");
     assert_eq!(
         std::fs::read_link(r.join("opt/rel"))
             .unwrap()

@@ -9,6 +9,7 @@
 #[path = "image_support/mod.rs"]
 mod image_support;
 
+use std::ffi::OsStr;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -21,6 +22,17 @@ struct Registry {
     port: u16,
     storage: PathBuf,
     _dir: tempfile::TempDir,
+}
+
+impl Registry {
+    /// Where the registry stores the blob of this hex digest.
+    fn blob(&self, hex: &str) -> PathBuf {
+        self.storage
+            .join("docker/registry/v2/blobs/sha256")
+            .join(&hex[..2])
+            .join(hex)
+            .join("data")
+    }
 }
 
 impl Drop for Registry {
@@ -43,6 +55,47 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// Asserts that `dir` is empty (`case` names the case on failure).
+fn assert_nothing_left(dir: &Path, case: &str) {
+    let left: Vec<_> = std::fs::read_dir(dir).unwrap().collect();
+    assert!(left.is_empty(), "{case}: left behind: {left:?}");
+}
+
+/// Runs `cmd`, which must fail as vibesys does; returns its stderr.
+fn refused(cmd: &mut Command) -> String {
+    fails(cmd.output().unwrap())
+}
+
+/// `vibesys image push IMAGE REFERENCE` in `d`.
+fn push_cmd(d: &Path, image: impl AsRef<OsStr>, reference: impl AsRef<OsStr>) -> Command {
+    let mut c = vibesys(d);
+    c.args(["image", "push"]).arg(image).arg(reference);
+    c
+}
+
+/// `vibesys image pull REFERENCE EXTRA --out OUT` in `d`.
+fn pull_cmd(d: &Path, reference: &str, extra: &[&str], out: impl AsRef<OsStr>) -> Command {
+    let mut c = vibesys(d);
+    c.args(["image", "pull", reference])
+        .args(extra)
+        .arg("--out")
+        .arg(out);
+    c
+}
+
+/// `vibesys image build SPEC --path BUSYBOX --no-cache --format FORMAT
+/// --out OUT` in `d`.
+fn build_cmd(d: &Path, spec: impl AsRef<OsStr>, format: &str, out: impl AsRef<OsStr>) -> Command {
+    let mut c = vibesys(d);
+    c.args(["image", "build"])
+        .arg(spec)
+        .arg("--path")
+        .arg(busybox())
+        .args(["--no-cache", "--format", format, "--out"])
+        .arg(out);
+    c
 }
 
 fn run(cmd: &mut Command) -> String {
@@ -139,13 +192,7 @@ fn tiny_image(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
         .arg("--no-cache")
         .output()
         .unwrap());
-    ok(vibesys(dir)
-        .args(["image", "pin"])
-        .arg(&archive)
-        .arg("--lock")
-        .arg(&lock)
-        .output()
-        .unwrap());
+    pin_image(dir, &archive, &lock);
     (archive, lock)
 }
 
@@ -157,6 +204,23 @@ fn tiny_for(reg: &Registry, prefix: &str) -> (tempfile::TempDir, String, PathBuf
     let (archive, lock) = tiny_image(dir.path(), &name);
     let repo = format!("127.0.0.1:{}/vs/{name}", reg.port);
     (dir, name, archive, lock, repo)
+}
+
+/// A plain HTTP registry ([`start`]) and a [`tiny_for`] it:
+/// (registry, directory, name, archive, lock, repository).
+fn plain_with_tiny(
+    prefix: &str,
+) -> (
+    Registry,
+    tempfile::TempDir,
+    String,
+    PathBuf,
+    PathBuf,
+    String,
+) {
+    let (reg, _) = start(false);
+    let (dir, name, archive, lock, repo) = tiny_for(&reg, prefix);
+    (reg, dir, name, archive, lock, repo)
 }
 
 fn pinned(lock: &Path, name: &str, key: &str) -> String {
@@ -201,21 +265,15 @@ fn uploaded(report: &serde_json::Value) -> usize {
 #[test]
 fn plain_http_push_then_pull_by_digest_gives_back_the_pinned_image() {
     require("skopeo", "apt-get install skopeo");
-    let (reg, _) = start(false);
-    let (dir, name, archive, lock, repo) = tiny_for(&reg, "vs-reg-tiny");
+    let (_reg, dir, name, archive, lock, repo) = plain_with_tiny("vs-reg-tiny");
     let d = dir.path();
     let manifest = pinned(&lock, &name, "manifest_digest");
     let config = pinned(&lock, &name, "config_digest");
 
     // Push with the lock: prints REPO@manifest digest, records it.
-    let out = ok(vibesys(d)
-        .args(["image", "push"])
-        .arg(&archive)
-        .arg(format!("{repo}:t1"))
+    let out = run(push_cmd(d, &archive, format!("{repo}:t1"))
         .arg("--lock")
-        .arg(&lock)
-        .output()
-        .unwrap());
+        .arg(&lock));
     let reference = format!("{repo}@{manifest}");
     assert_eq!(out.trim(), reference);
     let text = std::fs::read_to_string(&lock).unwrap();
@@ -247,11 +305,7 @@ fn plain_http_push_then_pull_by_digest_gives_back_the_pinned_image() {
 
     // Pull by digest: the same bytes as the build, which verify accepts.
     let pulled = d.join("pulled.tar");
-    ok(vibesys(d)
-        .args(["image", "pull", &reference, "--out"])
-        .arg(&pulled)
-        .output()
-        .unwrap());
+    run(&mut pull_cmd(d, &reference, &[], &pulled));
     assert_eq!(sha256(&pulled), sha256(&archive));
     ok(vibesys(d)
         .args(["image", "verify", "--lock"])
@@ -284,15 +338,7 @@ fn plain_http_push_then_pull_by_digest_gives_back_the_pinned_image() {
         ("squashfs", "s.sqfs"),
     ] {
         let built = d.join(format!("built-{file}"));
-        ok(vibesys(d)
-            .args(["image", "build"])
-            .arg(d.join("tiny.toml"))
-            .arg("--path")
-            .arg(busybox())
-            .args(["--no-cache", "--format", fmt, "--out"])
-            .arg(&built)
-            .output()
-            .unwrap());
+        run(&mut build_cmd(d, d.join("tiny.toml"), fmt, &built));
         let got = d.join(file);
         ok(vibesys(d)
             .args(["image", "pull", &reference, "--format", fmt, "--out"])
@@ -303,22 +349,17 @@ fn plain_http_push_then_pull_by_digest_gives_back_the_pinned_image() {
     }
 
     // A tag alone is refused; with the lock it must resolve to the pin.
-    let err = fails(
-        vibesys(d)
-            .args(["image", "pull", &format!("{repo}:t1"), "--out"])
-            .arg(d.join("x.tar"))
-            .output()
-            .unwrap(),
-    );
+    let err = refused(&mut pull_cmd(
+        d,
+        &format!("{repo}:t1"),
+        &[],
+        d.join("x.tar"),
+    ));
     assert!(err.contains("pull takes a digest"), "{err}");
     assert!(!d.join("x.tar").exists());
-    ok(vibesys(d)
-        .args(["image", "pull", &format!("{repo}:t1"), "--lock"])
-        .arg(&lock)
-        .arg("--out")
-        .arg(d.join("x.tar"))
-        .output()
-        .unwrap());
+    run(pull_cmd(d, &format!("{repo}:t1"), &[], d.join("x.tar"))
+        .arg("--lock")
+        .arg(&lock));
     assert_eq!(sha256(&d.join("x.tar")), sha256(&archive));
     // The tag moved to another image: refused, naming both digests.
     let other = d.join("other");
@@ -345,27 +386,18 @@ fn plain_http_push_then_pull_by_digest_gives_back_the_pinned_image() {
         (a, ())
     };
     json_push(d, &other_archive, &format!("{repo}:t1"), &[], None);
-    let err = fails(
-        vibesys(d)
-            .args(["image", "pull", &format!("{repo}:t1"), "--lock"])
-            .arg(&lock)
-            .arg("--out")
-            .arg(d.join("moved.tar"))
-            .output()
-            .unwrap(),
+    let err = refused(
+        pull_cmd(d, &format!("{repo}:t1"), &[], d.join("moved.tar"))
+            .arg("--lock")
+            .arg(&lock),
     );
     assert!(err.contains(&manifest), "{err}");
     assert!(!d.join("moved.tar").exists());
     // Pushing an image the lock does not pin, with the lock: refused.
-    let err = fails(
-        vibesys(d)
-            .args(["image", "push"])
-            .arg(&other_archive)
-            .arg(format!("{repo}:t2"))
+    let err = refused(
+        push_cmd(d, &other_archive, format!("{repo}:t2"))
             .arg("--lock")
-            .arg(&lock)
-            .output()
-            .unwrap(),
+            .arg(&lock),
     );
     assert!(err.contains(&config), "{err}");
 }
@@ -373,19 +405,11 @@ fn plain_http_push_then_pull_by_digest_gives_back_the_pinned_image() {
 #[test]
 fn docker_pulls_by_digest_and_loads_the_pulled_archive_as_the_same_image() {
     require_docker();
-    let (reg, _) = start(false);
-    let (dir, name, archive, lock, repo) = tiny_for(&reg, "vs-reg-docker");
+    let (_reg, dir, name, archive, lock, repo) = plain_with_tiny("vs-reg-docker");
     let d = dir.path();
     let manifest = pinned(&lock, &name, "manifest_digest");
     let config = pinned(&lock, &name, "config_digest");
-    let reference = ok(vibesys(d)
-        .args(["image", "push"])
-        .arg(&archive)
-        .arg(&repo)
-        .output()
-        .unwrap())
-    .trim()
-    .to_owned();
+    let reference = run(&mut push_cmd(d, &archive, &repo)).trim().to_owned();
     assert_eq!(reference, format!("{repo}@{manifest}"));
 
     // docker pull by digest (127.0.0.0/8 is an insecure registry to the
@@ -404,11 +428,7 @@ fn docker_pulls_by_digest_and_loads_the_pulled_archive_as_the_same_image() {
 
     // The pulled archive loads with the same ID.
     let pulled = d.join("pulled.tar");
-    ok(vibesys(d)
-        .args(["image", "pull", &reference, "--out"])
-        .arg(&pulled)
-        .output()
-        .unwrap());
+    run(&mut pull_cmd(d, &reference, &[], &pulled));
     ok(Command::new("docker")
         .arg("load")
         .arg("-i")
@@ -423,8 +443,7 @@ fn docker_pulls_by_digest_and_loads_the_pulled_archive_as_the_same_image() {
 
 #[test]
 fn a_registry_serving_a_wrong_blob_is_caught_and_nothing_is_left() {
-    let (reg, _) = start(false);
-    let (dir, _name, archive, lock, repo) = tiny_for(&reg, "vs-reg-bad");
+    let (reg, dir, _name, archive, lock, repo) = plain_with_tiny("vs-reg-bad");
     let d = dir.path();
     let report = json_push(d, &archive, &repo, &[], None);
     let reference = report["reference"].as_str().unwrap().to_owned();
@@ -437,12 +456,7 @@ fn a_registry_serving_a_wrong_blob_is_caught_and_nothing_is_left() {
     let _ = lock;
     // Flip one byte of the layer in the registry's own storage.
     let hex = layer.trim_start_matches("sha256:");
-    let data = reg
-        .storage
-        .join("docker/registry/v2/blobs/sha256")
-        .join(&hex[..2])
-        .join(hex)
-        .join("data");
+    let data = reg.blob(hex);
     let mut bytes = std::fs::read(&data).unwrap();
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0xff;
@@ -459,37 +473,24 @@ fn a_registry_serving_a_wrong_blob_is_caught_and_nothing_is_left() {
                 .unwrap(),
         );
         assert!(err.contains(&layer), "{err}");
-        let left: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
-        assert!(left.is_empty(), "{format}: left behind: {left:?}");
+        assert_nothing_left(&out_dir, format);
     }
     // A manifest changed in the registry's storage: refused, naming it.
     let manifest = report["manifest_digest"].as_str().unwrap().to_owned();
     let hex = manifest.trim_start_matches("sha256:");
-    let data = reg
-        .storage
-        .join("docker/registry/v2/blobs/sha256")
-        .join(&hex[..2])
-        .join(hex)
-        .join("data");
+    let data = reg.blob(hex);
     let text = std::fs::read_to_string(&data).unwrap();
     let changed = text.replacen("\"schemaVersion\":2", "\"schemaVersion\": 2", 1);
     assert_ne!(changed, text, "the manifest was not changed");
     std::fs::write(&data, changed).unwrap();
-    let err = fails(
-        vibesys(d)
-            .args(["image", "pull", &reference, "--out"])
-            .arg(out_dir.join("pulled"))
-            .output()
-            .unwrap(),
-    );
+    let err = refused(&mut pull_cmd(d, &reference, &[], out_dir.join("pulled")));
     // The reference names the manifest's digest whatever went wrong: the
     // digest of the changed bytes shows that they were checked.
     assert!(
         err.contains(&manifest) && err.contains(&sha256(&data)),
         "{err}"
     );
-    let left: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_nothing_left(&out_dir, "");
 }
 
 #[test]
@@ -502,15 +503,7 @@ fn tls_with_a_test_ca_and_htpasswd_basic_auth() {
     std::fs::create_dir(&empty_config).unwrap();
 
     // Without the CA: the certificate is refused (no fallback to HTTP).
-    let err = fails(
-        vibesys(d)
-            .args(["image", "push"])
-            .arg(&archive)
-            .arg(&repo)
-            .env("DOCKER_CONFIG", &empty_config)
-            .output()
-            .unwrap(),
-    );
+    let err = refused(push_cmd(d, &archive, &repo).env("DOCKER_CONFIG", &empty_config));
     assert!(
         err.to_lowercase().contains("certificate") || err.contains("HTTPS"),
         "{err}"
@@ -525,30 +518,20 @@ fn tls_with_a_test_ca_and_htpasswd_basic_auth() {
         ),
     ] {
         let bad_ca = write(d, file, text);
-        let err = fails(
-            vibesys(d)
-                .args(["image", "push"])
-                .arg(&archive)
-                .arg(&repo)
+        let err = refused(
+            push_cmd(d, &archive, &repo)
                 .arg("--ca-file")
                 .arg(&bad_ca)
-                .env("DOCKER_CONFIG", &empty_config)
-                .output()
-                .unwrap(),
+                .env("DOCKER_CONFIG", &empty_config),
         );
         assert!(err.contains(file) && err.contains("PEM"), "{err}");
     }
     // With the CA but no credentials: unauthorized.
-    let err = fails(
-        vibesys(d)
-            .args(["image", "push"])
-            .arg(&archive)
-            .arg(&repo)
+    let err = refused(
+        push_cmd(d, &archive, &repo)
             .arg("--ca-file")
             .arg(&sec.ca)
-            .env("DOCKER_CONFIG", &empty_config)
-            .output()
-            .unwrap(),
+            .env("DOCKER_CONFIG", &empty_config),
     );
     assert!(err.contains("registry"), "{err}");
 
@@ -611,8 +594,7 @@ fn tls_with_a_test_ca_and_htpasswd_basic_auth() {
 
 #[test]
 fn run_env_show_says_when_the_service_image_is_not_in_a_registry() {
-    let (reg, _) = start(false);
-    let (dir, _name, archive, lock, repo) = tiny_for(&reg, "vs-reg-remote");
+    let (_reg, dir, _name, archive, lock, repo) = plain_with_tiny("vs-reg-remote");
     let d = dir.path();
     let show = |toml: &str| {
         write(d, "vibesys.toml", toml);
@@ -650,14 +632,9 @@ fn run_env_show_says_when_the_service_image_is_not_in_a_registry() {
             .contains("not pinned by digest")
     );
     // The reference push prints: by digest, for both services.
-    let pushed = ok(vibesys(d)
-        .args(["image", "push"])
-        .arg(&archive)
-        .arg(format!("{repo}:t1"))
+    let pushed = run(push_cmd(d, &archive, format!("{repo}:t1"))
         .arg("--lock")
-        .arg(&lock)
-        .output()
-        .unwrap());
+        .arg(&lock));
     let pushed = pushed.trim();
     let v = show(&format!(
         "{eval}[modal]\nimage = \"{pushed}\"\n[skypilot]\nimage = \"docker:{pushed}\"\n"
@@ -667,18 +644,10 @@ fn run_env_show_says_when_the_service_image_is_not_in_a_registry() {
     }
 }
 
-/// An OCI layout whose one layer holds `evil -> /` and then
-/// `evil/pwned-<unique>`: unpacked naively, it writes outside the rootfs.
-const HOSTILE_LAYOUT: &str = r#"
-import hashlib, io, json, os, sys, tarfile
-out, victim = sys.argv[1], sys.argv[2]
-buf = io.BytesIO()
-with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
-    s = tarfile.TarInfo("evil"); s.type = tarfile.SYMTYPE; s.linkname = os.path.dirname(victim)
-    t.addfile(s)
-    data = b"written through a symlink\n"
-    f = tarfile.TarInfo("evil/" + os.path.basename(victim)); f.size = len(data)
-    t.addfile(f, io.BytesIO(data))
+/// The end of the Python scripts below: writes the uncompressed `layer`
+/// they built as the one image (named `name`) of an OCI layout at `out`;
+/// prints its manifest digest.
+const WRITE_LAYOUT: &str = r#"
 layer = buf.getvalue()
 def put(b):
     d = hashlib.sha256(b).hexdigest()
@@ -694,9 +663,33 @@ manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.ima
 md = put(manifest)
 open(out + "/oci-layout", "w").write('{"imageLayoutVersion":"1.0.0"}')
 json.dump({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
-  "digest": md, "size": len(manifest), "annotations": {"io.containerd.image.name": "hostile:t"}}]},
+  "digest": md, "size": len(manifest), "annotations": {"io.containerd.image.name": name}}]},
   open(out + "/index.json", "w"))
 print(md)
+"#;
+
+/// Runs the Python script `head` (which builds `layer` and sets `out`
+/// and `name`), then [`WRITE_LAYOUT`], with `args`; returns its output.
+fn python_layout(head: &str, args: &[&std::ffi::OsStr]) -> String {
+    run(Command::new("python3")
+        .arg("-c")
+        .arg(format!("{head}{WRITE_LAYOUT}"))
+        .args(args))
+}
+
+/// An OCI layout whose one layer holds `evil -> /` and then
+/// `evil/pwned-<unique>`: unpacked naively, it writes outside the rootfs.
+const HOSTILE_LAYOUT: &str = r#"
+import hashlib, io, json, os, sys, tarfile
+out, victim = sys.argv[1], sys.argv[2]
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+    s = tarfile.TarInfo("evil"); s.type = tarfile.SYMTYPE; s.linkname = os.path.dirname(victim)
+    t.addfile(s)
+    data = b"written through a symlink\n"
+    f = tarfile.TarInfo("evil/" + os.path.basename(victim)); f.size = len(data)
+    t.addfile(f, io.BytesIO(data))
+name = "hostile:t"
 "#;
 
 #[test]
@@ -707,45 +700,26 @@ fn a_hostile_layer_cannot_write_outside_the_squashfs_rootfs() {
     let d = dir.path();
     let victim = std::env::temp_dir().join(unique("vs-reg-victim"));
     let layout = d.join("hostile");
-    let digest = run(Command::new("python3")
-        .arg("-c")
-        .arg(HOSTILE_LAYOUT)
-        .arg(&layout)
-        .arg(&victim));
+    let digest = python_layout(HOSTILE_LAYOUT, &[layout.as_os_str(), victim.as_os_str()]);
     let repo = format!("127.0.0.1:{}/vs/{}", reg.port, unique("hostile"));
-    let pushed = ok(vibesys(d)
-        .args(["image", "push"])
-        .arg(&layout)
-        .arg(&repo)
-        .output()
-        .unwrap());
+    let pushed = run(&mut push_cmd(d, &layout, &repo));
     assert_eq!(pushed.trim(), format!("{repo}@{}", digest.trim()));
     let out_dir = d.join("out");
     std::fs::create_dir(&out_dir).unwrap();
-    let err = fails(
-        vibesys(d)
-            .args([
-                "image",
-                "pull",
-                pushed.trim(),
-                "--format",
-                "squashfs",
-                "--out",
-            ])
-            .arg(out_dir.join("h.sqfs"))
-            .output()
-            .unwrap(),
-    );
+    let err = refused(&mut pull_cmd(
+        d,
+        pushed.trim(),
+        &["--format", "squashfs"],
+        out_dir.join("h.sqfs"),
+    ));
     assert!(err.contains("symlink"), "{err}");
     assert!(!victim.exists(), "{} was written", victim.display());
-    let left: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_nothing_left(&out_dir, "");
 }
 
 #[test]
 fn a_push_to_a_second_repository_mounts_the_blobs_the_lock_saw_pushed() {
-    let (reg, _) = start(false);
-    let (dir, name, archive, lock, _) = tiny_for(&reg, "vs-reg-mount");
+    let (reg, dir, name, archive, lock, _) = plain_with_tiny("vs-reg-mount");
     let d = dir.path();
     let push = |repo: &str| {
         json(&ok(vibesys(d)
@@ -768,23 +742,13 @@ fn a_push_to_a_second_repository_mounts_the_blobs_the_lock_saw_pushed() {
     assert!(text.contains(&first) && text.contains(&second), "{text}");
     // The docker-archive has no OCI manifest: refused, naming what to push.
     let docker = d.join("d.tar");
-    ok(vibesys(d)
-        .args(["image", "build"])
-        .arg(d.join("tiny.toml"))
-        .arg("--path")
-        .arg(busybox())
-        .args(["--no-cache", "--format", "docker-archive", "--out"])
-        .arg(&docker)
-        .output()
-        .unwrap());
-    let err = fails(
-        vibesys(d)
-            .args(["image", "push"])
-            .arg(&docker)
-            .arg(&first)
-            .output()
-            .unwrap(),
-    );
+    run(&mut build_cmd(
+        d,
+        d.join("tiny.toml"),
+        "docker-archive",
+        &docker,
+    ));
+    let err = refused(&mut push_cmd(d, &docker, &first));
     assert!(err.contains("docker-archive"), "{err}");
 }
 
@@ -807,23 +771,7 @@ with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
         add("ro/late", 0o644, b"after the chmod\n"); add("zero", 0, b"kept\n")
     else:
         add("a", 0o755); add("a/f", 0o644, b"f\n"); add("a/.wh...", 0o644, b"")
-layer = buf.getvalue()
-def put(b):
-    d = hashlib.sha256(b).hexdigest()
-    os.makedirs(out + "/blobs/sha256", exist_ok=True)
-    open(out + "/blobs/sha256/" + d, "wb").write(b)
-    return "sha256:" + d
-ld = put(layer)
-config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": [ld]}}).encode()
-cd = put(config)
-manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-  "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": len(config)},
-  "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": ld, "size": len(layer)}]}).encode()
-md = put(manifest)
-open(out + "/oci-layout", "w").write('{"imageLayoutVersion":"1.0.0"}')
-json.dump({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
-  "digest": md, "size": len(manifest), "annotations": {"io.containerd.image.name": "modes:t"}}]},
-  open(out + "/index.json", "w"))
+name = "modes:t"
 "#;
 
 #[test]
@@ -835,18 +783,9 @@ fn a_squashfs_pull_keeps_modes_that_deny_their_owner_as_root_and_as_a_user() {
     let d = dir.path();
     let push = |case: &str| {
         let layout = d.join(case);
-        run(Command::new("python3")
-            .arg("-c")
-            .arg(MODES_LAYOUT)
-            .arg(&layout)
-            .arg(case));
+        python_layout(MODES_LAYOUT, &[layout.as_os_str(), case.as_ref()]);
         let repo = format!("127.0.0.1:{}/vs/{}", reg.port, unique(case));
-        let pushed = ok(vibesys(d)
-            .args(["image", "push"])
-            .arg(&layout)
-            .arg(&repo)
-            .output()
-            .unwrap());
+        let pushed = run(&mut push_cmd(d, &layout, &repo));
         pushed.trim().to_owned()
     };
     let modes = push("modes");
@@ -935,12 +874,8 @@ while True:
 #[test]
 fn an_interrupted_pull_leaves_nothing_behind() {
     require("python3", "apt-get install python3");
-    let (reg, _) = start(false);
-    let dir = tempfile::tempdir().unwrap();
+    let (reg, dir, _name, archive, _lock, repo) = plain_with_tiny("vs-reg-int");
     let d = dir.path();
-    let name = unique("vs-reg-int");
-    let (archive, _lock) = tiny_image(d, &name);
-    let repo = format!("127.0.0.1:{}/vs/{name}", reg.port);
     let report = json_push(d, &archive, &repo, &[], None);
     /// Killed (by its own pid) when dropped, also when the test fails.
     struct Proxy(Child);
@@ -971,9 +906,7 @@ fn an_interrupted_pull_leaves_nothing_behind() {
         .replace(&format!(":{}/", reg.port), &format!(":{}/", port.trim()));
     let out_dir = d.join("out");
     std::fs::create_dir(&out_dir).unwrap();
-    let pull = vibesys(d)
-        .args(["image", "pull", &reference, "--out"])
-        .arg(out_dir.join("pulled.tar"))
+    let pull = pull_cmd(d, &reference, &[], out_dir.join("pulled.tar"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -991,8 +924,7 @@ fn an_interrupted_pull_leaves_nothing_behind() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert!(err.contains("interrupted"), "{err}");
-    let left: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_nothing_left(&out_dir, "");
 }
 
 /// A referrers tag the registry fails to serve (its storage link broken:
@@ -1000,12 +932,8 @@ fn an_interrupted_pull_leaves_nothing_behind() {
 /// by a fresh index that would drop the image's other referrers.
 #[test]
 fn a_referrers_tag_the_registry_fails_to_serve_is_not_replaced() {
-    let (reg, _) = start(false);
-    let dir = tempfile::tempdir().unwrap();
+    let (reg, dir, name, archive, _lock, repo) = plain_with_tiny("vs-reg-ref");
     let d = dir.path();
-    let name = unique("vs-reg-ref");
-    let (archive, _lock) = tiny_image(d, &name);
-    let repo = format!("127.0.0.1:{}/vs/{name}", reg.port);
     let report = json_push(d, &archive, &repo, &[], None);
     let manifest = report["manifest_digest"].as_str().unwrap();
     let tag = format!("sha256-{}", manifest.trim_start_matches("sha256:"));
@@ -1018,14 +946,7 @@ fn a_referrers_tag_the_registry_fails_to_serve_is_not_replaced() {
         .join("current/link");
     assert!(link.is_file(), "the first push left no referrers tag");
     std::fs::write(&link, "not-a-digest").unwrap();
-    let err = fails(
-        vibesys(d)
-            .args(["image", "push"])
-            .arg(&archive)
-            .arg(&repo)
-            .output()
-            .unwrap(),
-    );
+    let err = refused(&mut push_cmd(d, &archive, &repo));
     assert!(err.contains(&tag), "{err}");
-    assert_eq!(std::fs::read_to_string(&link).unwrap(), "not-a-digest");
+    assert_file_is(&link, "not-a-digest");
 }

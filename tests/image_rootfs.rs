@@ -218,6 +218,16 @@ fn a_debootstrap_like_root_builds_and_special_files_outside_dev_are_refused() {
         .unwrap());
 
     // Anywhere else they are refused, naming the path and the kind.
+    // `image build` of the root `r`, which must fail; its stderr.
+    let build_root_r = || {
+        fails(
+            vibesys(d)
+                .args(["image", "build", spec.to_str().unwrap(), "--out", "x.tar"])
+                .args(["--no-cache", "--root", "r"])
+                .output()
+                .unwrap(),
+        )
+    };
     for (setup, path, kind) in [
         ("mknod r/etc/null c 1 3", "r/etc/null", "device"),
         ("mknod r/devices/sda b 8 0", "r/devices/sda", "device"),
@@ -228,25 +238,13 @@ fn a_debootstrap_like_root_builds_and_special_files_outside_dev_are_refused() {
             d,
             &format!("rm -rf r && mkdir -p r/etc r/devices r/run r/dev && {setup}"),
         );
-        let err = fails(
-            vibesys(d)
-                .args(["image", "build", spec.to_str().unwrap(), "--out", "x.tar"])
-                .args(["--no-cache", "--root", "r"])
-                .output()
-                .unwrap(),
-        );
+        let err = build_root_r();
         assert!(err.contains(path) && err.contains(kind), "{setup}: {err}");
         assert!(!d.join("x.tar").exists(), "no partial output");
     }
     sh(d, "rm -rf r && mkdir -p r/run");
     let _s = std::os::unix::net::UnixListener::bind(d.join("r/run/sock")).unwrap();
-    let err = fails(
-        vibesys(d)
-            .args(["image", "build", spec.to_str().unwrap(), "--out", "x.tar"])
-            .args(["--no-cache", "--root", "r"])
-            .output()
-            .unwrap(),
-    );
+    let err = build_root_r();
     assert!(
         err.contains("r/run/sock") && err.contains("socket"),
         "{err}"

@@ -19,22 +19,11 @@ mod common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-use common::{As, command_as, require_tool, test_user, users};
+use common::{As, command_as, ok, require_tool, test_user, users};
 
 const INSTALL: &str = "install Debian's podman and charliecloud (scripts/install-deps.sh)";
-
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "command failed ({}):\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn json(s: &str) -> serde_json::Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))

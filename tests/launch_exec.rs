@@ -165,15 +165,10 @@ fn the_command_starts_clean() {
                 operator_ignored,
                 "{who:?} {backend}: {status}"
             );
-            let out = command_as(
-                who,
-                &p.root.join("sub/dir"),
-                &vibesys(),
-                &["exec", "--confine", backend, "--", "sh", "-c", "pwd; env"],
-            )
-            .env("SECRET_TOKEN", "must-not-pass")
-            .output()
-            .unwrap();
+            let out = exec_sh_command(who, &p.root.join("sub/dir"), backend, "pwd; env")
+                .env("SECRET_TOKEN", "must-not-pass")
+                .output()
+                .unwrap();
             assert_code(&out, 0);
             let text = stdout(&out);
             assert!(

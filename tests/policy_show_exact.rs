@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use docker_support::common::{self, As, Project, command_as, project, users, vibesys};
+use docker_support::common::{self, As, Project, command_as, project, users, vibesys, vibesys_as};
 
 /// The argv of the process `pid`.
 fn cmdline(pid: u32) -> Option<Vec<String>> {
@@ -62,9 +62,7 @@ fn find_bwrap(root: u32) -> Option<Vec<String>> {
 fn show_json(who: As, p: &Project, backend: &str, command: &[&str]) -> serde_json::Value {
     let mut args = vec!["policy", "show", "--backend", backend, "--json", "--"];
     args.extend(command);
-    let out = command_as(who, &p.root, &vibesys(), &args)
-        .output()
-        .unwrap();
+    let out = vibesys_as(who, &p.root, &args);
     assert!(out.status.success(), "{out:?}");
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -170,9 +168,7 @@ fn policy_show_writes_nothing_and_plans_the_missing_run_state() {
         assert!(resolved.iter().any(|r| r == rel), "{rel} in {resolved:?}");
     }
     // exec creates them and then applies the same plan.
-    let out = command_as(As::Root, &p.root, &vibesys(), &["exec", "--", "true"])
-        .output()
-        .unwrap();
+    let out = vibesys_as(As::Root, &p.root, &["exec", "--", "true"]);
     assert!(out.status.success(), "{out:?}");
     assert!(state.join("runs").is_dir() && state.join("local").is_dir());
     let again = show_json(As::Root, &p, "bwrap", &["true"]);

@@ -232,9 +232,7 @@ fn run_two_candidates(who: As, backend: &str) {
         .unwrap();
     let table = ok_out(&out, who, backend);
     let run = run_support::only_run(&p.root);
-    let status = command_as(who, &p.root, &vibesys(), &["run", "status", &run, "--json"])
-        .output()
-        .unwrap();
+    let status = vibesys_as(who, &p.root, &["run", "status", &run, "--json"]);
     let status: serde_json::Value = serde_json::from_str(&ok_out(&status, who, backend)).unwrap();
     let cand = |n| run_support::candidate(&status, n);
     let (honest, cheat) = (cand(1), cand(2));
@@ -275,14 +273,8 @@ fn run_two_candidates(who: As, backend: &str) {
         "{who:?} {backend}: the hidden key reached the model endpoint"
     );
     // The project itself is untouched.
-    assert_eq!(
-        std::fs::read_to_string(p.root.join("tests/golden/expected.txt")).unwrap(),
-        "42\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(p.root.join("bench/run.sh")).unwrap(),
-        "echo 42\n"
-    );
+    assert_file_is(p.root.join("tests/golden/expected.txt"), "42\n");
+    assert_file_is(p.root.join("bench/run.sh"), "echo 42\n");
 }
 
 #[test]
@@ -552,10 +544,7 @@ fn run_start_with_the_real_codex_cli_under_bwrap_as_root_and_as_a_user() {
             !log.contains(SECRET),
             "{who:?}: the key reached the endpoint"
         );
-        assert_eq!(
-            std::fs::read_to_string(p.root.join("tests/golden/expected.txt")).unwrap(),
-            "42\n"
-        );
+        assert_file_is(p.root.join("tests/golden/expected.txt"), "42\n");
     }
 }
 

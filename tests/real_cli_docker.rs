@@ -219,10 +219,7 @@ fn run_two_candidates(who: As, images: &BuiltImages) {
         "{who:?}: not the operator's: {foreign:?}"
     );
     // The project itself is untouched, and no container is left.
-    assert_eq!(
-        std::fs::read_to_string(p.root.join("tests/golden/expected.txt")).unwrap(),
-        "42\n"
-    );
+    assert_file_is(p.root.join("tests/golden/expected.txt"), "42\n");
     for suffix in ["1", "2", "1-eval", "2-eval"] {
         assert!(
             containers_of_run(&format!("{run}-{suffix}")).is_empty(),

@@ -15,6 +15,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use docker_support::common::remote_client_tools as real_tools;
 use docker_support::{TestImage, fails, unique};
 
 /// vibesys's own failure after a client streamed its output: exit 125,
@@ -30,25 +31,29 @@ use serde_json::{Value, json};
 use vs_runtime::remote::config::SKYPILOT_CLOUDS;
 use vs_runtime::remote::{RemoteBuild, RemoteConfig, TrustedEvaluation, modal, skypilot};
 
-/// The real clients, where vibesys itself looks (`$VIBESYS_TOOLS`, else
-/// `${XDG_DATA_HOME:-$HOME/.local/share}/vibesys/tools`; scripts/test.sh
-/// installs them there through scripts/install-deps.sh).
-fn real_tools() -> PathBuf {
-    let tools = vs_runtime::remote::client::tools_dir();
-    for bin in ["sky", "modal", "python"] {
-        let p = tools.join("remote-clients/bin").join(bin);
-        assert!(
-            p.is_file(),
-            "{} is missing: run VIBESYS_TOOLS={} scripts/remote-clients.sh (installs skypilot and modal from PyPI)",
-            p.display(),
-            tools.display()
-        );
-    }
-    tools
-}
-
 fn venv_python() -> PathBuf {
     real_tools().join("remote-clients/bin/python")
+}
+
+/// Writes `json` to `dir/SCRIPT.json`, runs `tests/remote/SCRIPT` on it with
+/// the clients' Python (HOME=`dir`) and returns its stdout; fails the
+/// test, `refusal` first, unless it succeeds.
+fn python_on_json(script: &str, dir: &Path, json: Vec<u8>, refusal: &str) -> String {
+    let path = dir.join(script).with_extension("json");
+    std::fs::write(&path, json).unwrap();
+    let out = Command::new(venv_python())
+        .arg(docker_support::tests_dir().join("remote").join(script))
+        .arg(&path)
+        .env("HOME", dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{refusal}{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
 }
 
 /// A tool directory whose `sky` and `modal` record their argv (one file
@@ -135,18 +140,7 @@ impl Project {
         std::fs::write(p.join("main.txt"), "hello\n").unwrap();
         docker_support::git(p, &["init", "-q"]);
         docker_support::git(p, &["add", "-A"]);
-        docker_support::git(
-            p,
-            &[
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "commit",
-                "-qm",
-                "init",
-            ],
-        );
+        docker_support::git(p, &["commit", "-qm", "init"]);
         let project = Self { dir, home };
         docker_support::ok(
             project
@@ -296,19 +290,11 @@ fn skypilot_tasks_load_in_the_real_client_for_every_combination() {
         "{} cases",
         manifest.len()
     );
-    let manifest_path = dir.path().join("manifest.json");
-    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
-    let out = Command::new(venv_python())
-        .arg(docker_support::tests_dir().join("remote/sky_load.py"))
-        .arg(&manifest_path)
-        .env("HOME", dir.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "sky.Task.from_yaml refused generated tasks: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = python_on_json(
+        "sky_load.py",
+        dir.path(),
+        serde_json::to_vec(&manifest).unwrap(),
+        "sky.Task.from_yaml refused generated tasks: ",
     );
     let report: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(report["loaded"], manifest.len());
@@ -916,19 +902,11 @@ fn sky_cli_accepts_every_launch_and_teardown_argv() {
         .iter()
         .map(|a| a.iter().map(|s| s.to_string_lossy().into_owned()).collect())
         .collect();
-    let file = dir.path().join("argv.json");
-    std::fs::write(&file, serde_json::to_vec(&argvs).unwrap()).unwrap();
-    let out = Command::new(venv_python())
-        .arg(docker_support::tests_dir().join("remote/sky_args.py"))
-        .arg(&file)
-        .env("HOME", dir.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = python_on_json(
+        "sky_args.py",
+        dir.path(),
+        serde_json::to_vec(&argvs).unwrap(),
+        "",
     );
     let parsed: Vec<Value> = stdout
         .lines()

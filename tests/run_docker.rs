@@ -14,7 +14,7 @@ mod docker_support;
 mod run_support;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use docker_support::{TestImage, containers_of_run};
 use run_support::*;
@@ -102,19 +102,7 @@ fn two_candidates_in_docker_evaluated_in_their_containers() {
 fn kill_9_leaves_no_container_and_resume_finishes_in_docker() {
     let img = TestImage::new();
     let (_d, p) = project(TASK);
-    let agent = "touch speed-started; sleep 3; echo 7 > speed.txt; rm speed-started";
-    let mut child = docker_run(&p, &img)
-        .args(["--provider", "custom", "--candidates", "2", "--jobs", "2"])
-        .args(["--", "sh", "-c", agent])
-        .stdout(Stdio::null())
-        .stderr(run_log(&p))
-        .spawn()
-        .unwrap();
-    let run = started_run(&p, 30);
-    let started = p.join(format!(
-        ".vibesys/state/local/candidates/{run}/1/speed-started"
-    ));
-    wait_for_run(&p, 30, "the agent's turn", || started.exists());
+    let (mut child, run) = start_in_turn(docker_run(&p, &img), &p, SLOW_AGENT, 30);
     assert!(!containers_of_run(&format!("{run}-1")).is_empty());
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
@@ -170,19 +158,7 @@ fn a_provider_missing_from_the_image_is_named() {
 fn ctrl_c_stops_every_container_and_the_run_resumes_in_docker() {
     let img = TestImage::new();
     let (_d, p) = project(TASK);
-    let agent = "touch speed-started; sleep 3; echo 7 > speed.txt; rm speed-started";
-    let child = docker_run(&p, &img)
-        .args(["--provider", "custom", "--candidates", "2", "--jobs", "2"])
-        .args(["--", "sh", "-c", agent])
-        .stdout(Stdio::null())
-        .stderr(run_log(&p))
-        .spawn()
-        .unwrap();
-    let run = started_run(&p, 30);
-    let started = p.join(format!(
-        ".vibesys/state/local/candidates/{run}/1/speed-started"
-    ));
-    wait_for_run(&p, 30, "the agent's turn", || started.exists());
+    let (child, run) = start_in_turn(docker_run(&p, &img), &p, SLOW_AGENT, 30);
     Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()

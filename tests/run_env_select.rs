@@ -209,16 +209,8 @@ fn environments_this_build_cannot_run_in_refuse_and_nothing_runs() {
 #[test]
 fn a_build_without_run_state_names_state_init() {
     let dir = tempfile::tempdir().unwrap();
-    let out = vibesys(&[
-        "build",
-        "--project",
-        dir.path().to_str().unwrap(),
-        "--run",
-        "r1",
-        "--commit",
-        "HEAD",
-        "--run-environment",
-        "host",
-    ]);
+    let mut args = common::HOST_BUILD_ARGS.to_vec();
+    args.extend(["--project", dir.path().to_str().unwrap()]);
+    let out = vibesys(&args);
     refused(&out, "vibesys state init");
 }

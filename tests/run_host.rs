@@ -125,12 +125,16 @@ fn bad_input_is_named_and_the_record_stays_intact() {
     require_tool("bwrap", "apt-get install bubblewrap");
     // Unknown key and missing [check]: refused before any record.
     let (_d, p) = project(&TASK.replace("protected =", "protect ="));
-    let err = fails(
-        host_run(&p)
-            .args(["--provider", "custom", "--", "true"])
-            .output()
-            .unwrap(),
-    );
+    // `run start` with the stand-in doing nothing, which must fail.
+    let refused_run = || {
+        fails(
+            host_run(&p)
+                .args(["--provider", "custom", "--", "true"])
+                .output()
+                .unwrap(),
+        )
+    };
+    let err = refused_run();
     assert!(err.contains("unknown field `protect`"), "{err}");
     assert!(
         !p.join(".vibesys/state/runs")
@@ -143,12 +147,7 @@ fn bad_input_is_named_and_the_record_stays_intact() {
         "",
     );
     std::fs::write(p.join("vibesys.toml"), &no_check).unwrap();
-    let err = fails(
-        host_run(&p)
-            .args(["--provider", "custom", "--", "true"])
-            .output()
-            .unwrap(),
-    );
+    let err = refused_run();
     assert!(err.contains("no [check]"), "{err}");
 
     // measure printing no JSON, then 100 MiB: the candidate fails naming it.
@@ -163,17 +162,7 @@ fn bad_input_is_named_and_the_record_stays_intact() {
         );
         std::fs::write(p.join("vibesys.toml"), &task).unwrap();
         let before = runs_of(&p);
-        ok(host_run(&p)
-            .args([
-                "--provider",
-                "custom",
-                "--",
-                "sh",
-                "-c",
-                "echo 7 > speed.txt",
-            ])
-            .output()
-            .unwrap());
+        ok(host_run(&p).args(HONEST_AGENT_ARGS).output().unwrap());
         let run = &new_run(&p, &before);
         let status = status_json(&p, run, &[]);
         let c = candidate(&status, 1);
@@ -222,22 +211,8 @@ fn new_run(p: &Path, before: &[String]) -> String {
 /// Starts a host run whose agent sleeps, waits until candidate 1 is in its
 /// agent turn, and returns the child and the run id.
 fn start_sleeping(p: &Path, agent: &str) -> (std::process::Child, String) {
-    let child = host_run(p)
-        .args(["--provider", "custom", "--candidates", "2", "--jobs", "2"])
-        .args(["--", "sh", "-c", agent])
-        .stdout(Stdio::null())
-        .stderr(run_log(p))
-        .spawn()
-        .unwrap();
-    let run = started_run(p, 20);
-    let wt = p.join(format!(
-        ".vibesys/state/local/candidates/{run}/1/speed-started"
-    ));
-    wait_for_run(p, 20, "the agent's turn", || wt.exists());
-    (child, run)
+    start_in_turn(host_run(p), p, agent, 20)
 }
-
-const SLOW_AGENT: &str = "touch speed-started; sleep 3; echo 7 > speed.txt; rm speed-started";
 
 #[test]
 fn kill_9_then_resume_finishes_the_run_in_the_recorded_environment() {
@@ -327,16 +302,8 @@ fn a_host_run_never_starts_an_unconfined_agent() {
         let err = fails(
             vibesys_in(&p)
                 .env("VIBESYS_TOOLS", no_tools.path())
-                .args([
-                    "run",
-                    "start",
-                    "--run-environment",
-                    env,
-                    "--provider",
-                    "custom",
-                    "--",
-                    "true",
-                ])
+                .args(["run", "start", "--run-environment", env])
+                .args(["--provider", "custom", "--", "true"])
                 .output()
                 .unwrap(),
         );
@@ -351,15 +318,8 @@ fn a_host_run_never_starts_an_unconfined_agent() {
     );
     let err = fails(
         vibesys_in(&p)
-            .args([
-                "run",
-                "start",
-                "--docker",
-                "--provider",
-                "custom",
-                "--",
-                "true",
-            ])
+            .args(["run", "start", "--docker"])
+            .args(["--provider", "custom", "--", "true"])
             .output()
             .unwrap(),
     );
@@ -396,21 +356,9 @@ fn progress_is_live_lines_on_a_terminal_and_plain_lines_when_piped() {
     let (_d, p) = project(TASK);
     let vibesys = vibesys_bin();
     let agent = format!("sleep 0.5\n{AGENT}");
-    let line = shell_words(&[
-        vibesys,
-        "run",
-        "start",
-        "--run-environment",
-        "host",
-        "--provider",
-        "custom",
-        "--candidates",
-        "2",
-        "--",
-        "sh",
-        "-c",
-        &agent,
-    ]);
+    let mut argv = vec![vibesys];
+    argv.extend(host_run_args(&["--candidates", "2"], &agent));
+    let line = shell_words(&argv);
     // A terminal wide enough for the whole line.
     let line = format!("stty rows 50 cols 250 && exec {line}");
     let out = Command::new("script")

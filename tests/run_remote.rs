@@ -14,23 +14,9 @@ mod run_support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use docker_support::common::remote_client_tools as real_tools;
 use docker_support::{TestImage, containers_of_run};
 use run_support::*;
-
-/// The real clients (`$VIBESYS_TOOLS`, else the default tool dir).
-fn real_tools() -> PathBuf {
-    let tools = vs_runtime::remote::client::tools_dir();
-    for bin in ["sky", "modal", "python"] {
-        let p = tools.join("remote-clients/bin").join(bin);
-        assert!(
-            p.is_file(),
-            "{} is missing: run VIBESYS_TOOLS={} scripts/remote-clients.sh",
-            p.display(),
-            tools.display()
-        );
-    }
-    tools
-}
 
 /// `vibesys run start --run-environment ENV` with the test image, the
 /// real tools and an empty HOME (no credentials).
@@ -298,14 +284,7 @@ fn ctrl_c_during_dispatch_leaves_the_run_resumable() {
     let _sky = SkyServer::hold(&tools, home.path());
     let (_d, p) = project(TASK);
     let child = remote_run(&p, &img, "skypilot", &tools, home.path())
-        .args([
-            "--provider",
-            "custom",
-            "--",
-            "sh",
-            "-c",
-            "echo 7 > speed.txt",
-        ])
+        .args(HONEST_AGENT_ARGS)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -5,7 +5,8 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use common::*;
 
@@ -46,12 +47,66 @@ exit 0
 "#;
 
 fn standins(dir: &Path) {
-    std::fs::create_dir_all(dir).unwrap();
     for name in ["codex", "claude", "gemini"] {
-        let p = dir.join(name);
-        std::fs::write(&p, STANDIN).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        write_standin(dir, name, STANDIN);
     }
+}
+
+/// Writes the executable stand-in `dir/name` (creating `dir`).
+fn write_standin(dir: &Path, name: &str, script: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, script).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A project for `who` with the stand-in `name` (`script`) in
+/// `outside/bin`; returns it, that bin directory and `outside/home` (not
+/// created).
+fn project_with_standin(who: As, name: &str, script: &str) -> (Project, PathBuf, PathBuf) {
+    let p = project(who);
+    let bin = p.outside.join("bin");
+    write_standin(&bin, name, script);
+    let home = p.outside.join("home");
+    (p, bin, home)
+}
+
+/// `vibesys ARGS` as `who` in the project, with `bin` first on PATH and
+/// `home` as HOME.
+fn session_as(who: As, p: &Project, bin: &Path, home: &Path, args: &[&str]) -> Command {
+    let mut cmd = command_as(who, &p.root, &vibesys(), args);
+    cmd.env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("HOME", home);
+    cmd
+}
+
+/// `vibesys session --provider codex --confine BACKEND EXTRA` as `who`,
+/// with the stand-in codex `script` and a codex home holding a history
+/// line of the user's own; returns the project, that HOME and the command.
+fn codex_session(
+    who: As,
+    backend: &str,
+    script: &str,
+    extra: &[&str],
+) -> (Project, PathBuf, Command) {
+    let (p, bin, home) = project_with_standin(who, "codex", script);
+    std::fs::create_dir_all(home.join(".codex")).unwrap();
+    std::fs::write(home.join(".codex/history.jsonl"), "{\"mine\":1}\n").unwrap();
+    chown_to(who, &[&p.outside]);
+    let mut args = vec!["session", "--provider", "codex", "--confine", backend];
+    args.extend_from_slice(extra);
+    let cmd = session_as(who, &p, &bin, &home, &args);
+    (p, home, cmd)
+}
+
+/// Asserts that `~/.codex/history.jsonl` holds the user's line and the
+/// stand-in's, and nothing else.
+fn assert_codex_history(home: &Path, case: &str) {
+    assert_eq!(
+        std::fs::read_to_string(home.join(".codex/history.jsonl")).unwrap(),
+        "{\"mine\":1}\n{\"ok\":1}\n",
+        "{case}"
+    );
 }
 
 #[test]
@@ -83,10 +138,11 @@ fn providers_launch_confined_with_only_allow_listed_variables() {
         ),
     ];
     for (provider, flag, auth, state) in cases {
-        let out = command_as(
+        let out = session_as(
             As::Root,
-            &p.root,
-            &vibesys(),
+            &p,
+            &bin,
+            &home,
             &[
                 "session",
                 "--provider",
@@ -100,8 +156,6 @@ fn providers_launch_confined_with_only_allow_listed_variables() {
                 "x",
             ],
         )
-        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
-        .env("HOME", &home)
         .env("OPENAI_API_KEY", "sk-test")
         .env("ANTHROPIC_API_KEY", "sk-ant-test")
         .env("GEMINI_API_KEY", "g-test")
@@ -181,10 +235,7 @@ fn providers_launch_confined_with_only_allow_listed_variables() {
                     .contains("history"),
                 "codex: history did not come back"
             );
-            assert_eq!(
-                std::fs::read_to_string(codex.join("sessions/2026/rollout.jsonl")).unwrap(),
-                "transcript\n"
-            );
+            assert_file_is(codex.join("sessions/2026/rollout.jsonl"), "transcript\n");
             for planted in [
                 "config.toml",
                 "skills",
@@ -204,20 +255,8 @@ fn providers_launch_confined_with_only_allow_listed_variables() {
 #[test]
 fn unknown_provider_fails_closed() {
     let p = project(As::Root);
-    let out = command_as(
-        As::Root,
-        &p.root,
-        &vibesys(),
-        &["session", "--provider", "cursor"],
-    )
-    .output()
-    .unwrap();
-    assert_code(&out, 125);
-    assert!(
-        stderr(&out).contains("known providers: codex, claude, gemini"),
-        "{}",
-        stderr(&out)
-    );
+    let out = vibesys_as(As::Root, &p.root, &["session", "--provider", "cursor"]);
+    assert_code_stderr(&out, 125, "known providers: codex, claude, gemini");
 }
 
 #[test]
@@ -232,12 +271,7 @@ fn a_disabled_sandbox_refuses_the_session() {
     .env("VIBESYS_AGENT_SANDBOX", "off")
     .output()
     .unwrap();
-    assert_code(&out, 125);
-    assert!(
-        stderr(&out).contains("requires enforcement"),
-        "{}",
-        stderr(&out)
-    );
+    assert_code_stderr(&out, 125, "requires enforcement");
 }
 
 /// A stand-in claude that reads its `~/.claude.json`, then plants a hook
@@ -262,13 +296,7 @@ fn plant_claude_json(
     backend: &str,
     config_dir: bool,
 ) -> (std::process::Output, String, String) {
-    let p = project(who);
-    let bin = p.outside.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let claude = bin.join("claude");
-    std::fs::write(&claude, CLAUDE_PLANTER).unwrap();
-    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let home = p.outside.join("home");
+    let (p, bin, home) = project_with_standin(who, "claude", CLAUDE_PLANTER);
     let state = home.join("cfg");
     std::fs::create_dir_all(&state).unwrap();
     let user_file = if config_dir {
@@ -277,23 +305,14 @@ fn plant_claude_json(
         home.join(".claude.json")
     };
     std::fs::write(&user_file, USER_JSON).unwrap();
-    if who == As::User {
-        let (uid, gid) = test_user();
-        let ok = std::process::Command::new("chown")
-            .args(["-R", &format!("{uid}:{gid}")])
-            .arg(&p.outside)
-            .status()
-            .unwrap();
-        assert!(ok.success());
-    }
-    let mut cmd = command_as(
+    chown_to(who, &[&p.outside]);
+    let mut cmd = session_as(
         who,
-        &p.root,
-        &vibesys(),
+        &p,
+        &bin,
+        &home,
         &["session", "--provider", "claude", "--confine", backend],
     );
-    cmd.env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
-        .env("HOME", &home);
     if config_dir {
         cmd.env("CLAUDE_CONFIG_DIR", &state);
     }
@@ -303,19 +322,30 @@ fn plant_claude_json(
     (out, record, after)
 }
 
+/// [`plant_claude_json`], which must exit 0 with the planter having seen
+/// the user's file; also returns the case's name.
+fn plant_and_see_claude_json(
+    who: As,
+    backend: &str,
+    config_dir: bool,
+) -> (std::process::Output, String, String, String) {
+    let (out, record, after) = plant_claude_json(who, backend, config_dir);
+    assert_code(&out, 0);
+    let case = format!("{who:?} {backend}, CLAUDE_CONFIG_DIR={config_dir}");
+    assert!(
+        record.contains(&format!("seen:{}", USER_JSON.trim_end())),
+        "{case}: {record}"
+    );
+    (out, record, after, case)
+}
+
 #[test]
 fn claude_json_is_a_private_copy_under_bwrap() {
     require_tool("bwrap", "apt-get install bubblewrap");
     for who in users() {
         for config_dir in [false, true] {
-            let (out, record, after) = plant_claude_json(who, "bwrap", config_dir);
-            assert_code(&out, 0);
-            let case = format!("{who:?}, CLAUDE_CONFIG_DIR={config_dir}");
             // The copy has the user's content and the CLI can write it...
-            assert!(
-                record.contains(&format!("seen:{}", USER_JSON.trim_end())),
-                "{case}: {record}"
-            );
+            let (_, record, after, case) = plant_and_see_claude_json(who, "bwrap", config_dir);
             assert!(record.contains("write:ok"), "{case}: {record}");
             assert!(record.contains("after:{\"mcpServers\""), "{case}: {record}");
             // ...cannot move it away...
@@ -327,32 +357,23 @@ fn claude_json_is_a_private_copy_under_bwrap() {
     }
 }
 
+/// Runs the planter under Landlock (see [`plant_claude_json`]) and
+/// asserts that it saw the user's file and could not write it.
+fn assert_claude_json_read_only(who: As, config_dir: bool) -> std::process::Output {
+    let (out, record, after, case) = plant_and_see_claude_json(who, "landlock", config_dir);
+    assert!(!record.contains("write:ok"), "{case}: {record}");
+    assert_eq!(after, USER_JSON, "{case}: the user's file was written");
+    out
+}
+
 #[test]
 fn claude_json_is_read_only_under_landlock() {
     for who in users() {
-        let (out, record, after) = plant_claude_json(who, "landlock", false);
-        assert_code(&out, 0);
-        assert!(
-            record.contains(&format!("seen:{}", USER_JSON.trim_end())),
-            "{who:?}: {record}"
-        );
-        assert!(!record.contains("write:ok"), "{who:?}: {record}");
-        assert_eq!(after, USER_JSON, "{who:?}: the user's file was written");
-        assert!(
-            stderr(&out).contains("read-only in this session"),
-            "{}",
-            stderr(&out)
-        );
+        let out = assert_claude_json_read_only(who, false);
+        assert_stderr_has(&out, "read-only in this session");
         // Inside CLAUDE_CONFIG_DIR too: the state directory is read-only
         // but for the entries the CLI must write, and this is not one.
-        let (out, record, after) = plant_claude_json(who, "landlock", true);
-        assert_code(&out, 0);
-        assert!(
-            record.contains(&format!("seen:{}", USER_JSON.trim_end())),
-            "{who:?}: {record}"
-        );
-        assert!(!record.contains("write:ok"), "{who:?}: {record}");
-        assert_eq!(after, USER_JSON, "{who:?}: the user's file was written");
+        assert_claude_json_read_only(who, true);
     }
 }
 
@@ -371,48 +392,16 @@ exit 0
 #[test]
 fn nothing_of_a_codex_session_outlives_it_when_its_copy_goes_back() {
     require_tool("bwrap", "apt-get install bubblewrap");
-    for who in users() {
-        for backend in ["bwrap", "landlock"] {
-            let p = project(who);
-            let bin = p.outside.join("bin");
-            std::fs::create_dir_all(&bin).unwrap();
-            let codex = bin.join("codex");
-            std::fs::write(&codex, CODEX_LINGERER).unwrap();
-            std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
-            let home = p.outside.join("home");
-            std::fs::create_dir_all(home.join(".codex")).unwrap();
-            std::fs::write(home.join(".codex/history.jsonl"), "{\"mine\":1}\n").unwrap();
-            if who == As::User {
-                let (uid, gid) = test_user();
-                let ok = std::process::Command::new("chown")
-                    .args(["-R", &format!("{uid}:{gid}")])
-                    .arg(&p.outside)
-                    .status()
-                    .unwrap();
-                assert!(ok.success());
-            }
-            let out = command_as(
-                who,
-                &p.root,
-                &vibesys(),
-                &["session", "--provider", "codex", "--confine", backend],
-            )
-            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
-            .env("HOME", &home)
-            .output()
-            .unwrap();
-            assert_code(&out, 0);
-            std::thread::sleep(std::time::Duration::from_secs(3));
-            assert!(
-                !p.root.join("late-marker").exists(),
-                "{who:?} {backend}: the detached writer outlived the session"
-            );
-            assert_eq!(
-                std::fs::read_to_string(home.join(".codex/history.jsonl")).unwrap(),
-                "{\"mine\":1}\n{\"ok\":1}\n",
-                "{who:?} {backend}"
-            );
-        }
+    for (who, backend) in users_and_backends() {
+        let (p, home, mut cmd) = codex_session(who, backend, CODEX_LINGERER, &[]);
+        let out = cmd.output().unwrap();
+        assert_code(&out, 0);
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        assert!(
+            !p.root.join("late-marker").exists(),
+            "{who:?} {backend}: the detached writer outlived the session"
+        );
+        assert_codex_history(&home, &format!("{who:?} {backend}"));
     }
 }
 
@@ -430,69 +419,34 @@ exec sleep 30
 #[test]
 fn a_codex_session_stopped_by_a_signal_still_returns_its_history() {
     require_tool("bwrap", "apt-get install bubblewrap");
-    for who in users() {
-        for backend in ["bwrap", "landlock"] {
-            let p = project(who);
-            let bin = p.outside.join("bin");
-            std::fs::create_dir_all(&bin).unwrap();
-            let codex = bin.join("codex");
-            std::fs::write(&codex, CODEX_WAITER).unwrap();
-            std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
-            let home = p.outside.join("home");
-            std::fs::create_dir_all(home.join(".codex")).unwrap();
-            std::fs::write(home.join(".codex/history.jsonl"), "{\"mine\":1}\n").unwrap();
-            if who == As::User {
-                let (uid, gid) = test_user();
-                let ok = std::process::Command::new("chown")
-                    .args(["-R", &format!("{uid}:{gid}")])
-                    .arg(&p.outside)
-                    .status()
-                    .unwrap();
-                assert!(ok.success());
-            }
-            let mut child = command_as(
-                who,
-                &p.root,
-                &vibesys(),
-                &[
-                    "session",
-                    "--provider",
-                    "codex",
-                    "--confine",
-                    backend,
-                    "--prompt",
-                    "hi",
-                ],
-            )
-            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
-            .env("HOME", &home)
+    for (who, backend) in users_and_backends() {
+        let (p, home, mut cmd) = codex_session(who, backend, CODEX_WAITER, &["--prompt", "hi"]);
+        let mut child = cmd
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-            let started = p.root.join("started");
-            for _ in 0..200 {
-                if started.exists() {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(50));
+        let started = p.root.join("started");
+        for _ in 0..200 {
+            if started.exists() {
+                break;
             }
-            assert!(
-                started.exists(),
-                "{who:?} {backend}: the stand-in never ran"
-            );
-            let killed = std::process::Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status()
-                .unwrap();
-            assert!(killed.success());
-            let status = child.wait().unwrap();
-            assert_eq!(status.code(), Some(143), "{who:?} {backend}: {status:?}");
-            assert_eq!(
-                std::fs::read_to_string(home.join(".codex/history.jsonl")).unwrap(),
-                "{\"mine\":1}\n{\"ok\":1}\n",
-                "{who:?} {backend}: the session's history did not come back"
-            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
+        assert!(
+            started.exists(),
+            "{who:?} {backend}: the stand-in never ran"
+        );
+        let killed = std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(143), "{who:?} {backend}: {status:?}");
+        assert_codex_history(
+            &home,
+            &format!("{who:?} {backend}: the session's history did not come back"),
+        );
     }
 }

@@ -221,30 +221,20 @@ fn gate_runs_through_the_framework_socket_only() {
         so.contains(&p.root.display().to_string()),
         "gates run in the workspace: {so}"
     );
-    assert!(stderr(&out).contains("gate-stderr"), "{}", stderr(&out));
+    assert_stderr_has(&out, "gate-stderr");
     // An unknown gate name is refused: only the operator's argv runs.
     let out = b
         .client(&["gate", "--socket", &fw, "nope"])
         .output()
         .unwrap();
-    assert_code(&out, 125);
-    assert!(
-        stderr(&out).contains("no gate \"nope\""),
-        "{}",
-        stderr(&out)
-    );
+    assert_code_stderr(&out, 125, "no gate \"nope\"");
     // The agent socket never runs gates.
     let ag = b.agent.to_str().unwrap().to_owned();
     let out = b
         .client(&["gate", "--socket", &ag, "check"])
         .output()
         .unwrap();
-    assert_code(&out, 125);
-    assert!(
-        stderr(&out).contains("the agent socket cannot run gates"),
-        "{}",
-        stderr(&out)
-    );
+    assert_code_stderr(&out, 125, "the agent socket cannot run gates");
     assert_eq!(
         run_jobs(&run, true).len(),
         1,
@@ -322,11 +312,8 @@ fn a_candidates_socket_reaches_only_its_own_worktree() {
         }
         assert!(so.contains("WROTE-OWN"), "{so}");
         assert!(so.contains("home=/tmp/home\n0"), "{so}");
-        assert_eq!(std::fs::read_to_string(&other).unwrap(), "CANDIDATE-2\n");
-        assert_eq!(
-            std::fs::read_to_string(base.join("1/eval/check.sh")).unwrap(),
-            "exit 1\n"
-        );
+        assert_file_is(&other, "CANDIDATE-2\n");
+        assert_file_is(base.join("1/eval/check.sh"), "exit 1\n");
         // The project is not mounted: what the job wrote there stayed in
         // its own private root.
         assert!(
@@ -389,10 +376,7 @@ fn agent_job_runs_confined_on_the_compute_node() {
             [format!("gpu{cuda}")],
             "only the allocated GPU's device: {so}"
         );
-        assert_eq!(
-            std::fs::read_to_string(p.root.join("docs/readme")).unwrap(),
-            "docs\n"
-        );
+        assert_file_is(p.root.join("docs/readme"), "docs\n");
         // The private /tmp is gone with the job: not on the host, not in
         // the next job.
         assert!(!Path::new("/tmp").join(&marker).exists());
@@ -421,12 +405,7 @@ fn refusals_name_the_cause_and_submit_nothing() {
     let run = unique("off");
     let b = Broker::start(who, &p, &run, &[]);
     let out = b.job(&[], "echo ran");
-    assert_code(&out, 125);
-    assert!(
-        stderr(&out).contains("agent jobs are off"),
-        "{}",
-        stderr(&out)
-    );
+    assert_code_stderr(&out, 125, "agent jobs are off");
     drop(b);
     assert!(run_jobs(&run, true).is_empty());
 
@@ -623,7 +602,7 @@ fn a_build_checkouts_socket_reaches_only_its_checkout_and_spares_the_runs_jobs()
         // step ends first): never a success.
         let out = live.wait_with_output().unwrap();
         assert!(!out.status.success(), "{}", stderr(&out));
-        assert!(stderr(&out).contains("CANCELLED"), "{}", stderr(&out));
+        assert_stderr_has(&out, "CANCELLED");
         wait_until("the run's job to go", Duration::from_secs(30), || {
             run_jobs(&run, false).is_empty()
         });
@@ -678,8 +657,7 @@ fn sigterm_cancels_every_job_and_sigkill_leftovers_are_cancelled_at_restart() {
     assert!(run_jobs(&run, false).is_empty());
     for c in clients {
         let out = c.wait_with_output().unwrap();
-        assert_code(&out, 123);
-        assert!(stderr(&out).contains("CANCELLED"), "{}", stderr(&out));
+        assert_code_stderr(&out, 123, "CANCELLED");
     }
     assert!(
         !b.agent.exists() && !b.framework.exists(),
@@ -728,14 +706,11 @@ fn the_broker_refuses_to_start_where_the_probe_cannot_enforce_confinement() {
     std::fs::write(p.root.join("vibesys.toml"), toml).unwrap();
     let run = unique("probe");
     let root = p.root.to_str().unwrap().to_owned();
-    let out = command_as(
+    let out = vibesys_as(
         who,
         &p.root,
-        &vibesys(),
         &["broker", "serve", "--project", &root, "--run", &run],
-    )
-    .output()
-    .unwrap();
+    );
     assert_code(&out, 125);
     let err = stderr(&out);
     let node =
@@ -794,7 +769,7 @@ fn a_job_over_its_time_limit_ends_timed_out_with_its_own_code() {
     let out = b.job(&["--time", "1"], "echo started; sleep 600");
     assert_code(&out, 124);
     assert!(stdout(&out).contains("started"));
-    assert!(stderr(&out).contains("ended TIMEOUT"), "{}", stderr(&out));
+    assert_stderr_has(&out, "ended TIMEOUT");
     assert!(started.elapsed() < Duration::from_secs(240));
     assert!(run_jobs(&run, false).is_empty());
 }
@@ -977,11 +952,8 @@ fn the_broker_refuses_an_invalid_allow_list() {
         }
         let mut args = vec!["broker", "serve", "--project", &root, "--run", &run];
         args.extend(flags);
-        let out = command_as(who, &p.root, &vibesys(), &args)
-            .output()
-            .unwrap();
-        assert_code(&out, 125);
-        assert!(stderr(&out).contains(bad), "{}", stderr(&out));
+        let out = vibesys_as(who, &p.root, &args);
+        assert_code_stderr(&out, 125, bad);
         assert!(stdout(&out).is_empty(), "no socket announced");
     }
 }

@@ -199,10 +199,7 @@ fn jobs_land_on_both_nodes_confined_and_a_lost_node_fails_the_client() {
         BTreeSet::from(["n1".to_owned(), "n2".to_owned()]),
         "jobs landed on both compute nodes"
     );
-    assert_eq!(
-        std::fs::read_to_string(root.join("docs/readme")).unwrap(),
-        "docs\n"
-    );
+    assert_file_is(root.join("docs/readme"), "docs\n");
 
     // A node lost mid-job: the client gets a clear failure, not a hang.
     let start = Instant::now();
@@ -238,8 +235,7 @@ fn jobs_land_on_both_nodes_confined_and_a_lost_node_fails_the_client() {
     let lost = Instant::now();
     let out = client.wait_with_output().unwrap();
     assert!(lost.elapsed() < Duration::from_secs(90), "the client hung");
-    assert_code(&out, 120);
-    assert!(stderr(&out).contains("NODE_FAIL"), "{}", stderr(&out));
+    assert_code_stderr(&out, 120, "NODE_FAIL");
 
     // SIGTERM: the broker stops and nothing of the run is left.
     let _ = Command::new("docker")

@@ -17,7 +17,10 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{As, assert_code, project, stderr, unique, vibesys};
+use common::{
+    As, assert_code, assert_code_stderr, assert_file_is, assert_stderr_has, project, stderr,
+    unique, vibesys,
+};
 use docker_support::{TestImage, containers_of_run, static_vibesys};
 use slurm_support::{GPU_DIR, assert_nothing_left, brokers_of_run, live_jobs, slurm};
 
@@ -170,10 +173,7 @@ fn a_slurm_session_runs_agent_jobs_confined_from_a_deviceless_editor() {
         editor.contains("/tmp/job-marker': No such file"),
         "the job's /tmp outlived it: {editor}"
     );
-    assert_eq!(
-        std::fs::read_to_string(p.root.join("docs/readme")).unwrap(),
-        "docs\n"
-    );
+    assert_file_is(p.root.join("docs/readme"), "docs\n");
     // The agent socket never runs gates.
     assert!(
         editor.contains("the agent socket cannot run gates"),
@@ -210,12 +210,7 @@ fn slurm_gpu_is_a_logged_alias_and_agent_jobs_follow_the_operator() {
     let out: Output = session(&img, &p.root, &run, "slurm", script)
         .output()
         .unwrap();
-    assert_code(&out, 125);
-    assert!(
-        stderr(&out).contains("agent jobs are off"),
-        "{}",
-        stderr(&out)
-    );
+    assert_code_stderr(&out, 125, "agent jobs are off");
     assert_nothing_left(&run, "the session", 60, containers_of_run);
     // slurm-gpu: the same with agent jobs on, and a log line saying so.
     let run = unique("slgpu");
@@ -227,11 +222,7 @@ fn slurm_gpu_is_a_logged_alias_and_agent_jobs_follow_the_operator() {
         String::from_utf8_lossy(&out.stdout).contains("JOB-RAN"),
         "{out:?}"
     );
-    assert!(
-        stderr(&out).contains("--run-environment slurm-gpu is deprecated"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, "--run-environment slurm-gpu is deprecated");
     assert_nothing_left(&run, "the session", 60, containers_of_run);
 }
 
@@ -246,7 +237,7 @@ fn a_session_that_fails_to_start_its_container_leaves_no_broker() {
     let out = session_with_image(&img, &unpinned, &[], &p.root, &run, "slurm", "echo never")
         .output()
         .unwrap();
-    assert!(stderr(&out).contains("not pinned"), "{}", stderr(&out));
+    assert_stderr_has(&out, "not pinned");
     assert_code(&out, 125);
     assert!(!String::from_utf8_lossy(&out.stdout).contains("never"));
     assert_nothing_left(&run, "the session", 60, containers_of_run);

@@ -3,20 +3,9 @@
 mod common;
 
 use std::fs;
-use std::path::Path;
 use std::process::{Command, Output};
 
-use common::git;
-
-fn vibesys(dir: &Path, args: &[&str]) -> Output {
-    Command::new(common::vibesys_bin())
-        .args(args)
-        .arg("--project")
-        .arg(dir)
-        .env_remove("VIBESYS_LOG")
-        .output()
-        .unwrap()
-}
+use common::{assert_file_is, git, vibesys_project as vibesys};
 
 fn json(out: &Output) -> serde_json::Value {
     assert!(
@@ -127,10 +116,7 @@ fn init_merges_an_existing_gitignore() {
     let gi = fs::read_to_string(p.join(".vibesys/state/.gitignore")).unwrap();
     assert_eq!(gi, "*.tmp\n# mine\nscratch/\n/local/\n");
     json(&vibesys(p, &["state", "init", "--json"]));
-    assert_eq!(
-        fs::read_to_string(p.join(".vibesys/state/.gitignore")).unwrap(),
-        gi
-    );
+    assert_file_is(p.join(".vibesys/state/.gitignore"), gi);
 }
 
 #[test]

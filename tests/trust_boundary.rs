@@ -93,6 +93,12 @@ impl Setup {
         git(&self.root, &["commit", "-q", "-m", "task"]);
     }
 
+    /// [`Self::init_commit`], then `vibesys state init` as root.
+    fn init_commit_and_state(&self) {
+        self.init_commit();
+        assert_code(&self.vibesys(As::Root, &["state", "init"], &[]), 0);
+    }
+
     /// Hands the project to `who` (after set-up as root).
     fn give_to(&self, who: As) {
         if who == As::User {
@@ -364,8 +370,7 @@ fn a_protected_path_from_the_baseline_is_checked_too() {
     );
     fs::create_dir_all(root.join("tests")).unwrap();
     fs::write(root.join("tests/t.sh"), "true\n").unwrap();
-    s.init_commit();
-    assert_code(&s.vibesys(As::Root, &["state", "init"], &[]), 0);
+    s.init_commit_and_state();
     let out = s.build(As::Root, "HEAD", &[]);
     assert_code(&out, 0);
     assert_code(
@@ -391,8 +396,7 @@ fn a_candidate_worktree_is_never_the_project() {
     let s = Setup::new();
     let root = &s.root;
     s.write_config("mkdir -p out && echo hi > out/app", "");
-    s.init_commit();
-    assert_code(&s.vibesys(As::Root, &["state", "init"], &[]), 0);
+    s.init_commit_and_state();
     let layout = vs_runtime::StateLayout::open(root).unwrap();
     let wt = vs_runtime::CandidateWorktree::create(
         &layout,
@@ -404,15 +408,7 @@ fn a_candidate_worktree_is_never_the_project() {
     for args in [
         &["gate", "check", "--run", "r1"][..],
         &["gate", "baseline", "--run", "r1", "--protect", "."][..],
-        &[
-            "build",
-            "--run",
-            "r1",
-            "--commit",
-            "HEAD",
-            "--run-environment",
-            "host",
-        ][..],
+        &HOST_BUILD_ARGS[..],
     ] {
         let out = command_as(As::Root, wt.path(), &vibesys(), args)
             .arg("--project")
@@ -435,8 +431,7 @@ fn an_include_in_the_repository_config_is_refused_naming_it() {
     let s = Setup::new();
     let root = &s.root;
     s.write_config("mkdir -p out && echo hi > out/app", "");
-    s.init_commit();
-    assert_code(&s.vibesys(As::Root, &["state", "init"], &[]), 0);
+    s.init_commit_and_state();
     // The included file lives in the worktree, where the agent writes.
     fs::write(
         root.join("inc.cfg"),
@@ -478,8 +473,7 @@ fn a_record_that_git_tracks_is_refused() {
     );
     fs::create_dir_all(root.join("eval")).unwrap();
     fs::write(root.join("eval/score.sh"), "echo 1\n").unwrap();
-    s.init_commit();
-    assert_code(&s.vibesys(As::Root, &["state", "init"], &[]), 0);
+    s.init_commit_and_state();
     assert_code(
         &s.vibesys(As::Root, &["gate", "baseline", "--run", "r1"], &[]),
         0,

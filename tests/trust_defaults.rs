@@ -42,17 +42,7 @@ fn bare_project(who: As) -> Project {
     );
     git(
         &p.root,
-        &[
-            "-c",
-            "safe.directory=*",
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "init",
-        ],
+        &["-c", "safe.directory=*", "commit", "-qm", "init"],
     );
     std::fs::create_dir_all(p.root.join(".vibesys/state/runs/r1")).unwrap();
     std::fs::write(p.root.join(".vibesys/state/runs/r1/baseline"), "TRUSTED\n").unwrap();
@@ -69,12 +59,7 @@ fn bare_project(who: As) -> Project {
 }
 
 fn exec(who: As, p: &Project, extra: &[&str], script: &str) -> Output {
-    let mut args = vec!["exec", "--confine", "bwrap"];
-    args.extend_from_slice(extra);
-    args.extend(["--", "sh", "-c", script]);
-    command_as(who, &p.root, &vibesys(), &args)
-        .output()
-        .unwrap()
+    exec_sh_opts(who, p, "bwrap", extra, script)
 }
 
 #[test]
@@ -111,21 +96,11 @@ fn credentials_are_hidden_and_the_framework_files_read_only_by_default() {
             stderr(&out)
         );
         assert!(text.lines().any(|l| l.trim() == "1"), "git log: {text}");
-        assert_eq!(
-            std::fs::read_to_string(p.root.join("vibesys.toml")).unwrap(),
-            "[build]\nargv = [\"true\"]\n"
-        );
+        assert_file_is(p.root.join("vibesys.toml"), "[build]\nargv = [\"true\"]\n");
         assert!(!p.root.join(".git/hooks/post-checkout").exists());
 
         // policy show lists them as defaults.
-        let out = command_as(
-            who,
-            &p.root,
-            &vibesys(),
-            &["policy", "show", "--backend", "bwrap"],
-        )
-        .output()
-        .unwrap();
+        let out = vibesys_as(who, &p.root, &["policy", "show", "--backend", "bwrap"]);
         assert_code(&out, 0);
         let text = stdout(&out);
         for line in [
@@ -174,10 +149,7 @@ fn provider_project_configuration_is_read_only_by_default() {
             !text.contains("WROTE") && !text.contains("MOVED"),
             "{who:?}: {text}"
         );
-        assert_eq!(
-            std::fs::read_to_string(p.root.join(".claude/settings.json")).unwrap(),
-            "{}\n"
-        );
+        assert_file_is(p.root.join(".claude/settings.json"), "{}\n");
         assert!(!p.root.join(".claude/settings.local.json").exists());
     }
 }
@@ -196,13 +168,18 @@ fn a_project_without_git_still_works() {
 fn widening_is_explicit_logged_and_checked() {
     require_tool("bwrap", "apt-get install bubblewrap");
     let p = bare_project(As::Root);
-    std::fs::write(
-        p.root.join("vibesys.toml"),
+    // `script` under this `vibesys.toml`, exiting `code`.
+    let run_with = |toml: &str, script: &str, code: i32| {
+        std::fs::write(p.root.join("vibesys.toml"), toml).unwrap();
+        let out = exec(As::Root, &p, &[], script);
+        assert_code(&out, code);
+        out
+    };
+    let out = run_with(
         "[sandbox]\nwiden = [\".env\"]\n",
-    )
-    .unwrap();
-    let out = exec(As::Root, &p, &[], "cat .env; cat agent.toml");
-    assert_code(&out, 0);
+        "cat .env; cat agent.toml",
+        0,
+    );
     assert!(stdout(&out).contains("DOTENV-SECRET"));
     assert!(!stdout(&out).contains("AGENT-TOML-SECRET"));
     assert!(
@@ -212,13 +189,7 @@ fn widening_is_explicit_logged_and_checked() {
     );
 
     // A widen entry that names no default is refused, naming it.
-    std::fs::write(
-        p.root.join("vibesys.toml"),
-        "[sandbox]\nwiden = [\"src\"]\n",
-    )
-    .unwrap();
-    let out = exec(As::Root, &p, &[], "touch ran");
-    assert_code(&out, 125);
+    let out = run_with("[sandbox]\nwiden = [\"src\"]\n", "touch ran", 125);
     assert!(
         stderr(&out).contains("\"src\"") && stderr(&out).contains("not a default protection"),
         "{}",
@@ -227,13 +198,11 @@ fn widening_is_explicit_logged_and_checked() {
     assert!(!p.root.join("ran").exists());
 
     // A weaker operator entry on a default path does not weaken it.
-    std::fs::write(
-        p.root.join("vibesys.toml"),
+    let out = run_with(
         "[sandbox]\nread_only = [\"agent.toml\"]\n",
-    )
-    .unwrap();
-    let out = exec(As::Root, &p, &[], "cat agent.toml");
-    assert_code(&out, 0);
+        "cat agent.toml",
+        0,
+    );
     assert!(!stdout(&out).contains("AGENT-TOML-SECRET"));
 
     // git = "commit": objects and refs writable, configuration never.
@@ -251,9 +220,7 @@ fn widening_is_explicit_logged_and_checked() {
     let text = stdout(&out);
     assert!(text.contains("COMMITTED"), "{text}\n{}", stderr(&out));
     assert!(!text.contains("WROTE"), "{text}");
-    std::fs::write(p.root.join("vibesys.toml"), "[sandbox]\ngit = \"all\"\n").unwrap();
-    let out = exec(As::Root, &p, &[], "true");
-    assert_code(&out, 125);
+    let out = run_with("[sandbox]\ngit = \"all\"\n", "true", 125);
     assert!(
         stderr(&out).contains("git = \"all\"") && stderr(&out).contains("commit"),
         "{}",
@@ -344,7 +311,7 @@ fn exec_passes_only_the_allow_list() {
         assert!(!stdout(&out).contains("wJalrXUtnFEMI"));
         let out = run(&["--inherit-env"]);
         assert!(stdout(&out).contains("GITHUB_TOKEN=ghp_EXAMPLE"));
-        assert!(stderr(&out).contains("--inherit-env"), "{}", stderr(&out));
+        assert_stderr_has(&out, "--inherit-env");
         let out = run(&["--env", "BAD-NAME"]);
         assert_code(&out, 125);
     }
@@ -356,36 +323,10 @@ fn a_hidden_path_in_history_is_reported() {
     let p = bare_project(As::Root);
     std::fs::write(p.root.join("secret/key"), "SECRET-KEY\n").unwrap();
     git(&p.root, &["add", "-f", "secret/key"]);
-    git(
-        &p.root,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "oops",
-        ],
-    );
+    git(&p.root, &["commit", "-qm", "oops"]);
     git(&p.root, &["rm", "-q", "--cached", "secret/key"]);
-    git(
-        &p.root,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "untrack",
-        ],
-    );
-    let show = |args: &[&str]| {
-        command_as(As::Root, &p.root, &vibesys(), args)
-            .output()
-            .unwrap()
-    };
+    git(&p.root, &["commit", "-qm", "untrack"]);
+    let show = |args: &[&str]| vibesys_as(As::Root, &p.root, args);
     let out = show(&["policy", "show", "--hidden", "secret", "--backend", "bwrap"]);
     assert_code(&out, 0);
     assert!(

@@ -101,6 +101,29 @@ pub fn vibesys_in(cwd: &Path) -> Command {
     c
 }
 
+/// Runs `vibesys ARGS --project DIR` (the test's environment without
+/// `VIBESYS_LOG`).
+pub fn vibesys_project(dir: &Path, args: &[&str]) -> Output {
+    Command::new(vibesys_bin())
+        .args(args)
+        .arg("--project")
+        .arg(dir)
+        .env_remove("VIBESYS_LOG")
+        .output()
+        .unwrap()
+}
+
+/// `vibesys image pin ARCHIVE --lock LOCK` in `dir`, which must succeed.
+pub fn pin_image(dir: &Path, archive: &Path, lock: &Path) {
+    ok(vibesys_in(dir)
+        .args(["image", "pin"])
+        .arg(archive)
+        .arg("--lock")
+        .arg(lock)
+        .output()
+        .unwrap());
+}
+
 /// Expects success; returns stdout.
 pub fn ok(out: Output) -> String {
     assert!(
@@ -223,6 +246,23 @@ fn build_static_vibesys() -> PathBuf {
     bin
 }
 
+/// The real clients, where vibesys itself looks (`$VIBESYS_TOOLS`, else
+/// `${XDG_DATA_HOME:-$HOME/.local/share}/vibesys/tools`; scripts/test.sh
+/// installs them there through scripts/install-deps.sh).
+pub fn remote_client_tools() -> PathBuf {
+    let tools = vs_runtime::remote::client::tools_dir();
+    for bin in ["sky", "modal", "python"] {
+        let p = tools.join("remote-clients/bin").join(bin);
+        assert!(
+            p.is_file(),
+            "{} is missing: run VIBESYS_TOOLS={} scripts/remote-clients.sh (installs skypilot and modal from PyPI)",
+            p.display(),
+            tools.display()
+        );
+    }
+    tools
+}
+
 /// Runs the real git in `dir` with a fixed identity and no system or user
 /// configuration; fails the test (naming how to install git, or git's
 /// message) unless it succeeds.
@@ -248,6 +288,18 @@ pub fn git(dir: &Path, args: &[&str]) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `vibesys build` of `HEAD` for run `r1` in the host environment: the
+/// start of the argv of the build tests (options may follow).
+pub const HOST_BUILD_ARGS: [&str; 7] = [
+    "build",
+    "--run",
+    "r1",
+    "--commit",
+    "HEAD",
+    "--run-environment",
+    "host",
+];
 
 /// The unprivileged user the harness creates.
 pub const TEST_USER: &str = "vibesys-test";
@@ -518,16 +570,70 @@ pub fn command_as(who: As, dir: &Path, program: &Path, args: &[&str]) -> Command
     cmd
 }
 
-/// Runs `vibesys exec --confine BACKEND -- sh -c SCRIPT` as `who`.
-pub fn exec_sh(who: As, project: &Project, backend: &str, script: &str) -> Output {
+/// Runs `vibesys ARGS` as `who` in `dir` (see [`command_as`]).
+pub fn vibesys_as(who: As, dir: &Path, args: &[&str]) -> Output {
+    command_as(who, dir, &vibesys(), args)
+        .output()
+        .expect("run vibesys")
+}
+
+/// `vibesys exec --confine BACKEND -- sh -c SCRIPT` as `who` in `dir`
+/// (see [`command_as`]), to be run or spawned.
+pub fn exec_sh_command(who: As, dir: &Path, backend: &str, script: &str) -> Command {
     command_as(
         who,
-        &project.root,
+        dir,
         &vibesys(),
         &["exec", "--confine", backend, "--", "sh", "-c", script],
     )
-    .output()
-    .expect("run vibesys")
+}
+
+/// Runs `vibesys exec --confine BACKEND -- sh -c SCRIPT` as `who`.
+pub fn exec_sh(who: As, project: &Project, backend: &str, script: &str) -> Output {
+    exec_sh_opts(who, project, backend, &[], script)
+}
+
+/// Runs `vibesys exec --confine BACKEND EXTRA -- sh -c SCRIPT` as `who`.
+pub fn exec_sh_opts(
+    who: As,
+    project: &Project,
+    backend: &str,
+    extra: &[&str],
+    script: &str,
+) -> Output {
+    let mut args = vec!["exec", "--confine", backend];
+    args.extend_from_slice(extra);
+    args.extend(["--", "sh", "-c", script]);
+    vibesys_as(who, &project.root, &args)
+}
+
+/// For each of [`users`]: a fresh [`project`] of its own, where `script`
+/// (made for it) runs with [`exec_sh`] under `backend` and must exit 0;
+/// then `check` sees the user, the project and the output.
+pub fn exec_sh_as_each_user(
+    backend: &str,
+    script: impl Fn(&Project) -> String,
+    mut check: impl FnMut(As, &Project, &Output),
+) {
+    for who in users() {
+        let p = project(who);
+        let out = exec_sh(who, &p, backend, &script(&p));
+        assert_code(&out, 0);
+        check(who, &p, &out);
+    }
+}
+
+/// Shell commands that try the ways out of the project (the file outside
+/// it, directly and through `link-outside`, a file planted there,
+/// `/etc/shadow`), each printing a marker when it gets through.
+pub fn outside_probe(p: &Project) -> String {
+    format!(
+        "cat {outside}/private 2>/dev/null && echo READ-OUTSIDE; \
+         echo x > {outside}/planted 2>/dev/null && echo WROTE-OUTSIDE; \
+         cat link-outside 2>/dev/null && echo LINK-READ; \
+         cat /etc/shadow 2>/dev/null && echo SHADOW; ",
+        outside = p.outside.display()
+    )
 }
 
 /// stdout as text.
@@ -550,6 +656,27 @@ pub fn assert_code(out: &Output, code: i32) {
         stdout(out),
         stderr(out)
     );
+}
+
+/// Asserts that the file at `path` holds exactly `expected`.
+pub fn assert_file_is(path: impl AsRef<Path>, expected: impl AsRef<str>) {
+    let (path, expected) = (path.as_ref(), expected.as_ref());
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    assert_eq!(text, expected, "{}", path.display());
+}
+
+/// Asserts that stderr contains `needle`, showing stderr on failure.
+pub fn assert_stderr_has(out: &Output, needle: &str) {
+    let err = stderr(out);
+    assert!(err.contains(needle), "{err}");
+}
+
+/// Asserts the exit code (as [`assert_code`]) and that stderr contains
+/// `needle`.
+pub fn assert_code_stderr(out: &Output, code: i32, needle: &str) {
+    assert_code(out, code);
+    assert_stderr_has(out, needle);
 }
 
 /// The 32-bit system-call entry (`int $0x80`) from a 64-bit process:

@@ -13,8 +13,8 @@ pub mod common;
 // Each test binary uses a different subset.
 #[allow(unused_imports)]
 pub use common::{
-    fails, git, ok, repo_root, require_tool, static_vibesys, test_user, tests_dir, unique,
-    vibesys_bin, vibesys_in as vibesys,
+    assert_file_is, fails, git, ok, repo_root, require_tool, static_vibesys, test_user, tests_dir,
+    unique, vibesys_bin, vibesys_in as vibesys,
 };
 
 /// Fails the test unless the Engine answers and the busybox the test
@@ -82,13 +82,7 @@ impl TestImage {
             .output()
             .unwrap());
         let lock = dir.path().join("images.lock");
-        ok(vibesys(dir.path())
-            .args(["image", "pin"])
-            .arg(&archive)
-            .arg("--lock")
-            .arg(&lock)
-            .output()
-            .unwrap());
+        common::pin_image(dir.path(), &archive, &lock);
         let lock_text = std::fs::read_to_string(&lock).unwrap();
         let config_digest = lock_text
             .lines()

@@ -10,8 +10,8 @@ mod common;
 // Each test binary uses a different subset.
 #[allow(unused_imports)]
 pub use common::{
-    As, command_as, fails, ok, require_docker, require_tool as require, unique, users, vibesys_bin,
-    vibesys_in as vibesys,
+    As, assert_file_is, command_as, fails, ok, pin_image, require_docker, require_tool as require,
+    unique, users, vibesys_bin, vibesys_in as vibesys,
 };
 
 /// The static busybox from Debian's busybox-static.

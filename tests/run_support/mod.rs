@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 // The including test declares `mod docker_support` (which holds `common`).
 #[allow(unused_imports)]
-pub use crate::docker_support::common::{As, chown_to, command_as, stderr, users};
+pub use crate::docker_support::common::{
+    As, assert_file_is, chown_to, command_as, stderr, users, vibesys_as,
+};
 #[allow(unused_imports)]
 pub use crate::docker_support::{
     fails, git, ok, require_tool, test_user, unique, vibesys as vibesys_in, vibesys_bin,
@@ -136,14 +138,6 @@ pub fn give_to(who: As, d: &tempfile::TempDir, p: &Path) {
     chown_to(who, &[d.path(), p]);
 }
 
-/// `vibesys ARGS` in `p` as `who` (`common::command_as`: the test user by
-/// setpriv, a small explicit environment).
-pub fn vibesys_as(who: As, p: &Path, args: &[&str]) -> std::process::Output {
-    command_as(who, p, &crate::docker_support::common::vibesys(), args)
-        .output()
-        .unwrap()
-}
-
 /// `vibesys run start` in the host environment with the stand-in provider
 /// in `p` as `who` (`vibesys_as`): `extra` options, then `sh -c AGENT`.
 pub fn host_run_as(who: As, p: &Path, extra: &[&str], agent: &str) -> std::process::Output {
@@ -173,6 +167,46 @@ pub fn only_run(p: &Path) -> String {
         .collect();
     assert_eq!(runs.len(), 1, "{runs:?}");
     runs[0].clone()
+}
+
+/// `run start` options and command of the stand-in provider whose agent
+/// writes the honest answer (`echo 7 > speed.txt`).
+pub const HONEST_AGENT_ARGS: [&str; 6] = [
+    "--provider",
+    "custom",
+    "--",
+    "sh",
+    "-c",
+    "echo 7 > speed.txt",
+];
+
+/// An agent that marks its turn (`speed-started`) and takes 3 s over it.
+pub const SLOW_AGENT: &str = "touch speed-started; sleep 3; echo 7 > speed.txt; rm speed-started";
+
+/// Spawns `run`, a `vibesys run start` of project `p`, with two candidates
+/// (two jobs) of the stand-in provider running `agent`, its stderr to
+/// [`run_log`]; waits (at most `secs` each) for the run's record and for
+/// candidate 1's turn (`agent` touches `speed-started`); returns the
+/// child and the run's id.
+pub fn start_in_turn(
+    mut run: std::process::Command,
+    p: &Path,
+    agent: &str,
+    secs: u64,
+) -> (std::process::Child, String) {
+    let child = run
+        .args(["--provider", "custom", "--candidates", "2", "--jobs", "2"])
+        .args(["--", "sh", "-c", agent])
+        .stdout(std::process::Stdio::null())
+        .stderr(run_log(p))
+        .spawn()
+        .unwrap();
+    let id = started_run(p, secs);
+    let turn = p.join(format!(
+        ".vibesys/state/local/candidates/{id}/1/speed-started"
+    ));
+    wait_for_run(p, secs, "the agent's turn", || turn.exists());
+    (child, id)
 }
 
 /// The id of the one run `run start` in `p` has recorded, waiting for

@@ -488,15 +488,25 @@ fn open_dir(parent: Option<&OwnedFd>, path: &Path) -> std::io::Result<OwnedFd> {
     })
 }
 
+/// Opens the file at `path` (beneath `parent`, or as given) for reading,
+/// following no symlink and not blocking on a FIFO; `None` when it is
+/// missing or a symlink.
+fn open_no_follow(parent: Option<&OwnedFd>, path: &Path) -> std::io::Result<Option<OwnedFd>> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let opened = match parent {
+        Some(p) => rustix::fs::openat(p, path, flags, Mode::empty()),
+        None => rustix::fs::open(path, flags, Mode::empty()),
+    };
+    match opened {
+        Ok(fd) => Ok(Some(fd)),
+        Err(rustix::io::Errno::NOENT | rustix::io::Errno::LOOP) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
 fn read_bounded(path: &Path, max: u64) -> std::io::Result<Option<Vec<u8>>> {
-    let fd = match rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
-        Ok(fd) => fd,
-        Err(rustix::io::Errno::NOENT | rustix::io::Errno::LOOP) => return Ok(None),
-        Err(e) => return Err(e.into()),
+    let Some(fd) = open_no_follow(None, path)? else {
+        return Ok(None);
     };
     read_fd(fd, max)
 }
@@ -504,15 +514,8 @@ fn read_bounded(path: &Path, max: u64) -> std::io::Result<Option<Vec<u8>>> {
 /// A regular file beneath `dir`, read without following a symlink and
 /// bounded; `None` when missing or not a regular file.
 fn read_at(dir: &OwnedFd, name: &str) -> std::io::Result<Option<Vec<u8>>> {
-    let fd = match rustix::fs::openat(
-        dir,
-        name,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
-        Ok(fd) => fd,
-        Err(rustix::io::Errno::NOENT | rustix::io::Errno::LOOP) => return Ok(None),
-        Err(e) => return Err(e.into()),
+    let Some(fd) = open_no_follow(Some(dir), Path::new(name))? else {
+        return Ok(None);
     };
     read_fd(fd, MAX_RETURN_FILE_BYTES)
 }
@@ -523,15 +526,8 @@ fn read_at(dir: &OwnedFd, name: &str) -> std::io::Result<Option<Vec<u8>>> {
 /// content must not reach the user's directory, where the next session's
 /// seed would hand it over).
 fn read_copy(dir: &OwnedFd, name: &str, max: u64) -> std::io::Result<Option<Vec<u8>>> {
-    let fd = match rustix::fs::openat(
-        dir,
-        name,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
-        Ok(fd) => fd,
-        Err(rustix::io::Errno::NOENT | rustix::io::Errno::LOOP) => return Ok(None),
-        Err(e) => return Err(e.into()),
+    let Some(fd) = open_no_follow(Some(dir), Path::new(name))? else {
+        return Ok(None);
     };
     let st = rustix::fs::fstat(&fd)?;
     if st.st_nlink > 1 {
@@ -653,15 +649,45 @@ fn append(dir: &OwnedFd, name: &str, tail: &[u8]) -> std::io::Result<u64> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn only_kept_entries_go_back_and_never_through_a_symlink() {
+    /// Writes each `(path, content)` beneath `root`, creating the
+    /// directories on the way.
+    fn write_files(root: &Path, files: &[(&str, &str)]) {
+        for (path, content) in files {
+            let path = root.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, content).unwrap();
+        }
+    }
+
+    /// A temporary directory holding the user's codex home (`codex/`,
+    /// created) and the place of the session's copy (`copy/`, not yet).
+    fn codex_dirs() -> (tempfile::TempDir, PathBuf, PathBuf) {
         let tmp = tempfile::tempdir().unwrap();
         let user = tmp.path().join("codex");
-        std::fs::create_dir_all(user.join("sessions/2026")).unwrap();
-        std::fs::write(user.join("config.toml"), "model = \"x\"\n").unwrap();
-        std::fs::write(user.join("history.jsonl"), "{\"a\":1}\n").unwrap();
-        std::fs::write(user.join("auth.json"), "{\"t\":1}").unwrap();
-        std::fs::write(user.join("sessions/2026/old.jsonl"), "old\n").unwrap();
+        std::fs::create_dir_all(&user).unwrap();
+        let copy = tmp.path().join("copy");
+        (tmp, user, copy)
+    }
+
+    /// Asserts that the file at `path` holds exactly `expected`.
+    fn assert_file_is(path: impl AsRef<Path>, expected: &str) {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).unwrap();
+        assert_eq!(text, expected, "{}", path.display());
+    }
+
+    #[test]
+    fn only_kept_entries_go_back_and_never_through_a_symlink() {
+        let (tmp, user, copy) = codex_dirs();
+        write_files(
+            &user,
+            &[
+                ("config.toml", "model = \"x\"\n"),
+                ("history.jsonl", "{\"a\":1}\n"),
+                ("auth.json", "{\"t\":1}"),
+                ("sessions/2026/old.jsonl", "old\n"),
+            ],
+        );
         let outside = tmp.path().join("outside");
         std::fs::create_dir(&outside).unwrap();
         std::os::unix::fs::symlink(&outside, user.join("archived_sessions")).unwrap();
@@ -673,7 +699,6 @@ mod tests {
         )
         .unwrap();
         std::fs::write(user.join("logs_2.sqlite"), "big").unwrap();
-        let copy = tmp.path().join("copy");
         let p = agentshim::Provider::Codex;
         let dir = PrivateStateDir::seed(&p, &user, &copy).unwrap();
         let mode = std::fs::metadata(copy.join("skills/mine/run.sh"))
@@ -684,17 +709,19 @@ mod tests {
             0o755
         );
         assert!(!copy.join("logs_2.sqlite").exists());
-        assert_eq!(
-            std::fs::read_to_string(copy.join("config.toml")).unwrap(),
-            "model = \"x\"\n"
-        );
+        assert_file_is(copy.join("config.toml"), "model = \"x\"\n");
         // The session writes.
         std::fs::write(copy.join("config.toml"), "notify = [\"evil\"]\n").unwrap();
         std::fs::create_dir_all(copy.join("skills/.system")).unwrap();
-        std::fs::write(copy.join("skills/.system/x.md"), "evil").unwrap();
-        std::fs::write(copy.join("new-top"), "evil").unwrap();
-        std::fs::write(copy.join("sessions/2026/new.jsonl"), "new\n").unwrap();
-        std::fs::write(copy.join("history.jsonl"), "{\"a\":1}\n{\"b\":2}\n").unwrap();
+        write_files(
+            &copy,
+            &[
+                ("skills/.system/x.md", "evil"),
+                ("new-top", "evil"),
+                ("sessions/2026/new.jsonl", "new\n"),
+                ("history.jsonl", "{\"a\":1}\n{\"b\":2}\n"),
+            ],
+        );
         // The user's CLI appends meanwhile, and logs in.
         std::fs::write(user.join("auth.json"), "{\"t\":2}").unwrap();
         std::fs::OpenOptions::new()
@@ -709,25 +736,16 @@ mod tests {
         std::fs::write(copy.join("archived_sessions/a.jsonl"), "a").unwrap();
         std::os::unix::fs::symlink("/etc/shadow", copy.join("sessions/2026/link")).unwrap();
         dir.return_kept(&p);
-        assert_eq!(
-            std::fs::read_to_string(user.join("config.toml")).unwrap(),
-            "model = \"x\"\n"
-        );
+        assert_file_is(user.join("config.toml"), "model = \"x\"\n");
         assert!(!user.join("skills/.system").exists() && !user.join("new-top").exists());
-        assert_eq!(
-            std::fs::read_to_string(user.join("sessions/2026/new.jsonl")).unwrap(),
-            "new\n"
-        );
-        assert_eq!(
-            std::fs::read_to_string(user.join("history.jsonl")).unwrap(),
-            "{\"a\":1}\n{\"u\":3}\n{\"b\":2}\n"
+        assert_file_is(user.join("sessions/2026/new.jsonl"), "new\n");
+        assert_file_is(
+            user.join("history.jsonl"),
+            "{\"a\":1}\n{\"u\":3}\n{\"b\":2}\n",
         );
         assert!(std::fs::read_dir(&outside).unwrap().next().is_none());
         // An auth.json the session left unchanged never clobbers a newer one.
-        assert_eq!(
-            std::fs::read_to_string(user.join("auth.json")).unwrap(),
-            "{\"t\":2}"
-        );
+        assert_file_is(user.join("auth.json"), "{\"t\":2}");
         assert!(!user.join("sessions/2026/link").exists());
     }
 
@@ -737,26 +755,33 @@ mod tests {
     /// the CLI does past `history.max_bytes`, adds its own lines only.
     #[test]
     fn logs_only_grow_in_the_users_directory() {
-        let tmp = tempfile::tempdir().unwrap();
-        let user = tmp.path().join("codex");
-        std::fs::create_dir_all(user.join("sessions/2026")).unwrap();
-        std::fs::write(user.join("history.jsonl"), "h1\nh2\nh3\n").unwrap();
-        std::fs::write(user.join("session_index.jsonl"), "i1\ni2\n").unwrap();
-        std::fs::write(user.join("sessions/2026/old.jsonl"), "o1\no2\n").unwrap();
-        std::fs::write(user.join("sessions/2026/grown.jsonl"), "g1\n").unwrap();
-        std::fs::write(user.join("sessions/2026/notes.txt"), "mine\n").unwrap();
-        let copy = tmp.path().join("copy");
+        let (_tmp, user, copy) = codex_dirs();
+        write_files(
+            &user,
+            &[
+                ("history.jsonl", "h1\nh2\nh3\n"),
+                ("session_index.jsonl", "i1\ni2\n"),
+                ("sessions/2026/old.jsonl", "o1\no2\n"),
+                ("sessions/2026/grown.jsonl", "g1\n"),
+                ("sessions/2026/notes.txt", "mine\n"),
+            ],
+        );
         let p = agentshim::Provider::Codex;
         let dir = PrivateStateDir::seed(&p, &user, &copy).unwrap();
         // The CLI trimmed the oldest history line and appended one.
         std::fs::write(copy.join("history.jsonl"), "h2\nh3\nh4\n").unwrap();
         // The agent emptied the index, rewrote an old rollout, and a
         // resumed thread appended to another.
-        std::fs::write(copy.join("session_index.jsonl"), "forged\n").unwrap();
-        std::fs::write(copy.join("sessions/2026/old.jsonl"), "evil\n").unwrap();
-        std::fs::write(copy.join("sessions/2026/grown.jsonl"), "g1\ng2\n").unwrap();
-        std::fs::write(copy.join("sessions/2026/notes.txt"), "evil\n").unwrap();
-        std::fs::write(copy.join("sessions/2026/new.txt"), "new\n").unwrap();
+        write_files(
+            &copy,
+            &[
+                ("session_index.jsonl", "forged\n"),
+                ("sessions/2026/old.jsonl", "evil\n"),
+                ("sessions/2026/grown.jsonl", "g1\ng2\n"),
+                ("sessions/2026/notes.txt", "evil\n"),
+                ("sessions/2026/new.txt", "new\n"),
+            ],
+        );
         // A rollout the user's CLI wrote meanwhile under a name the
         // session also used is not clobbered.
         std::fs::write(user.join("sessions/2026/mine.jsonl"), "mine\n").unwrap();
@@ -777,10 +802,7 @@ mod tests {
     /// copy.
     #[test]
     fn returns_are_bounded_and_never_a_hard_link() {
-        let tmp = tempfile::tempdir().unwrap();
-        let user = tmp.path().join("codex");
-        std::fs::create_dir_all(&user).unwrap();
-        let copy = tmp.path().join("copy");
+        let (tmp, user, copy) = codex_dirs();
         let p = agentshim::Provider::Codex;
         let dir = PrivateStateDir::seed(&p, &user, &copy).unwrap();
         let secret = tmp.path().join("secret");
@@ -804,9 +826,6 @@ mod tests {
         );
         assert!(!user.join("sessions/x/linked.jsonl").exists());
         assert!(!user.join("sessions/x/sparse.jsonl").exists());
-        assert_eq!(
-            std::fs::read_to_string(user.join("sessions/x/small.jsonl")).unwrap(),
-            "ok\n"
-        );
+        assert_file_is(user.join("sessions/x/small.jsonl"), "ok\n");
     }
 }

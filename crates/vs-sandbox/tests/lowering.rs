@@ -121,33 +121,25 @@ fn symlinks_are_resolved_and_checked() {
     std::os::unix::fs::symlink("docs", root.join("docs-alias")).unwrap();
     std::os::unix::fs::symlink("nowhere", root.join("dangling")).unwrap();
     std::os::unix::fs::symlink(".", root.join("self")).unwrap();
-    let err = ProjectPathPolicy::new(["host-link"], Vec::<&str>::new())
-        .unwrap()
-        .resolve(&ws)
-        .unwrap_err();
+    // The policy of these read-only and hidden paths fails to resolve.
+    let refused = |ro: &[&str], hidden: &[&str]| {
+        ProjectPathPolicy::new(ro.iter(), hidden.iter())
+            .unwrap()
+            .resolve(&ws)
+            .unwrap_err()
+    };
+    let err = refused(&["host-link"], &[]);
     assert!(
         matches!(err, PolicyError::EscapesWorkspace { ref resolved, .. } if resolved == Path::new("/etc/passwd")),
         "{err}"
     );
-    let err = ProjectPathPolicy::new(["docs"], ["docs-alias"])
-        .unwrap()
-        .resolve(&ws)
-        .unwrap_err();
+    let err = refused(&["docs"], &["docs-alias"]);
     assert!(matches!(err, PolicyError::ResolvedOverlap { .. }), "{err}");
-    let err = ProjectPathPolicy::new(["dangling"], Vec::<&str>::new())
-        .unwrap()
-        .resolve(&ws)
-        .unwrap_err();
+    let err = refused(&["dangling"], &[]);
     assert!(err.to_string().contains("nowhere"), "{err}");
-    let err = ProjectPathPolicy::new(["self"], Vec::<&str>::new())
-        .unwrap()
-        .resolve(&ws)
-        .unwrap_err();
+    let err = refused(&["self"], &[]);
     assert!(matches!(err, PolicyError::IsWorkspaceRoot { .. }), "{err}");
-    let err = ProjectPathPolicy::new(["missing"], Vec::<&str>::new())
-        .unwrap()
-        .resolve(&ws)
-        .unwrap_err();
+    let err = refused(&["missing"], &[]);
     assert!(matches!(err, PolicyError::NotFound { .. }), "{err}");
     // A fifo is neither a file nor a directory.
     let status = std::process::Command::new("mkfifo")
@@ -155,18 +147,14 @@ fn symlinks_are_resolved_and_checked() {
         .status()
         .unwrap();
     assert!(status.success());
-    let err = ProjectPathPolicy::new(Vec::<&str>::new(), ["fifo"])
-        .unwrap()
-        .resolve(&ws)
-        .unwrap_err();
+    let err = refused(&[], &["fifo"]);
     assert!(err.to_string().contains("fifo"), "{err}");
 }
 
-#[test]
-fn bwrap_argv_snapshot() {
-    let (_dir, ws) = workspace();
-    let resolved = sample_policy().resolve(&ws).unwrap();
-    let options = BwrapOptions {
+/// The options of a bwrap launch with the network, no egress door, no
+/// extra writable path, private file, device or read-only /proc entry.
+fn plain_options() -> BwrapOptions {
+    BwrapOptions {
         program: "/usr/bin/bwrap".into(),
         network: true,
         egress: None,
@@ -175,10 +163,20 @@ fn bwrap_argv_snapshot() {
         writable: Vec::new(),
         private_files: Vec::new(),
         max_processes: 4096,
+        proc_read_only: Vec::new(),
+        devices: Vec::new(),
+    }
+}
+
+#[test]
+fn bwrap_argv_snapshot() {
+    let (_dir, ws) = workspace();
+    let resolved = sample_policy().resolve(&ws).unwrap();
+    let options = BwrapOptions {
         proc_read_only: ["/proc/mtrr", "/proc/pressure", "/proc/sys"]
             .map(Into::into)
             .to_vec(),
-        devices: Vec::new(),
+        ..plain_options()
     };
     let plan = BwrapPlan::new(&resolved, &resources(), &options);
     let text = filter(&plan.args.join("\n"), &ws);
@@ -230,16 +228,10 @@ fn bwrap_binds_a_private_copy_at_another_path() {
         ..copy.clone()
     };
     let options = BwrapOptions {
-        program: "/usr/bin/bwrap".into(),
-        network: true,
-        egress: None,
-        chdir: None,
-        helper: "/opt/vibesys/bin/vibesys".into(),
         writable: vec!["/home/u/.claude/projects".into()],
         private_files: vec![copy, bad],
-        max_processes: 4096,
         proc_read_only: vec!["/proc/sys".into()],
-        devices: Vec::new(),
+        ..plain_options()
     };
     let plan = BwrapPlan::new(&resolved, &resources(), &options);
     let slot = plan
@@ -386,16 +378,8 @@ fn bwrap_lowers_an_egress_allow_list() {
         "/run/user/0/vibesys-egress-1/egress.sock",
     );
     let options = BwrapOptions {
-        program: "/usr/bin/bwrap".into(),
-        network: true,
         egress: Some(door),
-        chdir: None,
-        helper: "/opt/vibesys/bin/vibesys".into(),
-        writable: Vec::new(),
-        private_files: Vec::new(),
-        max_processes: 4096,
-        proc_read_only: Vec::new(),
-        devices: Vec::new(),
+        ..plain_options()
     };
     let sandbox = HostSandbox::new(&resolved, &resources(), &options).unwrap();
     let plan = sandbox.launch_plan(Some(&[("HTTPS_PROXY".into(), "http://evil:1".into())]));
