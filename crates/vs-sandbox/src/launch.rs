@@ -256,7 +256,9 @@ pub fn run_with_fds(
 /// the limit, the command is its child and a watchdog beside it kills the
 /// cgroup if vibesys dies; otherwise its child is a small supervisor
 /// (kills the tree when the command exits or when vibesys dies, exits
-/// with the command's status). The command, before it executes: joins
+/// with the command's status). Without a supervisor the command's process
+/// shares vibesys's memory until it executes (no copy of vibesys's address
+/// space, see `crate::process::spawn`). The command, before it executes: joins
 /// the run's pids cgroup, takes SIGKILL as its
 /// parent-death signal, starts a new session, enters a user namespace of
 /// its own when not root (so its bounding set can be dropped and

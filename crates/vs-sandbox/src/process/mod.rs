@@ -3,7 +3,7 @@
 //! [`crate::LocalShellRunner`] alike.
 //!
 //! - [`lookup`]: finding a program in a `PATH`, as `execvp` does.
-//! - [`supervise`]: a confined launch (the child's raw
+//! - [`spawn`] and [`supervise`]: a confined launch (the child's raw
 //!   set-up between fork and exec, the subreaper supervisor, signal
 //!   forwarding).
 //! - [`pids`] and [`tree`]: the process limit (a pids cgroup per run) and
@@ -31,6 +31,8 @@ pub mod pids;
 pub(crate) mod piped_run;
 #[cfg(target_os = "linux")]
 pub(crate) mod sigpipe;
+#[cfg(target_os = "linux")]
+pub mod spawn;
 #[cfg(target_os = "linux")]
 pub mod stdio_relay;
 #[cfg(target_os = "linux")]

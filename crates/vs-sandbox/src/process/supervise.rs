@@ -16,10 +16,12 @@ use crate::error::SandboxError;
 use crate::limits::ProcessLimit;
 
 use super::pids::PidsCgroup;
+pub use super::spawn::Exec;
+use super::spawn::ExecImage;
 use super::status::Exit;
 use super::stdio_relay::{Relay, StdioSwap};
 use super::tree::kill_leftovers;
-use super::tree::{kill_listed, kill_tree, reap};
+use super::tree::{kill_listed, kill_tree, reap, reap_one};
 
 /// Makes this process the subreaper of its descendants: orphans of the
 /// confined tree are reparented to it instead of to init.
@@ -33,27 +35,6 @@ pub fn become_subreaper() -> Result<(), SandboxError> {
     }
     Ok(())
 }
-
-/// The command as a confined launch starts it.
-#[derive(Debug)]
-pub struct Exec<'a> {
-    /// The program (looked up in `PATH` when it has no `/`) and its
-    /// arguments.
-    pub argv: &'a [std::ffi::OsString],
-    /// The command's whole environment; `None` inherits vibesys's.
-    pub env: Option<&'a [(std::ffi::OsString, std::ffi::OsString)]>,
-    /// The directory it starts in; `None` keeps vibesys's.
-    pub cwd: Option<&'a std::path::Path>,
-    /// Descriptors placed at 3, 4, ... in the child; every other inherited
-    /// descriptor above stderr is closed (bwrap's descriptor slots). With
-    /// none, inherited descriptors are left as they are (a backend that
-    /// wants them closed says so in its set-up).
-    pub fds: Vec<OwnedFd>,
-}
-
-/// What the child reports when it fails, through the launch's report
-/// pipe: a stage number (see [`STAGES`]) and an errno.
-type Failed = (u8, i32);
 
 /// Everything the child does between fork and exec, prepared here.
 #[derive(Debug, Default)]
@@ -110,6 +91,13 @@ const STAGES: &[&str] = &[
     "bringing up the loopback of the new network namespace",
     "listening for the egress proxy in the new network namespace",
 ];
+
+/// Where the clone's child reports its own steps in [`STAGES`].
+const SPAWN_STAGES: super::spawn::ChildStages = super::spawn::ChildStages {
+    fds: 14,
+    chdir: 15,
+    exec: 16,
+};
 
 #[repr(C)]
 struct CapHeader {
@@ -197,19 +185,48 @@ impl Drop for Signals {
     }
 }
 
-/// The started command; vibesys reaps it.
+/// The started command: a std child (forked) or the pid of the clone's
+/// child ([`super::spawn`]); vibesys reaps it either way.
 #[derive(Debug)]
-pub struct Launched(std::process::Child);
+pub enum Launched {
+    /// Started by std's `Command`.
+    Std(std::process::Child),
+    /// Started by [`super::spawn::spawn`].
+    Raw(libc::pid_t),
+}
 
 impl Launched {
     /// The child's pid.
     pub fn id(&self) -> u32 {
-        self.0.id()
+        match self {
+            Self::Std(c) => c.id(),
+            Self::Raw(pid) => *pid as u32,
+        }
     }
 
     /// Its status, once it has exited (reaping it).
     pub fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
-        self.0.try_wait()
+        use std::os::unix::process::ExitStatusExt;
+        match self {
+            Self::Std(c) => c.try_wait(),
+            Self::Raw(pid) => {
+                let mut status = 0;
+                loop {
+                    // SAFETY: waitpid writes one int we own.
+                    let r = unsafe { libc::waitpid(*pid, &mut status, libc::WNOHANG) };
+                    if r == 0 {
+                        return Ok(None);
+                    }
+                    if r == *pid {
+                        return Ok(Some(std::process::ExitStatus::from_raw(status)));
+                    }
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() != std::io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -390,7 +407,7 @@ impl Prepared {
         unsafe {
             cmd.pre_exec(move || {
                 let _ = &writer;
-                plan.run().map_err(|(stage, errno)| {
+                plan.run(true).map_err(|(stage, errno)| {
                     let mut msg = [0u8; 5];
                     msg[0] = stage;
                     msg[1..].copy_from_slice(&errno.to_ne_bytes());
@@ -401,17 +418,58 @@ impl Prepared {
         }
     }
 
-    /// Starts `exec` with the prepared set-up: std's `fork` and a
-    /// pre-exec hook (with a supervisor, the forked process stays as the
-    /// supervisor and forks the command).
+    /// Starts `exec` with the prepared set-up. Without a supervisor the
+    /// child shares vibesys's memory until it executes the command
+    /// ([`super::spawn`]: no copy of vibesys's address space); with one,
+    /// a `fork` (the supervisor outlives the launch as its own process).
     ///
     /// A standard descriptor of vibesys that is a host file reaches the
     /// command as a pipe vibesys copies ([`super::stdio_relay`]).
     pub fn spawn(&mut self, exec: Exec<'_>) -> Result<Launched, SpawnFailure> {
         let swap = StdioSwap::begin().map_err(SpawnFailure::Confine)?;
-        let launched = self.spawn_forked(exec);
+        let launched = if self.setup.supervise {
+            self.spawn_forked(exec)
+        } else {
+            self.spawn_shared(exec)
+        };
         self.relay = swap.end();
         launched
+    }
+
+    /// [`Prepared::spawn`] from a process sharing vibesys's memory.
+    fn spawn_shared(&mut self, exec: Exec<'_>) -> Result<Launched, SpawnFailure> {
+        let image = ExecImage::new(exec).map_err(SpawnFailure::Confine)?;
+        let writer = self.report.1.take();
+        let err_fd = writer.as_ref().map_or(-1, AsRawFd::as_raw_fd);
+        let plan = self.child_plan();
+        let setup = || plan.run(false);
+        let child = super::spawn::Child {
+            image: &image,
+            setup: &setup,
+            mask: self.signals.old,
+            report: err_fd,
+            stages: SPAWN_STAGES,
+        };
+        let pid = super::spawn::spawn(&child);
+        // The child has executed (its copy closed on exec) or exited: EOF
+        // comes once ours is gone too.
+        drop(writer);
+        let pid = pid.map_err(SpawnFailure::Confine)?;
+        let launched = Launched::Raw(pid);
+        match self.read_failure() {
+            None => Ok(launched),
+            Some((stage, errno)) if stage == SPAWN_STAGES.exec => {
+                reap_one(pid);
+                Err(SpawnFailure::Exec {
+                    program: image.program().to_owned(),
+                    error: std::io::Error::from_raw_os_error(errno),
+                })
+            }
+            Some(failed) => {
+                reap_one(pid);
+                Err(SpawnFailure::Confine(self.failure_error(failed)))
+            }
+        }
     }
 
     /// [`Prepared::spawn`] through std's `fork` and a pre-exec hook.
@@ -443,10 +501,12 @@ impl Prepared {
             let _ = spawned.map(|mut c| c.wait());
             return Err(SpawnFailure::Confine(self.failure_error(failed)));
         }
-        spawned.map(Launched).map_err(|error| SpawnFailure::Exec {
-            program: program.clone(),
-            error,
-        })
+        spawned
+            .map(Launched::Std)
+            .map_err(|error| SpawnFailure::Exec {
+                program: program.clone(),
+                error,
+            })
     }
 
     /// After the spawn (and after the last write end is gone): the stage
@@ -533,6 +593,8 @@ unsafe impl Send for ChildPlan {}
 // SAFETY: as above; the plan is never mutated.
 unsafe impl Sync for ChildPlan {}
 
+use super::spawn::Failed;
+
 fn errno() -> i32 {
     std::io::Error::last_os_error()
         .raw_os_error()
@@ -544,9 +606,10 @@ fn check(stage: u8, r: libc::c_long) -> Result<(), Failed> {
 }
 
 impl ChildPlan {
-    /// Runs in the child between fork and exec; sets the command's
-    /// signal mask (vibesys's, from before the launch).
-    fn run(&self) -> Result<(), Failed> {
+    /// Runs in the child between fork and exec. `restore_mask`: set the
+    /// command's signal mask here (after a fork); the clone's child of
+    /// [`super::spawn`] sets it itself right before `execve`.
+    fn run(&self, restore_mask: bool) -> Result<(), Failed> {
         // SAFETY: raw system calls on integers and on pointers prepared by
         // the parent and valid in this copy of its memory.
         unsafe {
@@ -578,7 +641,9 @@ impl ChildPlan {
                 }
                 parent = me;
             }
-            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old_mask, std::ptr::null_mut());
+            if restore_mask {
+                libc::pthread_sigmask(libc::SIG_SETMASK, &self.old_mask, std::ptr::null_mut());
+            }
             check(
                 0,
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) as libc::c_long,

@@ -27,6 +27,13 @@ pub fn reap_exited() -> bool {
     }
 }
 
+/// Reaps `pid`, a child that has exited or is about to.
+pub(crate) fn reap_one(pid: libc::pid_t) {
+    let mut status = 0;
+    // SAFETY: waitpid writes one int we own.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && errno() == libc::EINTR {}
+}
+
 /// Reaps children (blocking for `flags` 0: one child), recording the
 /// wait status of `command`; returns the last waitpid result (-1 once
 /// none is left). Async-signal-safe.
