@@ -67,7 +67,6 @@ impl ContainerSandbox for DockerSandbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::ImagePin;
 
     /// `select`'s plan for Docker is this crate's, reachable for printing;
     /// an egress door without the command server (its forwarder) is
@@ -77,13 +76,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ws = vs_sandbox::Workspace::open(dir.path()).unwrap();
         let policy = vs_sandbox::ProjectPathPolicy::empty().resolve(&ws).unwrap();
-        let pin = ImagePin {
-            name: "vibesys-editor".into(),
-            tag: "latest".into(),
-            config_digest: format!("sha256:{}", "a".repeat(64)).parse().unwrap(),
-            manifest_digest: None,
-            diff_ids: vec![],
-        };
+        let pin = crate::plan::tests::pin();
         let mut options = DockerOptions::new(pin, "run-1", "/bin/true");
         options.network = true;
         let plan = Box::new(options.clone()).plan(&policy, None).unwrap();

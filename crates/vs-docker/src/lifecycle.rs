@@ -417,7 +417,7 @@ pub(super) async fn container_ended(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{DeviceAccess, DockerOptions, GpuSelection, ImagePin};
+    use crate::{DeviceAccess, DockerOptions, GpuSelection};
     use vs_sandbox::{ProjectPathPolicy, Workspace};
 
     #[test]
@@ -434,13 +434,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ws = Workspace::open(dir.path()).unwrap();
         let policy = ProjectPathPolicy::empty().resolve(&ws).unwrap();
-        let pin = ImagePin {
-            name: "vibesys-editor".into(),
-            tag: "latest".into(),
-            config_digest: format!("sha256:{}", "a".repeat(64)).parse().unwrap(),
-            manifest_digest: None,
-            diff_ids: vec![],
-        };
+        let pin = crate::plan::tests::pin();
         let mut opts = DockerOptions::new(pin, "r1", "/usr/bin/vibesys");
         let plan = DockerPlan::new(&policy, &opts);
         assert!(device_mappings(&plan).is_empty() && device_requests(&plan).is_empty());

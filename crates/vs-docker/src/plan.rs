@@ -620,11 +620,6 @@ pub fn docker_report(policy: &ResolvedPolicy, options: &DockerOptions) -> Enforc
                 "network: none; the one door out is vibesys's proxy (its socket mounted in; the container's loopback listener at 127.0.0.1:{}, named by HTTPS_PROXY, HTTP_PROXY and ALL_PROXY, is handed to it by the static vibesys and accepted from outside), admitting only {}",
                 vs_sandbox::egress::INSIDE_PORT,
                 door.allow
-                    .patterns()
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
             ),
             (None, true) => "network: bridge".to_owned(),
             (_, false) => "network: none".to_owned(),
@@ -645,11 +640,13 @@ pub fn docker_report(policy: &ResolvedPolicy, options: &DockerOptions) -> Enforc
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use vs_sandbox::{ProjectPathPolicy, Workspace};
 
-    fn pin() -> ImagePin {
+    /// A pin of the editor image with a made-up digest, for plans that
+    /// start nothing.
+    pub(crate) fn pin() -> ImagePin {
         ImagePin {
             name: "vibesys-editor".into(),
             tag: "latest".into(),

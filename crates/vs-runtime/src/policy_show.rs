@@ -213,17 +213,7 @@ fn write_network(f: &mut fmt::Formatter<'_>, project: &ProjectSettings) -> fmt::
     if project.allow_hosts.is_empty() {
         return writeln!(f, "network   open");
     }
-    writeln!(
-        f,
-        "network   allow-list: {}",
-        project
-            .allow_hosts
-            .patterns()
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    )?;
+    writeln!(f, "network   allow-list: {}", project.allow_hosts)?;
     for h in &project.provider_hosts {
         writeln!(f, "network   {h} added: the provider's API host")?;
     }

@@ -526,7 +526,7 @@ pub fn bwrap_report(
         (Some(door), true) => format!(
             "network: unshared; the one door out is vibesys's proxy (its socket bound in; the sandbox's loopback listener at 127.0.0.1:{}, named by HTTPS_PROXY, HTTP_PROXY and ALL_PROXY, is handed to it and accepted from outside), admitting only {}; no resolver inside",
             crate::egress::INSIDE_PORT,
-            door.allow.patterns().iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            door.allow
         ),
         (None, true) => "network: shared with the host (agents reach their model API)".into(),
         (_, false) => "network: unshared (loopback only)".into(),

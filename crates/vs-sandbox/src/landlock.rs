@@ -92,11 +92,6 @@ impl LandlockSandbox {
                 "egress: a network namespace of its own (an unprivileged caller's in a user namespace of its own), its loopback's one listener at 127.0.0.1:{} accepted from outside by vibesys's proxy (named by HTTPS_PROXY, HTTP_PROXY and ALL_PROXY), which admits only {}; TCP connect only to that port (Landlock), every other family refused (seccomp); no resolver inside",
                 crate::egress::INSIDE_PORT,
                 door.allow
-                    .patterns()
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
             ));
         }
         Ok(Self {

@@ -255,6 +255,19 @@ impl AllowList {
     }
 }
 
+/// The patterns, `, `-separated: how reports name the list.
+impl fmt::Display for AllowList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.patterns.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{p}")?;
+        }
+        Ok(())
+    }
+}
+
 /// An address a name must not lead to unless the list names it: loopback,
 /// link-local, unspecified, multicast (IPv4-mapped IPv6 included).
 pub fn is_local_address(addr: IpAddr) -> bool {
