@@ -10,9 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use vs_docker::DockerOptions;
-use vs_sandbox::ConfineMode;
 use vs_sandbox::config::{ConfigError, PolicyConfig};
-use vs_sandbox::controls::SANDBOX_ENV;
+use vs_sandbox::{ConfineMode, OperatorChoice};
 
 use crate::broker::child::{self, BrokerChild, BrokerChildError, BrokerStart};
 use crate::build::{BuildCheckout, BuildRecord, BuildSpec, TrustedBuild};
@@ -130,8 +129,7 @@ pub struct BuildJson<'a> {
 pub fn trusted_build(settings: BuildSettings<'_>) -> Result<BuildReport, BuildRunError> {
     let environment = settings.environment;
     let mode = build_host_mode(
-        settings.confine,
-        std::env::var_os(SANDBOX_ENV).as_deref(),
+        OperatorChoice::from_env(settings.confine).map_err(ConfineChoiceError::from)?,
         environment,
     )?;
     let run = RunId::new(settings.run)?;

@@ -3,8 +3,6 @@
 //! confinement resolver ([`OperatorChoice::resolve`]) with enforcement
 //! required, checked before anything is recorded, checked out or run.
 
-use std::ffi::OsStr;
-
 use vs_sandbox::controls::SANDBOX_ENV;
 use vs_sandbox::{
     ConfineMode, Enforcement, OperatorChoice, Purpose, RunPlace, SandboxError,
@@ -37,19 +35,16 @@ pub enum ConfineChoiceError {
     },
 }
 
-/// The host mechanism of a run's agent, from `VIBESYS_AGENT_SANDBOX`
-/// (`variable`); a run never runs its agent unconfined. A host-only
+/// The host mechanism of a run's agent, from the operator's `choice`
+/// (`VIBESYS_AGENT_SANDBOX`: [`OperatorChoice::from_env`]); a run never
+/// runs its agent unconfined. A host-only
 /// accelerator `backend` (Metal) runs under the platform's own mechanism
 /// (`auto`: Seatbelt on macOS) only.
 pub fn agent_host_mode(
     backend: AcceleratorBackend,
-    variable: Option<&OsStr>,
+    choice: OperatorChoice,
 ) -> Result<ConfineMode, ConfineChoiceError> {
-    let resolved = OperatorChoice::read(ConfineMode::Auto, variable)?.resolve(
-        Purpose::Agent,
-        RunPlace::Host,
-        Enforcement::Required,
-    )?;
+    let resolved = choice.resolve(Purpose::Agent, RunPlace::Host, Enforcement::Required)?;
     if backend.is_host_only() && !matches!(resolved.mode, ConfineMode::Auto | ConfineMode::Off) {
         return Err(ConfineChoiceError::HostOnlyBackend {
             backend: backend.name(),
@@ -62,14 +57,13 @@ pub fn agent_host_mode(
 }
 
 /// The host mechanism of a trusted build in `environment`, from the
-/// `flag` (`auto`, `bwrap`, `landlock`) and `VIBESYS_AGENT_SANDBOX`
-/// (`variable`); a build never runs unconfined.
+/// operator's `choice` (the flag, `auto`, `bwrap` or `landlock`, and
+/// `VIBESYS_AGENT_SANDBOX`); a build never runs unconfined.
 pub fn build_host_mode(
-    flag: ConfineMode,
-    variable: Option<&OsStr>,
+    choice: OperatorChoice,
     environment: RunEnvironment,
 ) -> Result<ConfineMode, ConfineChoiceError> {
-    let resolved = OperatorChoice::read(flag, variable)?.resolve(
+    let resolved = choice.resolve(
         Purpose::Build,
         environment.confine_place(environment.name()),
         Enforcement::Required,
@@ -80,10 +74,12 @@ pub fn build_host_mode(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::OsStr;
 
     #[test]
     fn an_unconfined_agent_is_refused() {
-        let refused = agent_host_mode(AcceleratorBackend::default(), Some(OsStr::new("off")));
+        let off = OperatorChoice::read(ConfineMode::Auto, Some(OsStr::new("off"))).unwrap();
+        let refused = agent_host_mode(AcceleratorBackend::default(), off);
         assert!(refused.is_err(), "{refused:?}");
     }
 }

@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use vs_sandbox::controls::SANDBOX_ENV;
 use vs_sandbox::runner::CancellationToken;
-use vs_sandbox::{Confinement, config::list_errors, egress::AllowList};
+use vs_sandbox::{
+    ConfineMode, Confinement, OperatorChoice, config::list_errors, egress::AllowList,
+};
 
 use crate::confine_choice::{ConfineChoiceError, agent_host_mode};
 use crate::environment::{Availability, RunEnvironment};
@@ -211,11 +212,12 @@ fn agent_argv(provider: &str, command: &[OsString]) -> Result<(String, Vec<Strin
 fn host_mode(
     environment: RunEnvironment,
     backend: AcceleratorBackend,
-) -> Result<Option<vs_sandbox::ConfineMode>, LaunchError> {
+) -> Result<Option<ConfineMode>, LaunchError> {
     match environment {
         RunEnvironment::Host => {
-            let variable = std::env::var_os(SANDBOX_ENV);
-            Ok(Some(agent_host_mode(backend, variable.as_deref())?))
+            let choice =
+                OperatorChoice::from_env(ConfineMode::Auto).map_err(ConfineChoiceError::from)?;
+            Ok(Some(agent_host_mode(backend, choice)?))
         }
         _ => Ok(None),
     }
